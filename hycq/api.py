@@ -1,0 +1,167 @@
+"""The public Python API: load a query, explain it, (later) optimize, run and benchmark it.
+
+This package is the composition root: the only place that wires the optimizer, the engines
+and the cost models together. The CLI is a thin layer over these functions.
+
+Example:
+    >>> q = load_query(QUERIES / "smartplug" / "q5.sql")
+    >>> [op["kind"] for op in explain(q)["operators"]][:3]
+    ['source', 'window', 'select']
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from optimizer.ir.catalog import Catalog
+from optimizer.ir.errors import OptionError, QueryError, UserError
+from optimizer.ir.plan import Category, LogicalPlan
+from optimizer.ir.plan import Source as SourceOp
+from optimizer.sql import plan_query
+from optimizer.sql.catalog import load_catalog
+
+#: The shipped queries (present in a source checkout).
+QUERIES = Path(__file__).resolve().parent.parent / "queries"
+
+#: Engines hycq knows; ``row`` is always enabled.
+ENGINES = ("row", "duckdb", "spark")
+
+
+@dataclass(frozen=True)
+class LoadedQuery:
+    """A bound query with everything needed to explain or run it."""
+
+    text: str
+    name: str
+    catalog: Catalog
+    plan: LogicalPlan
+    bind_ms: float
+
+
+def read_query_text(query: str | Path) -> tuple[str, str]:
+    """(text, display name) of a query path, or of stdin for ``-``."""
+    if str(query) == "-":
+        return sys.stdin.read(), "<stdin>"
+    path = Path(query)
+    try:
+        return path.read_text(encoding="utf-8"), str(query)
+    except FileNotFoundError:
+        raise UserError(
+            f"query file not found: {query}", hint="give a .sql path, or - to read stdin"
+        ) from None
+    except IsADirectoryError:
+        raise UserError(f"query path is a directory: {query}", hint="give a .sql file") from None
+    except UnicodeDecodeError:
+        raise UserError(f"query file is not UTF-8 text: {query}") from None
+    except OSError as err:
+        raise UserError(f"cannot read query file {query}: {err.strerror}") from None
+
+
+def find_catalog(query: str | Path, catalog: Path | None) -> Path:
+    """The catalog for a query: ``catalog`` if given, else catalog.toml beside the query."""
+    if catalog is not None:
+        return catalog
+    if str(query) == "-":
+        here = Path("catalog.toml")
+        if here.exists():
+            return here
+        raise UserError(
+            "no catalog for a query read from stdin",
+            hint="pass --catalog PATH (e.g. queries/smartplug/catalog.toml)",
+        )
+    return Path(query).parent / "catalog.toml"
+
+
+def load_query(query: str | Path, catalog: Path | None = None) -> LoadedQuery:
+    """Read, parse and bind a query against its catalog."""
+    text, name = read_query_text(query)
+    cat = load_catalog(find_catalog(query, catalog))
+    start = time.perf_counter()
+    plan = plan_query(text, cat, name)
+    return LoadedQuery(text, name, cat, plan, (time.perf_counter() - start) * 1e3)
+
+
+def parse_engines(spec: str) -> tuple[str, ...]:
+    """``row,duckdb`` -> ('row', 'duckdb'); the row engine is always included."""
+    names = [s.strip().lower() for s in spec.split(",") if s.strip()]
+    for n in names:
+        if n not in ENGINES:
+            from optimizer.ir.errors import did_you_mean
+
+            raise OptionError(
+                f"unknown engine '{n}' in --engines",
+                hint=did_you_mean(n, ENGINES) or f"engines: {', '.join(ENGINES)}",
+            )
+    if "row" not in names:
+        names.insert(0, "row")
+    return tuple(dict.fromkeys(names))
+
+
+def explain(
+    q: LoadedQuery,
+    rate: float | None = None,
+    engines: tuple[str, ...] = ("row", "duckdb"),
+) -> dict[str, Any]:
+    """The CONTRACT's ``explain --json`` object for a query.
+
+    Until the cost-based optimizer lands (issue 5) every operator is placed on the row
+    engine; fields that need cost estimation (``lambda_out``, ``u``, ``cost``,
+    ``feasible``) are null rather than invented.
+    """
+    plan = q.plan
+    placement = {op_id: "row" for op_id in plan.topological()}
+    operators = [
+        {
+            "id": op.id,
+            "kind": op.kind,
+            "engine": placement[op.id],
+            "inputs": plan.inputs(op.id),
+            "detail": op.describe(),
+            "schema": [{"name": f.name, "type": f.dtype.value} for f in op.schema],
+            "lambda_out": None,
+            "u": None,
+        }
+        for op in plan.operators()
+    ]
+    return {
+        "query": q.name,
+        "rate": rate if rate is not None else _default_rate(q),
+        "engines": list(engines),
+        "operators": operators,
+        "groups": [],
+        "r2r_operators": len([o for o in plan.operators() if o.category is Category.R2R]),
+        "cost": {"bottleneck": None, "utilization": None},
+        "feasible": None,
+        "plans_examined": {"phase_one": 0, "phase_two": 0},
+        "optimization_ms": {"bind": round(q.bind_ms, 3), "phase_one": 0.0, "phase_two": 0.0,
+                            "total": round(q.bind_ms, 3)},
+        "cost_model": None,
+    }
+
+
+def _default_rate(q: LoadedQuery) -> float | None:
+    """The catalog rate of the query's input streams when they agree, else None."""
+    rates = set()
+    for op_id in q.plan.sources:
+        op = q.plan.op(op_id)
+        assert isinstance(op, SourceOp)
+        stream = q.catalog.get(op.stream)
+        assert stream is not None
+        rates.add(stream.rate)
+    return rates.pop() if len(rates) == 1 else None
+
+
+__all__ = [
+    "ENGINES",
+    "QUERIES",
+    "LoadedQuery",
+    "QueryError",
+    "explain",
+    "find_catalog",
+    "load_query",
+    "parse_engines",
+]

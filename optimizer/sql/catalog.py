@@ -1,0 +1,235 @@
+"""Catalog TOML loading and validation.
+
+A catalog names the streams a query may read::
+
+    [streams.readings]
+    timestamp = "ts"          # the event-time column
+    time_unit = "s"           # "s" (epoch seconds) or "ms"
+    rate = 2000               # default arrival rate, tuples per event-second
+
+    [streams.readings.columns]  # in order; types BIGINT, INTEGER, DOUBLE, BOOLEAN, VARCHAR
+    id = "BIGINT"
+    ts = "BIGINT"
+
+    [streams.readings.source]   # used when `hycq run` gets no --data for the stream
+    kind = "generator"          # or "file" with path = "...", format = "debs"|"csv"|"parquet"
+    generator = "smartplug"
+    houses = 40
+    seed = 42
+
+    [streams.readings.statistics]   # optional, for the optimizer (issue 5)
+    distinct = { plug_id = 1677 }
+    selectivity = { "property = 1" = 0.5 }
+
+Unknown keys and wrong types are errors naming the key path, with the closest valid key.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from optimizer.ir.catalog import TIME_UNITS_MS, Catalog, SourceSpec, StreamDef
+from optimizer.ir.errors import CatalogError, did_you_mean
+from optimizer.ir.schema import Field
+from optimizer.ir.types import TYPE_NAMES, DataType
+
+_STREAM_KEYS = {"timestamp", "time_unit", "rate", "columns", "source", "statistics", "doc"}
+_SOURCE_KEYS = {"kind", "generator", "path", "format"}
+_GENERATOR_OPTIONS = {"houses", "seed", "households_per_house", "plugs_per_household", "start"}
+_FILE_FORMATS = ("debs", "csv", "parquet")
+_STAT_KEYS = {"distinct", "selectivity"}
+_TIME_UNIT_NAMES = {
+    "s": "s",
+    "second": "s",
+    "seconds": "s",
+    "ms": "ms",
+    "millisecond": "ms",
+    "milliseconds": "ms",
+}
+
+
+def load_catalog(path: Path) -> Catalog:
+    """Read and validate a catalog file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CatalogError(
+            f"catalog file not found: {path}",
+            hint="put catalog.toml next to the query or pass --catalog PATH",
+        ) from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise CatalogError(f"cannot read catalog {path}: {err}") from None
+    return parse_catalog_text(text, str(path), base=path.parent)
+
+
+def parse_catalog_text(text: str, name: str = "<catalog>", base: Path | None = None) -> Catalog:
+    """Validate catalog TOML text; ``base`` resolves relative file paths of file sources."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise CatalogError(f"{name}: invalid TOML: {err}") from None
+    _check_keys(data, {"streams", "doc"}, name, "")
+    if "doc" in data:
+        _expect(data["doc"], str, name, "doc")
+    streams_raw = data.get("streams")
+    if streams_raw is None:
+        raise CatalogError(f"{name}: no [streams.NAME] table", hint="define at least one stream")
+    _expect(streams_raw, dict, name, "streams")
+    streams: dict[str, StreamDef] = {}
+    for sname, body in streams_raw.items():
+        stream = _parse_stream(sname, body, name, base)
+        if sname.lower() in streams:
+            raise CatalogError(f"{name}: stream '{sname}' defined twice (names ignore case)")
+        streams[sname.lower()] = stream
+    if not streams:
+        raise CatalogError(f"{name}: no streams defined", hint="add a [streams.NAME] table")
+    return Catalog(streams, Path(name) if base is not None else None)
+
+
+def _parse_stream(sname: str, body: Any, name: str, base: Path | None) -> StreamDef:
+    where = f"streams.{sname}"
+    _expect(body, dict, name, where)
+    if not sname.isidentifier():
+        raise CatalogError(f"{name}: stream name '{sname}' is not a valid identifier")
+    _check_keys(body, _STREAM_KEYS, name, where)
+    for required in ("columns", "timestamp"):
+        if required not in body:
+            raise CatalogError(f"{name}: {where} is missing '{required}'")
+    cols_raw = body["columns"]
+    _expect(cols_raw, dict, name, f"{where}.columns")
+    if not cols_raw:
+        raise CatalogError(f"{name}: {where}.columns is empty")
+    columns = []
+    for cname, tname in cols_raw.items():
+        _expect(tname, str, name, f"{where}.columns.{cname}")
+        dtype = TYPE_NAMES.get(tname.upper())
+        if dtype is None:
+            raise CatalogError(
+                f"{name}: {where}.columns.{cname}: unknown type '{tname}'",
+                hint=did_you_mean(tname.upper(), TYPE_NAMES)
+                or "use BIGINT, INTEGER, DOUBLE, BOOLEAN or VARCHAR",
+            )
+        if not cname.isidentifier():
+            raise CatalogError(f"{name}: column name '{cname}' is not a valid identifier")
+        columns.append(Field(cname, dtype))
+    lowered = [c.name.lower() for c in columns]
+    if len(set(lowered)) != len(lowered):
+        raise CatalogError(f"{name}: {where}.columns has duplicate names (names ignore case)")
+
+    ts = body["timestamp"]
+    _expect(ts, str, name, f"{where}.timestamp")
+    if ts not in [c.name for c in columns]:
+        raise CatalogError(
+            f"{name}: {where}.timestamp names unknown column '{ts}'",
+            hint=did_you_mean(ts, [c.name for c in columns]),
+        )
+    ts_type = next(c.dtype for c in columns if c.name == ts)
+    if ts_type not in (DataType.BIGINT, DataType.INTEGER):
+        raise CatalogError(f"{name}: {where}.timestamp column '{ts}' must be BIGINT or INTEGER")
+
+    unit_raw = body.get("time_unit", "s")
+    _expect(unit_raw, str, name, f"{where}.time_unit")
+    unit = _TIME_UNIT_NAMES.get(unit_raw.lower())
+    if unit is None or unit not in TIME_UNITS_MS:
+        raise CatalogError(f"{name}: {where}.time_unit must be 's' or 'ms', got '{unit_raw}'")
+
+    rate = body.get("rate", 1000)
+    if isinstance(rate, bool) or not isinstance(rate, int | float):
+        raise CatalogError(f"{name}: {where}.rate must be a number, got {type(rate).__name__}")
+    if not math.isfinite(rate) or rate <= 0:
+        raise CatalogError(f"{name}: {where}.rate must be positive, got {rate}")
+
+    source = _parse_source(body.get("source"), name, f"{where}.source", base)
+    distinct, selectivity = _parse_stats(body.get("statistics"), name, f"{where}.statistics")
+    for col, _ in distinct:
+        if col not in [c.name for c in columns]:
+            raise CatalogError(
+                f"{name}: {where}.statistics.distinct names unknown column '{col}'",
+                hint=did_you_mean(col, [c.name for c in columns]),
+            )
+    return StreamDef(sname, tuple(columns), ts, unit, float(rate), source, distinct, selectivity)
+
+
+def _parse_source(raw: Any, name: str, where: str, base: Path | None) -> SourceSpec:
+    if raw is None:
+        return SourceSpec(kind="none")
+    _expect(raw, dict, name, where)
+    kind = raw.get("kind")
+    if kind not in ("generator", "file"):
+        raise CatalogError(
+            f"{name}: {where}.kind must be 'generator' or 'file', got {kind!r}",
+        )
+    if kind == "generator":
+        _check_keys(raw, {"kind", "generator"} | _GENERATOR_OPTIONS, name, where)
+        gen = raw.get("generator", "smartplug")
+        _expect(gen, str, name, f"{where}.generator")
+        if gen != "smartplug":
+            raise CatalogError(
+                f"{name}: {where}.generator: unknown generator '{gen}'",
+                hint="the built-in generator is 'smartplug'",
+            )
+        options = []
+        for key in sorted(_GENERATOR_OPTIONS & set(raw)):
+            value = raw[key]
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise CatalogError(f"{name}: {where}.{key} must be an integer")
+            if value < 0 or (key != "start" and key != "seed" and value == 0):
+                raise CatalogError(f"{name}: {where}.{key} must be positive, got {value}")
+            options.append((key, value))
+        return SourceSpec(kind="generator", generator=gen, options=tuple(options))
+    _check_keys(raw, {"kind", "path", "format"}, name, where)
+    path_raw = raw.get("path")
+    if not isinstance(path_raw, str) or not path_raw:
+        raise CatalogError(f"{name}: {where}.path must be a file path string")
+    fmt = raw.get("format")
+    if fmt is not None and fmt not in _FILE_FORMATS:
+        raise CatalogError(
+            f"{name}: {where}.format must be one of {', '.join(_FILE_FORMATS)}, got {fmt!r}"
+        )
+    path = Path(path_raw)
+    if base is not None and not path.is_absolute():
+        path = base / path
+    return SourceSpec(kind="file", path=path, format=fmt)
+
+
+def _parse_stats(
+    raw: Any, name: str, where: str
+) -> tuple[tuple[tuple[str, int], ...], tuple[tuple[str, float], ...]]:
+    if raw is None:
+        return (), ()
+    _expect(raw, dict, name, where)
+    _check_keys(raw, _STAT_KEYS, name, where)
+    distinct_raw = raw.get("distinct", {})
+    _expect(distinct_raw, dict, name, f"{where}.distinct")
+    distinct = []
+    for col, n in distinct_raw.items():
+        if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
+            raise CatalogError(f"{name}: {where}.distinct.{col} must be a positive integer")
+        distinct.append((col, n))
+    sel_raw = raw.get("selectivity", {})
+    _expect(sel_raw, dict, name, f"{where}.selectivity")
+    sel = []
+    for pred, f in sel_raw.items():
+        if isinstance(f, bool) or not isinstance(f, int | float) or not 0 <= f <= 1:
+            raise CatalogError(f"{name}: {where}.selectivity.{pred!r} must be in [0, 1]")
+        sel.append((pred, float(f)))
+    return tuple(distinct), tuple(sel)
+
+
+def _check_keys(table: dict[str, Any], allowed: set[str], name: str, where: str) -> None:
+    for key in table:
+        if key not in allowed:
+            path = f"{where}.{key}" if where else key
+            raise CatalogError(
+                f"{name}: unknown key '{path}'",
+                hint=did_you_mean(key, allowed) or f"valid keys: {', '.join(sorted(allowed))}",
+            )
+
+
+def _expect(value: Any, typ: type, name: str, where: str) -> None:
+    if not isinstance(value, typ):
+        wanted = {dict: "a table", str: "a string", list: "an array"}.get(typ, typ.__name__)
+        raise CatalogError(f"{name}: {where} must be {wanted}, got {type(value).__name__}")

@@ -1,0 +1,16 @@
+-- Q3 (dissertation 6.4): for each smart plug, compare the maximum and the average load of
+-- the last 5 minutes with the maximum and the average load of the last minute.
+-- Two aggregates over two windows of one stream, joined on the plug.
+SELECT l.house_id, l.household_id, l.plug_id,
+       l.max_load AS max_5m, s.max_load AS max_1m,
+       l.avg_load AS avg_5m, s.avg_load AS avg_1m,
+       s.avg_load - l.avg_load AS avg_trend
+FROM (SELECT house_id, household_id, plug_id, MAX(value) AS max_load, AVG(value) AS avg_load
+      FROM readings [RANGE 5 MINUTES SLIDE 1 SECOND]
+      WHERE property = 1
+      GROUP BY house_id, household_id, plug_id) AS l,
+     (SELECT house_id, household_id, plug_id, MAX(value) AS max_load, AVG(value) AS avg_load
+      FROM readings [RANGE 1 MINUTE SLIDE 1 SECOND]
+      WHERE property = 1
+      GROUP BY house_id, household_id, plug_id) AS s
+WHERE l.house_id = s.house_id AND l.household_id = s.household_id AND l.plug_id = s.plug_id
