@@ -165,3 +165,100 @@ __all__ = [
     "load_query",
     "parse_engines",
 ]
+
+
+# -- running ---------------------------------------------------------------------------------
+
+PLACEMENTS = ("auto", "row", "column")
+
+
+def resolve_placement(plan: LogicalPlan, placement: str | dict[str, str]) -> dict[str, str]:
+    """Engine per operator id for a placement request (auto, row, column, or a mapping)."""
+    from optimizer.ir.errors import PlanError
+
+    ids = plan.topological()
+    if isinstance(placement, dict):
+        unknown = [k for k in placement if k not in plan]
+        if unknown:
+            from optimizer.ir.errors import did_you_mean
+
+            raise PlanError(
+                f"placement names unknown operator '{unknown[0]}'",
+                hint=did_you_mean(unknown[0], ids) or "use the ids printed by 'hycq explain'",
+            )
+        engines = set(placement.values())
+    elif placement in ("auto", "row"):
+        # Until the cost-based optimizer exists (issue 5), auto runs everything on the row
+        # engine, which is also what explain reports.
+        return {op_id: "row" for op_id in ids}
+    elif placement == "column":
+        engines = {"duckdb"}
+    else:
+        raise OptionError(
+            f"unknown placement '{placement}'",
+            hint="use auto, row, column, or a JSON file mapping operator ids to engines",
+        )
+    if engines - {"row"}:
+        raise PlanError(
+            "columnar engines (duckdb, spark) are not available yet in this version",
+            hint="use --placement row",
+        )
+    return {op_id: "row" for op_id in ids}
+
+
+def execute(
+    plan: LogicalPlan,
+    catalog: Catalog,
+    inputs: dict[str, Any],
+    placement: str | dict[str, str] = "row",
+    options: Any = None,
+) -> Any:
+    """Run ``plan`` over in-memory Arrow tables (one per stream) and return a RunResult.
+
+    The result table holds the query's output columns plus ``_ts``.
+    """
+    import pyarrow as pa
+
+    from engines.runtime import RunOptions, StreamInput, run_plan
+
+    opts = options if options is not None else RunOptions()
+    streams = []
+    for name, table in inputs.items():
+        stream = catalog.get(name)
+        if stream is None:
+            raise OptionError(f"no stream '{name}' in the catalog")
+        if isinstance(table, pa.Table):
+            batches = iter(table.to_batches())
+        else:
+            batches = iter(table)
+        streams.append(StreamInput(stream, batches, stream.rate, "in-memory table"))
+    return _run(plan, catalog, opts, placement, streams)
+
+
+def run(q: LoadedQuery, options: Any, placement: str | dict[str, str] = "auto") -> Any:
+    """Run a loaded query with ``hycq run`` options (sources from --data or the catalog)."""
+    return _run(q.plan, q.catalog, options, placement, None)
+
+
+def _run(
+    plan: LogicalPlan,
+    catalog: Catalog,
+    options: Any,
+    placement: str | dict[str, str],
+    inputs: Any,
+) -> Any:
+    from engines.row.executor import RowExecutor
+    from engines.runtime import run_plan
+
+    engines = resolve_placement(plan, placement)
+    keep_late = options.dead_letter is not None
+    return run_plan(
+        plan,
+        catalog,
+        options,
+        make_engine=lambda emit: RowExecutor(plan, emit, keep_late_rows=keep_late),
+        placement=engines,
+        inputs=inputs,
+        operator_metrics=lambda e: e.operator_metrics(),  # type: ignore[attr-defined]
+        late_count=lambda e: e.late.count,  # type: ignore[attr-defined]
+    )

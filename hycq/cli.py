@@ -85,6 +85,69 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--json", action="store_true", help="print one JSON object (see CONTRACT)")
     ex.add_argument("--schema", action="store_true", help="show every operator's output schema")
 
+    rn = sub.add_parser(
+        "run",
+        help="run a continuous query over generated or replayed data",
+        description="Run a continuous query and write its result stream (the query's columns "
+        "plus _ts, the slide instant). Without --data, streams come from the catalog's source: "
+        "the smart-plug generator, which stops after --duration event-seconds (default "
+        f"{_default_duration():g}).",
+    )
+    rn.add_argument("query", metavar="QUERY", help="a .sql file, or - for stdin")
+    rn.add_argument("--catalog", type=Path, help="catalog TOML (default: catalog.toml beside QUERY)")
+    rn.add_argument(
+        "--rate",
+        type=_positive_float,
+        help="input rate, tuples per event-second: the generator's density, or a file replayed "
+        "at this rate by rescaling its timestamps",
+    )
+    rn.add_argument(
+        "--data",
+        action="append",
+        default=[],
+        metavar="STREAM=PATH",
+        help="read STREAM from a CSV (raw DEBS without header, or with a header row) or "
+        "Parquet file; repeatable",
+    )
+    rn.add_argument(
+        "--duration",
+        type=_positive_float,
+        help=f"event-seconds to process (generated streams default to {_default_duration():g})",
+    )
+    rn.add_argument(
+        "--pace",
+        choices=("max", "realtime"),
+        default="max",
+        help="max: push input as fast as the plan takes it (default); realtime: replay event "
+        "time against the wall clock",
+    )
+    rn.add_argument(
+        "--placement",
+        default="auto",
+        metavar="auto|row|column|FILE.json",
+        help="operator placement: auto (the optimizer's plan), row, column, or a JSON file "
+        '{"<op id>": "row"|"duckdb"|"spark"} (default: auto)',
+    )
+    rn.add_argument(
+        "--output",
+        metavar="PATH",
+        help="result file: .parquet, .csv or .jsonl, or - for JSON lines on stdout "
+        "(default: results are counted, not written)",
+    )
+    rn.add_argument("--metrics", type=Path, metavar="PATH", help="write run metrics as JSON")
+    rn.add_argument(
+        "--dead-letter",
+        type=Path,
+        metavar="PATH",
+        help="write rejected input rows with the reason (JSON lines)",
+    )
+    rn.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="show a progress bar (default: when stderr is a terminal)",
+    )
+
     data = sub.add_parser("data", help="synthetic smart-plug data")
     data_sub = data.add_subparsers(dest="data_command", metavar="ACTION", parser_class=_Parser)
     data_sub.required = True
@@ -136,6 +199,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "explain":
         return _explain(args)
+    if args.command == "run":
+        return _run(args)
     if args.command == "data":
         return _data_generate(args)
     raise OptionError(f"unknown command {args.command}")  # pragma: no cover
@@ -162,6 +227,84 @@ def _explain(args: argparse.Namespace) -> int:
     print(f"R2R operators: {info['r2r_operators']}")
     print("placement: every operator on the row engine (the cost-based optimizer is not yet "
           "implemented)")
+    return 0
+
+
+def _default_duration() -> float:
+    from engines.runtime import DEFAULT_DURATION_S
+
+    return DEFAULT_DURATION_S
+
+
+def _parse_data(specs: list[str]) -> dict[str, Path]:
+    data: dict[str, Path] = {}
+    for spec in specs:
+        stream, sep, path = spec.partition("=")
+        if not sep or not stream or not path:
+            raise OptionError(
+                f"--data expects STREAM=PATH, got '{spec}'",
+                hint="e.g. --data readings=readings.parquet",
+            )
+        if stream in data:
+            raise OptionError(f"--data given twice for stream '{stream}'")
+        data[stream] = Path(path)
+    return data
+
+
+def _load_placement(spec: str) -> str | dict[str, str]:
+    if spec in ("auto", "row", "column"):
+        return spec
+    path = Path(spec)
+    if path.suffix.lower() != ".json":
+        raise OptionError(
+            f"--placement must be auto, row, column or a .json file, got '{spec}'"
+        )
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise OptionError(f"placement file not found: {path}") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise OptionError(f"cannot read placement file {path}: {err}") from None
+    except json.JSONDecodeError as err:
+        raise OptionError(
+            f"placement file {path}:{err.lineno}:{err.colno}: invalid JSON: {err.msg}"
+        ) from None
+    if not isinstance(obj, dict) or not all(
+        isinstance(k, str) and v in ("row", "duckdb", "spark") for k, v in obj.items()
+    ):
+        raise OptionError(
+            f"placement file {path} must be a JSON object mapping operator ids to "
+            '"row", "duckdb" or "spark"',
+            hint='e.g. {"aggregate1": "duckdb"}',
+        )
+    return obj
+
+
+def _run(args: argparse.Namespace) -> int:
+    from engines.runtime import RunOptions
+    from hycq import api
+
+    placement = _load_placement(args.placement)
+    options = RunOptions(
+        rate=args.rate,
+        duration=args.duration,
+        pace=args.pace,
+        data=_parse_data(args.data),
+        output=args.output,
+        metrics=args.metrics,
+        dead_letter=args.dead_letter,
+        progress=args.progress,
+    )
+    q = api.load_query(args.query, args.catalog)
+    result = api.run(q, options, placement)
+    m = result.metrics
+    if args.output != "-":
+        sys.stderr.write(
+            f"{m['tuples_in']} tuples in {m['wall_s']:.2f} s ({m['throughput']:,.0f} tuples/s, "
+            f"rate {m['rate']:,.0f}/s, {'kept up' if m['kept_up'] else 'did NOT keep up'}); "
+            f"{m['results']} result rows over {m['instants']} instants; "
+            f"{m['dead_letter']} rows dead-lettered\n"
+        )
     return 0
 
 

@@ -1,0 +1,86 @@
+"""Row-engine building blocks: deltas, the operator base class and its metrics and state API.
+
+A relation changes between slide instants by a :class:`Delta`: tuples inserted and tuples
+deleted (bags: a tuple may occur several times). An operator whose output is *replaced*
+wholesale at every change (a tumbling or NOW window and the stateless operators above it)
+emits ``Delta(ins=new_contents, replace=True)`` instead, so nobody pays for deleting the
+previous contents tuple by tuple.
+
+Every operator keeps explicit, inspectable state (``state()``), can ``snapshot()`` it as plain
+Python data and be rebuilt from it with ``restore()``: later work migrates running plans
+between engines and plans (JISC, HybMig) with exactly this API.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+Row = tuple[Any, ...]
+Rows = list[Row]
+
+
+@dataclass(slots=True)
+class Delta:
+    """Change of a relation at one instant.
+
+    ``replace=True`` means the relation is now exactly ``ins`` (``dels`` is empty and the old
+    contents are implied). ``replace=False`` with both lists empty means "no change".
+    """
+
+    ins: Rows = field(default_factory=list)
+    dels: Rows = field(default_factory=list)
+    replace: bool = False
+
+    def __len__(self) -> int:
+        return len(self.ins) + len(self.dels)
+
+    @property
+    def empty(self) -> bool:
+        return not self.replace and not self.ins and not self.dels
+
+
+NO_CHANGE = Delta()
+
+
+@dataclass(slots=True)
+class OperatorMetrics:
+    """Per-operator counters: tuples in/out and busy time (seconds) spent in ``step``."""
+
+    tuples_in: int = 0
+    tuples_out: int = 0
+    busy_s: float = 0.0
+    steps: int = 0
+
+
+class RowOperator(ABC):
+    """Base of row-engine operators.
+
+    Subclasses implement ``step(T, inputs) -> Delta`` (inputs in port order) and, if stateful,
+    ``state`` / ``snapshot`` / ``restore``. ``replace_out`` says statically whether this
+    operator emits replacing deltas.
+    """
+
+    kind: ClassVar[str] = "operator"
+
+    def __init__(self, op_id: str, replace_out: bool = False) -> None:
+        self.op_id = op_id
+        self.replace_out = replace_out
+        self.metrics = OperatorMetrics()
+
+    @abstractmethod
+    def step(self, instant: int, inputs: list[Delta]) -> Delta:
+        """Consume the input deltas of one instant and return the output delta."""
+
+    def state(self) -> dict[str, Any]:
+        """A JSON-friendly description of the operator's state (sizes, entries, timestamps)."""
+        return {}
+
+    def snapshot(self) -> dict[str, Any]:
+        """All state as plain Python data; ``restore(snapshot())`` rebuilds the operator."""
+        return {}
+
+    def restore(self, snap: dict[str, Any]) -> None:
+        """Rebuild state from ``snapshot()`` output."""
+        return None

@@ -1,0 +1,387 @@
+"""Compile bound IR expressions into Python functions over tuples.
+
+The row engine evaluates predicates and projections millions of times per second, so each
+expression is translated once into Python *source* and compiled: a select becomes
+``[r for r in rows if <cond>]``, a project ``[(<e1>, <e2>) for r in rows]``. The source is
+generated from the typed IR only: column references become ``r[i]``, literals are ``repr`` of
+their typed Python value, operators come from a fixed table. No text the user wrote reaches
+``compile`` (CONTRACT: never eval user text).
+
+NULL handling follows SQL three-valued logic, but only where a value can be NULL: the
+compiler tracks which input columns are nullable (source columns never are: rows with NULLs
+are dead-lettered at ingest) and emits plain Python operators on the non-null fast path.
+Scalar semantics are DuckDB's (docs/semantics.md): ``/`` is IEEE division, integer ``%`` by
+zero is NULL, ROUND and CAST-to-integer round half away from zero.
+
+Example:
+    >>> from optimizer.ir.expr import Binary, ColumnRef, Literal
+    >>> from optimizer.ir.types import DataType
+    >>> pred = Binary(">", ColumnRef(0, "v", DataType.DOUBLE), Literal(1.5, DataType.DOUBLE),
+    ...               DataType.BOOLEAN)
+    >>> keep = compile_filter(pred, (False,))
+    >>> keep([(1.0,), (2.0,), (3.0,)])
+    [(2.0,), (3.0,)]
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from optimizer.ir.errors import UnsupportedError
+from optimizer.ir.expr import (
+    AggCall,
+    Binary,
+    Case,
+    Cast,
+    ColumnRef,
+    Expr,
+    Func,
+    Literal,
+    Unary,
+)
+from optimizer.ir.types import DataType
+
+Row = tuple[Any, ...]
+Rows = list[Row]
+
+_PY_COMPARE = {"=": "==", "<>": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+
+
+# -- runtime helpers referenced by generated code --------------------------------------------
+
+
+def _div(a: float, b: float) -> float:
+    if b:
+        return a / b
+    if a != a or a == 0:  # NaN or 0 / 0
+        return math.nan
+    return math.copysign(math.inf, a) * (math.copysign(1.0, b) if isinstance(b, float) else 1.0)
+
+
+def _imod(a: int, b: int) -> int | None:
+    if b == 0:
+        return None
+    r = abs(a) % abs(b)
+    return -r if a < 0 else r
+
+
+def _fmod(a: float, b: float) -> float:
+    if b == 0 or math.isinf(a) or a != a or b != b:
+        return math.nan
+    return math.fmod(a, b)
+
+
+def _and3(a: bool | None, b: bool | None) -> bool | None:
+    if a is False or b is False:
+        return False
+    if a is None or b is None:
+        return None
+    return True
+
+
+def _or3(a: bool | None, b: bool | None) -> bool | None:
+    if a is True or b is True:
+        return True
+    if a is None or b is None:
+        return None
+    return False
+
+
+def _not3(a: bool | None) -> bool | None:
+    return None if a is None else not a
+
+
+def _coalesce(*args: Any) -> Any:
+    for a in args:
+        if a is not None:
+            return a
+    return None
+
+
+def _least(*args: Any) -> Any:
+    vals = [a for a in args if a is not None]
+    return min(vals) if vals else None
+
+
+def _greatest(*args: Any) -> Any:
+    vals = [a for a in args if a is not None]
+    return max(vals) if vals else None
+
+
+def _round_half_away(x: float) -> float:
+    if math.isinf(x) or x != x:
+        return x
+    return math.copysign(math.floor(abs(x) + 0.5), x)
+
+
+def _round(x: Any, n: int = 0) -> Any:
+    if x is None:
+        return None
+    if isinstance(x, int) and not isinstance(x, bool):
+        if n >= 0:
+            return x
+        p = 10 ** (-n)
+        return int(_round_half_away(x / p)) * p
+    if n == 0:
+        return _round_half_away(x)
+    p = 10.0**n
+    return _round_half_away(x * p) / p
+
+
+def _floor(x: float) -> float:
+    return x if (math.isinf(x) or x != x) else float(math.floor(x))
+
+
+def _ceil(x: float) -> float:
+    return x if (math.isinf(x) or x != x) else float(math.ceil(x))
+
+
+def _to_int(x: Any) -> int:
+    if isinstance(x, float):
+        if math.isinf(x) or x != x:
+            raise ValueError(f"cannot convert {x} to an integer")
+        return int(_round_half_away(x))
+    return int(x)
+
+
+def _to_varchar(x: Any) -> str:
+    if isinstance(x, bool):
+        return "true" if x else "false"
+    return str(x)
+
+
+RUNTIME: dict[str, Any] = {
+    "_div": _div,
+    "_imod": _imod,
+    "_fmod": _fmod,
+    "_and3": _and3,
+    "_or3": _or3,
+    "_not3": _not3,
+    "_coalesce": _coalesce,
+    "_least": _least,
+    "_greatest": _greatest,
+    "_round": _round,
+    "_floor": _floor,
+    "_ceil": _ceil,
+    "_to_int": _to_int,
+    "_to_varchar": _to_varchar,
+    "abs": abs,
+    "float": float,
+}
+
+
+# -- nullability ---------------------------------------------------------------------------
+
+
+def nullable(e: Expr, cols: Sequence[bool]) -> bool:
+    """Whether ``e`` can evaluate to NULL given which input columns can be NULL."""
+    if isinstance(e, Literal):
+        return e.value is None
+    if isinstance(e, ColumnRef):
+        return cols[e.index]
+    if isinstance(e, Binary):
+        either = nullable(e.left, cols) or nullable(e.right, cols)
+        if e.op == "%" and e.dtype.is_integer:
+            return True  # integer modulo by zero is NULL
+        return either
+    if isinstance(e, Unary):
+        return False if e.op in ("IS NULL", "IS NOT NULL") else nullable(e.operand, cols)
+    if isinstance(e, Func):
+        if e.name in ("COALESCE", "LEAST", "GREATEST"):
+            return all(nullable(a, cols) for a in e.args)
+        return any(nullable(a, cols) for a in e.args)
+    if isinstance(e, Cast):
+        return nullable(e.operand, cols)
+    if isinstance(e, Case):
+        return any(nullable(v, cols) for _, v in e.whens) or nullable(e.default, cols)
+    if isinstance(e, AggCall):
+        raise TypeError("aggregate calls are compiled by the aggregate operator")
+    raise TypeError(f"unknown expression {e!r}")
+
+
+# -- code generation -------------------------------------------------------------------------
+
+
+class _Gen:
+    """Generates one Python expression string for an IR expression over the tuple ``r``."""
+
+    def __init__(self, cols: Sequence[bool], var: str = "r") -> None:
+        self.cols = cols
+        self.var = var
+        self._tmp = 0
+
+    def tmp(self) -> str:
+        self._tmp += 1
+        return f"_t{self._tmp}"
+
+    def null(self, e: Expr) -> bool:
+        return nullable(e, self.cols)
+
+    def gen(self, e: Expr) -> str:
+        if isinstance(e, Literal):
+            return _literal(e)
+        if isinstance(e, ColumnRef):
+            return f"{self.var}[{e.index}]"
+        if isinstance(e, Binary):
+            return self._binary(e)
+        if isinstance(e, Unary):
+            return self._unary(e)
+        if isinstance(e, Func):
+            return self._func(e)
+        if isinstance(e, Cast):
+            return self._cast(e)
+        if isinstance(e, Case):
+            return self._case(e)
+        raise TypeError(f"cannot compile {e!r}")
+
+    def _guarded(self, parts: list[Expr], body: Callable[[list[str]], str]) -> str:
+        """``body`` over the parts, NULL if any nullable part is NULL."""
+        codes = [self.gen(p) for p in parts]
+        if not any(self.null(p) for p in parts):
+            return body(codes)
+        names, checks = [], []
+        for p, c in zip(parts, codes, strict=True):
+            if self.null(p):
+                t = self.tmp()
+                checks.append(f"({t} := {c}) is None")
+                names.append(t)
+            else:
+                names.append(c)
+        return f"(None if {' or '.join(checks)} else {body(names)})"
+
+    def _binary(self, e: Binary) -> str:
+        op = e.op
+        if op in ("AND", "OR"):
+            a, b = self.gen(e.left), self.gen(e.right)
+            if self.null(e.left) or self.null(e.right):
+                return f"_{op.lower()}3({a}, {b})"
+            return f"({a} {op.lower()} {b})"
+        if op in _PY_COMPARE:
+            return self._guarded([e.left, e.right], lambda c: f"({c[0]} {_PY_COMPARE[op]} {c[1]})")
+        if op in ("+", "-", "*"):
+            return self._guarded([e.left, e.right], lambda c: f"({c[0]} {op} {c[1]})")
+        if op == "/":
+            return self._guarded([e.left, e.right], lambda c: f"_div({c[0]}, {c[1]})")
+        if op == "%":
+            fn = "_imod" if e.dtype.is_integer else "_fmod"
+            return self._guarded([e.left, e.right], lambda c: f"{fn}({c[0]}, {c[1]})")
+        raise TypeError(f"unknown operator {op}")
+
+    def _unary(self, e: Unary) -> str:
+        if e.op == "IS NULL":
+            return f"({self.gen(e.operand)} is None)"
+        if e.op == "IS NOT NULL":
+            return f"({self.gen(e.operand)} is not None)"
+        if e.op == "NOT":
+            code = self.gen(e.operand)
+            return f"_not3({code})" if self.null(e.operand) else f"(not {code})"
+        if e.op == "NEG":
+            return self._guarded([e.operand], lambda c: f"(-{c[0]})")
+        raise TypeError(f"unknown unary operator {e.op}")
+
+    def _func(self, e: Func) -> str:
+        args = list(e.args)
+        if e.name in ("COALESCE", "LEAST", "GREATEST"):
+            return f"_{e.name.lower()}({', '.join(self.gen(a) for a in args)})"
+        if e.name == "ABS":
+            return self._guarded(args, lambda c: f"abs({c[0]})")
+        if e.name in ("FLOOR", "CEIL"):
+            fn = f"_{e.name.lower()}"
+            return self._guarded(args, lambda c: f"{fn}(float({c[0]}))")
+        if e.name == "ROUND":
+            return self._guarded(args, lambda c: f"_round({', '.join(c)})")
+        raise TypeError(f"unknown function {e.name}")
+
+    def _cast(self, e: Cast) -> str:
+        src, dst = e.operand.dtype, e.dtype
+        if src == dst or src is DataType.NULL:
+            return self.gen(e.operand)
+        if dst is DataType.DOUBLE and (src.is_numeric or src is DataType.BOOLEAN):
+            return self._guarded([e.operand], lambda c: f"float({c[0]})")
+        if dst.is_integer and (src.is_numeric or src is DataType.BOOLEAN):
+            return self._guarded([e.operand], lambda c: f"_to_int({c[0]})")
+        if dst is DataType.VARCHAR and (src.is_integer or src is DataType.BOOLEAN):
+            return self._guarded([e.operand], lambda c: f"_to_varchar({c[0]})")
+        if dst is DataType.BOOLEAN and src.is_integer:
+            return self._guarded([e.operand], lambda c: f"({c[0]} != 0)")
+        raise UnsupportedError(
+            f"CAST from {src} to {dst} is not supported by the row engine",
+            hint="cast between numeric types, or integers/booleans to VARCHAR",
+        )
+
+    def _case(self, e: Case) -> str:
+        out = self.gen(e.default)
+        for cond, value in reversed(e.whens):
+            c = self.gen(cond)
+            test = f"({c}) is True" if self.null(cond) else c
+            out = f"({self.gen(value)} if {test} else {out})"
+        return out
+
+
+def _literal(e: Literal) -> str:
+    v = e.value
+    if v is None or isinstance(v, bool | int | str):
+        return repr(v)
+    if isinstance(v, float):
+        if math.isfinite(v):
+            return repr(v)
+        return f"float({str(v)!r})"
+    raise TypeError(f"unsupported literal {v!r}")
+
+
+def _build(source: str, name: str) -> Callable[..., Any]:
+    namespace = dict(RUNTIME)
+    exec(compile(source, f"<hycq:{name}>", "exec"), namespace)  # noqa: S102 - IR-generated code
+    fn = namespace[name]
+    fn.__hycq_source__ = source  # kept for debugging and tests
+    return fn  # type: ignore[no-any-return]
+
+
+# -- public compilers ------------------------------------------------------------------------
+
+
+def expr_source(e: Expr, cols: Sequence[bool], var: str = "r") -> str:
+    """The Python expression text for ``e`` over tuple variable ``var`` (for fused codegen)."""
+    return _Gen(cols, var).gen(e)
+
+
+def compile_filter(pred: Expr, cols: Sequence[bool]) -> Callable[[Rows], Rows]:
+    """``rows -> [r for r in rows if pred(r)]``; NULL counts as false."""
+    g = _Gen(cols)
+    code = g.gen(pred)
+    test = f"({code}) is True" if nullable(pred, cols) else code
+    src = f"def _filter(rows):\n    return [r for r in rows if {test}]\n"
+    return _build(src, "_filter")
+
+
+def compile_map(exprs: Sequence[Expr], cols: Sequence[bool]) -> Callable[[Rows], Rows]:
+    """``rows -> [(e1(r), e2(r), ...) for r in rows]``."""
+    g = _Gen(cols)
+    items = ", ".join(g.gen(e) for e in exprs)
+    src = f"def _map(rows):\n    return [({items},) for r in rows]\n"
+    return _build(src, "_map")
+
+
+def compile_scalar(e: Expr, cols: Sequence[bool]) -> Callable[[Row], Any]:
+    """``r -> e(r)`` for one tuple."""
+    code = _Gen(cols).gen(e)
+    return _build(f"def _scalar(r):\n    return {code}\n", "_scalar")
+
+
+def compile_predicate(pred: Expr, cols: Sequence[bool]) -> Callable[[Row], bool]:
+    """``r -> bool``: true only when the predicate is TRUE (not NULL)."""
+    code = _Gen(cols).gen(pred)
+    test = f"({code}) is True" if nullable(pred, cols) else f"bool({code})"
+    return _build(f"def _pred(r):\n    return {test}\n", "_pred")
+
+
+def compile_key(indexes: Sequence[int]) -> Callable[[Row], Any]:
+    """``r -> key``: a scalar for one column, a tuple for several, () for none."""
+    if not indexes:
+        return _build("def _key(r):\n    return ()\n", "_key")
+    if len(indexes) == 1:
+        return _build(f"def _key(r):\n    return r[{indexes[0]}]\n", "_key")
+    items = ", ".join(f"r[{i}]" for i in indexes)
+    return _build(f"def _key(r):\n    return ({items},)\n", "_key")

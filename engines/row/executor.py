@@ -1,0 +1,397 @@
+"""Runs a logical plan on the row engine.
+
+How a plan runs::
+
+    Arrow batches ──ingest──▶ tuples ──push──▶ window pending buffers
+                                                     │ at each slide instant T (in order):
+    windows ─▶ select/project/join/aggregate ─▶ R2S ─▶ emit(T, rows)
+               (each consumes its inputs' deltas, topological order)
+
+1. ``ingest(stream, batch)`` converts an Arrow batch to tuples, drops *late* tuples (a
+   timestamp not later than the last instant already fired; docs/semantics.md) and pushes
+   the rest into every window over that stream.
+2. Instants fire once event time has passed them: after a batch whose largest timestamp is
+   M, every plan instant T < M fires. ``finish()`` fires the remaining instants up to each
+   window's last one. A plan instant is a multiple of some window's slide.
+3. At an instant every operator steps once, in topological order, turning its inputs'
+   deltas into its output delta; per-operator tuples in/out and busy time are recorded (the
+   measured utilisation u of the dissertation's cost model).
+
+A plan with a tuple-count SLIDE runs in *count mode*: an instant fires after every m-th tuple
+and carries that tuple's timestamp.
+
+``snapshot()`` / ``restore()`` capture every operator's state plus the clock, so a run can be
+stopped and resumed (and, later, migrated) without changing its output.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from engines.row.aggregate import AggregateOp
+from engines.row.base import Delta, RowOperator, Rows
+from engines.row.compile import compile_filter, compile_key, compile_map, compile_predicate, nullable
+from engines.row.join import HashJoinOp
+from engines.row.r2s import DStreamOp, IStreamOp, RStreamOp
+from engines.row.stateless import ProjectOp, SelectOp
+from engines.row.windows import (
+    RowsWindow,
+    SlidingRangeWindow,
+    TumblingWindow,
+    UnboundedWindow,
+    _WindowBase,
+)
+from optimizer.ir.errors import PlanError
+from optimizer.ir.expr import conjoin
+from optimizer.ir.plan import (
+    R2S,
+    Aggregate,
+    Join,
+    LogicalPlan,
+    Project,
+    Select,
+    StreamMode,
+    Window,
+    WindowKind,
+)
+from optimizer.ir.plan import Source as SourceOp
+
+Emit = Callable[[int, Rows], None]
+
+
+@dataclass
+class _Node:
+    op: RowOperator
+    inputs: list[int]  # positions in the step order
+    nullable: list[bool]
+
+
+@dataclass
+class LateCounter:
+    """Late tuples seen per stream, with the rows kept for the dead-letter file."""
+
+    count: int = 0
+    rows: list[tuple[str, tuple[Any, ...], str]] = field(default_factory=list)
+    keep_rows: bool = False
+
+
+class RowExecutor:
+    """A compiled row-engine plan plus its event-time clock."""
+
+    def __init__(self, plan: LogicalPlan, emit: Emit, keep_late_rows: bool = False) -> None:
+        self.plan = plan
+        self.emit = emit
+        self.nodes: list[_Node] = []
+        self.windows_by_stream: dict[str, list[_WindowBase]] = {}
+        self.windows: list[_WindowBase] = []
+        self._build()
+        self.r2s_pos = next(i for i, n in enumerate(self.nodes) if n.op.kind in ("istream", "dstream", "rstream"))
+        self.count_slide = self._count_slide()
+        # Clock state.
+        self.min_ts: int | None = None
+        self.max_ts: int | None = None
+        self.last_fired: int | None = None
+        self._next: list[int] | None = None  # next instant per window (time mode)
+        self._count_seen = 0
+        self.instants_fired = 0
+        self.late = LateCounter(keep_rows=keep_late_rows)
+
+    # -- building ---------------------------------------------------------------------------
+
+    def _build(self) -> None:
+        plan = self.plan
+        pos: dict[str, int] = {}
+        nulls: dict[str, list[bool]] = {}
+        replace: dict[str, bool] = {}
+        fifo_window: dict[str, bool] = {}  # reaches a FIFO window through select/project only
+        for op_id in plan.topological():
+            op = plan.op(op_id)
+            ins = plan.inputs(op_id)
+            if isinstance(op, SourceOp):
+                nulls[op_id] = [False] * len(op.schema)
+                continue
+            if op.kind == "sink":
+                continue
+            in_null = [x for i in ins for x in nulls[i]]
+            node: RowOperator
+            out_null = in_null
+            if isinstance(op, Window):
+                node = self._window(op)
+                stream = plan.op(ins[0])
+                assert isinstance(stream, SourceOp)
+                self.windows_by_stream.setdefault(stream.stream, []).append(node)
+                self.windows.append(node)
+                fifo_window[op_id] = True
+                positions: list[int] = []
+            else:
+                positions = [pos[i] for i in ins]
+                rep_in = [replace[i] for i in ins]
+                if isinstance(op, Select):
+                    node = SelectOp(op_id, compile_filter(op.predicate, in_null), rep_in[0])
+                    fifo_window[op_id] = fifo_window.get(ins[0], False)
+                elif isinstance(op, Project):
+                    node = ProjectOp(op_id, compile_map(op.exprs, in_null), rep_in[0])
+                    out_null = [nullable(e, in_null) for e in op.exprs]
+                    fifo_window[op_id] = fifo_window.get(ins[0], False)
+                elif isinstance(op, Join):
+                    node = self._join(op, in_null, (rep_in[0], rep_in[1]))
+                elif isinstance(op, Aggregate):
+                    node = AggregateOp(
+                        op_id, op.group_by, op.aggs, in_null,
+                        fifo=fifo_window.get(ins[0], False), replace_in=rep_in[0],
+                    )
+                    out_null = [nullable(g, in_null) for g in op.group_by] + [
+                        a.func != "COUNT" and (not op.group_by or (a.arg is not None and nullable(a.arg, in_null)))
+                        for a in op.aggs
+                    ]
+                elif isinstance(op, R2S):
+                    node = {
+                        StreamMode.ISTREAM: IStreamOp,
+                        StreamMode.DSTREAM: DStreamOp,
+                        StreamMode.RSTREAM: RStreamOp,
+                    }[op.mode](op_id, rep_in[0])
+                else:  # pragma: no cover - the IR has no other operator kinds
+                    raise PlanError(f"the row engine cannot run {op.kind} operators")
+            pos[op_id] = len(self.nodes)
+            nulls[op_id] = out_null
+            replace[op_id] = node.replace_out
+            self.nodes.append(_Node(node, positions, out_null))
+
+    @staticmethod
+    def _window(op: Window) -> _WindowBase:
+        if op.window is WindowKind.UNBOUNDED:
+            return UnboundedWindow(op.id, op.time_column, op.slide)
+        if op.window is WindowKind.ROWS:
+            assert op.size is not None
+            w: _WindowBase = RowsWindow(op.id, op.time_column, op.size, 1 if op.slide_rows else op.slide)
+            w.count_mode = op.slide_rows
+            return w
+        assert op.size is not None
+        if op.size == op.slide and not op.slide_rows:
+            return TumblingWindow(op.id, op.time_column, op.slide)
+        return SlidingRangeWindow(op.id, op.time_column, op.size, op.slide)
+
+    @staticmethod
+    def _join(op: Join, in_null: list[bool], rep: tuple[bool, bool]) -> HashJoinOp:
+        keys = op.equi_keys()
+        residual = conjoin(op.residual())
+        lk = compile_key([a for a, _ in keys])
+        rk = compile_key([b for _, b in keys])
+        res = compile_predicate(residual, in_null) if residual is not None else None
+        # NULL keys never match in SQL; source columns are never NULL, derived ones may be.
+        if any(in_null[a] or in_null[op.left_width + b] for a, b in keys):
+            res = compile_predicate(op.condition, in_null) if op.condition is not None else res
+        return HashJoinOp(op.id, lk, rk, res, rep, nested_loop=not keys)
+
+    def _count_slide(self) -> int | None:
+        counted = [w for w in self.windows if w.count_mode]
+        if not counted:
+            return None
+        if len(self.windows) > 1:
+            raise PlanError(
+                "a window with a tuple-count SLIDE cannot be combined with other windows",
+                hint="give the windows time-based slides, e.g. SLIDE 1 SECOND",
+            )
+        op = self.plan.op(counted[0].op_id)
+        assert isinstance(op, Window)
+        return op.slide
+
+    # -- ingest -----------------------------------------------------------------------------
+
+    def ingest(self, stream: str, batch: pa.RecordBatch | pa.Table, time_column: int) -> int:
+        """Push one Arrow batch of ``stream``; returns the number of tuples accepted."""
+        n = batch.num_rows
+        if n == 0:
+            return 0
+        windows = self.windows_by_stream.get(stream)
+        if windows is None:
+            return 0
+        rows: Rows = list(zip(*[c.to_pylist() for c in batch.columns], strict=True))
+        if self.count_slide is not None:
+            return self._ingest_count(rows, windows, time_column)
+        ts_col = batch.column(time_column)
+        import pyarrow.compute as pc
+
+        lo = pc.min(ts_col).as_py()
+        hi = pc.max(ts_col).as_py()
+        in_order = n == 1 or rows[0][time_column] == lo and _is_sorted(ts_col)
+        if in_order and (self.last_fired is None or lo > self.last_fired):
+            accepted = rows  # fast path: nothing late
+        else:
+            accepted, hi = self._filter_late(stream, rows, time_column)
+            in_order = False
+            if not accepted:
+                return 0
+            lo = min(r[time_column] for r in accepted)
+        for w in windows:
+            w.push(accepted, ts_sorted=in_order)
+        if self.last_fired is None and (self.min_ts is None or lo < self.min_ts):
+            self.min_ts = lo  # before the first instant fires, the clock starts at the minimum
+        if self.max_ts is None or hi > self.max_ts:
+            self.max_ts = hi
+        self._fire_before(self.max_ts)
+        return len(accepted)
+
+    def _filter_late(self, stream: str, rows: Rows, t: int) -> tuple[Rows, int]:
+        """Per-tuple lateness for a disordered batch: ts <= the last instant fired on arrival."""
+        accepted: Rows = []
+        running = self.max_ts
+        min_ts = self.min_ts
+        for r in rows:
+            ts = r[t]
+            fired = self._last_instant_before(running, min_ts) if running is not None else None
+            if fired is not None and ts <= fired:
+                self.late.count += 1
+                if self.late.keep_rows:
+                    self.late.rows.append((stream, r, f"late: timestamp {ts} <= last emitted instant {fired}"))
+                continue
+            accepted.append(r)
+            if running is None or ts > running:
+                running = ts
+            if fired is None and (min_ts is None or ts < min_ts):
+                min_ts = ts
+        hi = max((r[t] for r in accepted), default=running if running is not None else 0)
+        return accepted, hi
+
+    def _last_instant_before(self, bound: int, min_ts: int | None) -> int | None:
+        """The largest plan instant < bound that has (or would have) fired, or None."""
+        if min_ts is None:
+            return None
+        best: int | None = None
+        for w in self.windows:
+            s = w.slide
+            first = -(-min_ts // s) * s
+            cand = (-(-bound // s) - 1) * s
+            if cand >= first and (best is None or cand > best):
+                best = cand
+        return best
+
+    def _ingest_count(self, rows: Rows, windows: list[_WindowBase], t: int) -> int:
+        m = self.count_slide
+        assert m is not None
+        i = 0
+        while i < len(rows):
+            need = m - self._count_seen % m
+            chunk = rows[i : i + need]
+            for w in windows:
+                w.push(chunk, ts_sorted=False)
+            self._count_seen += len(chunk)
+            i += len(chunk)
+            if self._count_seen % m == 0:
+                self._step(chunk[-1][t])
+        return len(rows)
+
+    # -- firing -----------------------------------------------------------------------------
+
+    def _init_clock(self) -> None:
+        assert self.min_ts is not None
+        self._next = [-(-self.min_ts // w.slide) * w.slide for w in self.windows]
+
+    def _fire_before(self, bound: int) -> None:
+        """Fire every plan instant T < bound."""
+        if self.min_ts is None:
+            return
+        if self.last_fired is None:
+            self._init_clock()  # the minimum may still move until the first instant fires
+        nxt = self._next
+        assert nxt is not None
+        while True:
+            instant = min(nxt)
+            if instant >= bound:
+                return
+            self._step(instant)
+            for k, w in enumerate(self.windows):
+                if nxt[k] == instant:
+                    nxt[k] += w.slide
+
+    def finish(self) -> None:
+        """End of input: fire the remaining instants up to each window's last one."""
+        if self.count_slide is not None or self.max_ts is None:
+            return
+        if self.last_fired is None:
+            self._init_clock()
+        nxt = self._next
+        assert nxt is not None
+        last = [-(-self.max_ts // w.slide) * w.slide for w in self.windows]
+        while True:
+            live = [nxt[k] for k in range(len(nxt)) if nxt[k] <= last[k]]
+            if not live:
+                return
+            instant = min(live)
+            self._step(instant)
+            for k, w in enumerate(self.windows):
+                if nxt[k] == instant:
+                    nxt[k] += w.slide
+
+    def _step(self, instant: int) -> None:
+        deltas: list[Delta] = []
+        perf = time.perf_counter
+        for node in self.nodes:
+            op = node.op
+            inputs = [deltas[i] for i in node.inputs]
+            t0 = perf()
+            out = op.step(instant, inputs)
+            m = op.metrics
+            m.busy_s += perf() - t0
+            m.steps += 1
+            if inputs:
+                m.tuples_in += sum(len(d) for d in inputs)
+            m.tuples_out += len(out)
+            deltas.append(out)
+        self.last_fired = instant
+        self.instants_fired += 1
+        rows = deltas[self.r2s_pos].ins
+        self.emit(instant, rows)
+
+    # -- state ------------------------------------------------------------------------------
+
+    def operator_state(self) -> dict[str, dict[str, Any]]:
+        return {n.op.op_id: n.op.state() for n in self.nodes}
+
+    def snapshot(self) -> dict[str, Any]:
+        """Every operator's state plus the clock, as plain Python data."""
+        return {
+            "operators": {n.op.op_id: n.op.snapshot() for n in self.nodes},
+            "clock": {
+                "min_ts": self.min_ts,
+                "max_ts": self.max_ts,
+                "last_fired": self.last_fired,
+                "next": list(self._next) if self._next is not None else None,
+                "count_seen": self._count_seen,
+                "instants_fired": self.instants_fired,
+            },
+        }
+
+    def restore(self, snap: dict[str, Any]) -> None:
+        for n in self.nodes:
+            n.op.restore(snap["operators"][n.op.op_id])
+        c = snap["clock"]
+        self.min_ts, self.max_ts, self.last_fired = c["min_ts"], c["max_ts"], c["last_fired"]
+        self._next = list(c["next"]) if c["next"] is not None else None
+        self._count_seen = c["count_seen"]
+        self.instants_fired = c["instants_fired"]
+
+    def operator_metrics(self) -> dict[str, dict[str, Any]]:
+        return {
+            n.op.op_id: {
+                "kind": n.op.kind,
+                "tuples_in": n.op.metrics.tuples_in,
+                "tuples_out": n.op.metrics.tuples_out,
+                "busy_s": n.op.metrics.busy_s,
+            }
+            for n in self.nodes
+        }
+
+
+def _is_sorted(col: pa.Array | pa.ChunkedArray) -> bool:
+    import pyarrow.compute as pc
+
+    if len(col) < 2:
+        return True
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    return bool(pc.all(pc.less_equal(arr.slice(0, len(arr) - 1), arr.slice(1))).as_py())

@@ -1,0 +1,148 @@
+"""R2S operators: ISTREAM, DSTREAM and RSTREAM turn the result relation into the output stream.
+
+With incremental deltas ``ISTREAM = ins - dels`` and ``DSTREAM = dels - ins`` (bag
+differences: a tuple deleted and re-inserted in the same instant is not new), and RSTREAM
+keeps the whole relation as a multiset to emit it at every instant. With replacing deltas
+the relation at T is the delta itself and ISTREAM/DSTREAM compare it with the previous one.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from itertools import repeat
+from typing import Any
+
+from engines.row.base import Delta, Row, RowOperator, Rows
+
+
+def _bag_minus(a: Rows, b: Rows) -> Rows:
+    """Bag difference a - b, keeping a's order."""
+    if not b or not a:
+        return list(a)
+    budget = Counter(b)
+    out: Rows = []
+    append = out.append
+    for r in a:
+        n = budget.get(r)
+        if n:
+            budget[r] = n - 1
+        else:
+            append(r)
+    return out
+
+
+class IStreamOp(RowOperator):
+    """Tuples that entered the relation at this instant."""
+
+    kind = "istream"
+
+    def __init__(self, op_id: str, replace_in: bool) -> None:
+        super().__init__(op_id)
+        self.replace_in = replace_in
+        self.prev: Rows = []
+
+    def step(self, instant: int, inputs: list[Delta]) -> Delta:
+        d = inputs[0]
+        if d.empty:
+            return Delta()
+        if d.replace:
+            out = _bag_minus(d.ins, self.prev)
+            self.prev = d.ins
+            return Delta(out)
+        return Delta(_bag_minus(d.ins, d.dels))
+
+    def state(self) -> dict[str, Any]:
+        return {"previous_relation": len(self.prev)}
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"prev": list(self.prev)}
+
+    def restore(self, snap: dict[str, Any]) -> None:
+        self.prev = list(snap["prev"])
+
+
+class DStreamOp(RowOperator):
+    """Tuples that left the relation at this instant."""
+
+    kind = "dstream"
+
+    def __init__(self, op_id: str, replace_in: bool) -> None:
+        super().__init__(op_id)
+        self.replace_in = replace_in
+        self.prev: Rows = []
+
+    def step(self, instant: int, inputs: list[Delta]) -> Delta:
+        d = inputs[0]
+        if d.empty:
+            return Delta()
+        if d.replace:
+            out = _bag_minus(self.prev, d.ins)
+            self.prev = d.ins
+            return Delta(out)
+        return Delta(_bag_minus(d.dels, d.ins))
+
+    def state(self) -> dict[str, Any]:
+        return {"previous_relation": len(self.prev)}
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"prev": list(self.prev)}
+
+    def restore(self, snap: dict[str, Any]) -> None:
+        self.prev = list(snap["prev"])
+
+
+class RStreamOp(RowOperator):
+    """The whole relation at every instant."""
+
+    kind = "rstream"
+
+    def __init__(self, op_id: str, replace_in: bool) -> None:
+        super().__init__(op_id)
+        self.replace_in = replace_in
+        self.current: Rows = []  # replace mode: the relation as a list
+        self.bag: dict[Row, int] = {}  # delta mode: the relation as a multiset
+        self._multi = 0  # rows of the bag occurring more than once
+
+    def step(self, instant: int, inputs: list[Delta]) -> Delta:
+        d = inputs[0]
+        if self.replace_in:
+            if d.replace:
+                self.current = d.ins
+            return Delta(list(self.current))
+        bag = self.bag
+        if d.dels:
+            for r in d.dels:
+                n = bag[r]
+                if n == 1:
+                    del bag[r]
+                else:
+                    bag[r] = n - 1
+                    if n == 2:
+                        self._multi -= 1
+        if d.ins:
+            get = bag.get
+            for r in d.ins:
+                n = get(r, 0)
+                bag[r] = n + 1
+                if n == 1:
+                    self._multi += 1
+        if not self._multi:  # every row occurs once: the keys are the relation
+            return Delta(list(bag))
+        out: Rows = []
+        for r, n in bag.items():
+            if n == 1:
+                out.append(r)
+            else:
+                out.extend(repeat(r, n))
+        return Delta(out)
+
+    def state(self) -> dict[str, Any]:
+        return {"relation": len(self.current) if self.replace_in else sum(self.bag.values())}
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"current": list(self.current), "bag": dict(self.bag)}
+
+    def restore(self, snap: dict[str, Any]) -> None:
+        self.current = list(snap["current"])
+        self.bag = dict(snap["bag"])
+        self._multi = sum(1 for n in self.bag.values() if n > 1)

@@ -1,0 +1,237 @@
+"""S2R operators: time- and count-based windows (sliding, tumbling, NOW, UNBOUNDED).
+
+Source tuples are *pushed* into a window's pending buffer as they arrive; at each of the
+window's slide instants T the window makes the tuples with ``ts <= T`` visible and expires
+the ones that fell out, emitting one :class:`Delta` (docs/semantics.md, "Slide instants").
+
+* Sliding RANGE: contents are a deque in timestamp order; tuples with ``ts <= T - range``
+  expire from the left, so deletes leave in insertion order (FIFO), which lets MIN/MAX
+  downstream use monotonic deques.
+* Tumbling RANGE (slide == range) and NOW: the relation at T is exactly the new tuples, so
+  the window emits replacing deltas and keeps no contents.
+* UNBOUNDED: nothing ever expires; the window only counts what it has shown.
+* ROWS n: the last n tuples; with a tuple-count SLIDE the executor calls ``step`` after
+  every m-th tuple (count mode).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections import deque
+from operator import itemgetter
+from typing import Any
+
+from engines.row.base import NO_CHANGE, Delta, RowOperator, Rows
+
+
+class _WindowBase(RowOperator):
+    kind = "window"
+
+    def __init__(self, op_id: str, time_column: int, slide: int, replace_out: bool) -> None:
+        super().__init__(op_id, replace_out)
+        self.ts = time_column
+        self.slide = slide
+        self.count_mode = False  # set by the executor for tuple-count slides
+        self._ts_of = itemgetter(time_column)
+        self._pending: Rows = []
+        self._pending_sorted = True
+        self._pending_max: Any = None
+        self.last_instant: int | None = None
+
+    # -- input ------------------------------------------------------------------------------
+
+    def push(self, rows: Rows, ts_sorted: bool = True) -> None:
+        """Append arriving tuples; ``ts_sorted`` says the batch is in timestamp order."""
+        if not rows:
+            return
+        ts_of = self._ts_of
+        if self._pending and ts_of(rows[0]) < self._pending_max:
+            self._pending_sorted = False
+        if not ts_sorted:
+            self._pending_sorted = False
+        self._pending.extend(rows)
+        last = ts_of(rows[-1]) if ts_sorted else max(map(ts_of, rows))
+        if self._pending_max is None or last > self._pending_max:
+            self._pending_max = last
+
+    def _take_visible(self, instant: int) -> Rows:
+        """Remove and return the pending tuples with ts <= instant, in timestamp order."""
+        pending = self._pending
+        if not pending:
+            return []
+        if self.count_mode:
+            self._pending = []
+            self._pending_max = None
+            return pending
+        if not self._pending_sorted:
+            pending.sort(key=self._ts_of)  # stable: arrival order kept among equal ts
+            self._pending_sorted = True
+        if self._pending_max is not None and self._pending_max <= instant:
+            self._pending = []
+            self._pending_max = None
+            return pending
+        cut = bisect_right(pending, instant, key=self._ts_of)
+        visible = pending[:cut]
+        self._pending = pending[cut:]
+        return visible
+
+    def own_instant(self, instant: int) -> bool:
+        return self.count_mode or instant % self.slide == 0
+
+    # -- state ------------------------------------------------------------------------------
+
+    def _base_snapshot(self) -> dict[str, Any]:
+        return {
+            "pending": list(self._pending),
+            "pending_sorted": self._pending_sorted,
+            "pending_max": self._pending_max,
+            "last_instant": self.last_instant,
+        }
+
+    def _base_restore(self, snap: dict[str, Any]) -> None:
+        self._pending = list(snap["pending"])
+        self._pending_sorted = snap["pending_sorted"]
+        self._pending_max = snap["pending_max"]
+        self.last_instant = snap["last_instant"]
+
+
+class SlidingRangeWindow(_WindowBase):
+    """``[RANGE r SLIDE s]`` with s < r: a FIFO deque of the tuples with T - r < ts <= T."""
+
+    def __init__(self, op_id: str, time_column: int, size: int, slide: int) -> None:
+        super().__init__(op_id, time_column, slide, replace_out=False)
+        self.size = size
+        self.contents: deque[Any] = deque()
+
+    def step(self, instant: int, inputs: list[Delta]) -> Delta:
+        if not self.own_instant(instant):
+            return NO_CHANGE
+        self.last_instant = instant
+        visible = self._take_visible(instant)
+        contents = self.contents
+        contents.extend(visible)
+        bound = instant - self.size
+        ts = self.ts
+        dels: Rows = []
+        if contents and contents[0][ts] <= bound:
+            popleft = contents.popleft
+            append = dels.append
+            while contents and contents[0][ts] <= bound:
+                append(popleft())
+        if not visible and not dels:
+            return NO_CHANGE
+        return Delta(visible, dels)
+
+    def state(self) -> dict[str, Any]:
+        c = self.contents
+        return {
+            "tuples": len(c),
+            "oldest_ts": c[0][self.ts] if c else None,
+            "newest_ts": c[-1][self.ts] if c else None,
+            "pending": len(self._pending),
+            "last_instant": self.last_instant,
+        }
+
+    def snapshot(self) -> dict[str, Any]:
+        return {**self._base_snapshot(), "contents": list(self.contents)}
+
+    def restore(self, snap: dict[str, Any]) -> None:
+        self._base_restore(snap)
+        self.contents = deque(snap["contents"])
+
+
+class TumblingWindow(_WindowBase):
+    """``[RANGE r SLIDE r]`` and ``[NOW]``: the relation at T is exactly the new tuples."""
+
+    def __init__(self, op_id: str, time_column: int, slide: int) -> None:
+        super().__init__(op_id, time_column, slide, replace_out=True)
+        self._nonempty = False
+
+    def step(self, instant: int, inputs: list[Delta]) -> Delta:
+        if not self.own_instant(instant):
+            return NO_CHANGE
+        self.last_instant = instant
+        visible = self._take_visible(instant)
+        if not visible and not self._nonempty:
+            return NO_CHANGE
+        self._nonempty = bool(visible)
+        return Delta(visible, [], replace=True)
+
+    def state(self) -> dict[str, Any]:
+        return {"pending": len(self._pending), "last_instant": self.last_instant}
+
+    def snapshot(self) -> dict[str, Any]:
+        return {**self._base_snapshot(), "nonempty": self._nonempty}
+
+    def restore(self, snap: dict[str, Any]) -> None:
+        self._base_restore(snap)
+        self._nonempty = snap["nonempty"]
+
+
+class UnboundedWindow(_WindowBase):
+    """``[UNBOUNDED]``: every tuple with ts <= T; nothing expires, so only inserts flow."""
+
+    def __init__(self, op_id: str, time_column: int, slide: int) -> None:
+        super().__init__(op_id, time_column, slide, replace_out=False)
+        self.shown = 0
+
+    def step(self, instant: int, inputs: list[Delta]) -> Delta:
+        if not self.own_instant(instant):
+            return NO_CHANGE
+        self.last_instant = instant
+        visible = self._take_visible(instant)
+        if not visible:
+            return NO_CHANGE
+        self.shown += len(visible)
+        return Delta(visible, [])
+
+    def state(self) -> dict[str, Any]:
+        return {"tuples": self.shown, "pending": len(self._pending)}
+
+    def snapshot(self) -> dict[str, Any]:
+        return {**self._base_snapshot(), "shown": self.shown}
+
+    def restore(self, snap: dict[str, Any]) -> None:
+        self._base_restore(snap)
+        self.shown = snap["shown"]
+
+
+class RowsWindow(_WindowBase):
+    """``[ROWS n]``: the last n visible tuples in arrival order (FIFO expiry)."""
+
+    def __init__(self, op_id: str, time_column: int, rows: int, slide: int) -> None:
+        super().__init__(op_id, time_column, slide, replace_out=False)
+        self.rows = rows
+        self.contents: deque[Any] = deque()
+
+    def step(self, instant: int, inputs: list[Delta]) -> Delta:
+        if not self.own_instant(instant):
+            return NO_CHANGE
+        self.last_instant = instant
+        visible = self._take_visible(instant)
+        if not visible:
+            return NO_CHANGE
+        contents = self.contents
+        old = len(contents)
+        overflow = old + len(visible) - self.rows
+        dels: Rows = []
+        if overflow > 0:
+            if overflow <= old:
+                popleft = contents.popleft
+                dels = [popleft() for _ in range(overflow)]
+            else:  # the new tuples alone exceed n: drop everything old and the oldest new
+                dels = list(contents)
+                contents.clear()
+                visible = visible[overflow - old :]
+        contents.extend(visible)
+        return Delta(visible, dels)
+
+    def state(self) -> dict[str, Any]:
+        return {"tuples": len(self.contents), "capacity": self.rows, "pending": len(self._pending)}
+
+    def snapshot(self) -> dict[str, Any]:
+        return {**self._base_snapshot(), "contents": list(self.contents)}
+
+    def restore(self, snap: dict[str, Any]) -> None:
+        self._base_restore(snap)
+        self.contents = deque(snap["contents"])

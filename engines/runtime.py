@@ -1,0 +1,543 @@
+"""The run-time around an engine: sources, replay at a rate, pacing, sinks, dead letters, metrics.
+
+``run_plan`` is what ``hycq run`` executes::
+
+    sources (generator | CSV/Parquet replay, --rate rescales timestamps, --duration cuts)
+      -> validation (bad rows -> dead letter)      -> engine.ingest(stream, batch)
+      -> engine emits (T, rows) per slide instant  -> sink (+ `_ts`), latency per instant
+    at the end: engine.finish(), sink committed atomically, metrics JSON
+
+Everything stays Arrow until the engine: sources yield ``pyarrow.RecordBatch`` and validation
+is vectorised. The row engine turns batches into tuples in its ``ingest``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import resource
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engines.arrow_types import arrow_schema
+from optimizer.ir.catalog import TIME_UNITS_MS, Catalog, StreamDef
+from optimizer.ir.errors import DataError, OptionError
+from optimizer.ir.plan import LogicalPlan
+from optimizer.ir.plan import Source as SourceOp
+
+#: Event-time span of a generated stream when --duration is not given (seconds).
+DEFAULT_DURATION_S = 360.0
+
+Rows = list[tuple[Any, ...]]
+
+
+class Engine(Protocol):
+    """What the run-time needs from an engine (the row engine's RowExecutor implements it)."""
+
+    def ingest(self, stream: str, batch: pa.RecordBatch, time_column: int) -> int: ...
+
+    def finish(self) -> None: ...
+
+
+@dataclass
+class RunOptions:
+    """Options of one run (the ``hycq run`` flags)."""
+
+    rate: float | None = None
+    duration: float | None = None
+    pace: str = "max"
+    data: dict[str, Path] = field(default_factory=dict)
+    output: str | None = None  # path, "-" for stdout, None to keep results in memory
+    metrics: Path | None = None
+    dead_letter: Path | None = None
+    progress: bool | None = None  # None: when stderr is a terminal
+    batch_seconds: int = 1
+
+
+# -- sources -------------------------------------------------------------------------------
+
+
+@dataclass
+class StreamInput:
+    """One input stream of a run: its catalog entry and its batches in arrival order."""
+
+    stream: StreamDef
+    batches: Iterator[pa.RecordBatch]
+    rate: float  # tuples per event-second (density of the data)
+    description: str
+    expected_rows: int | None = None
+
+
+def _ticks_per_second(stream: StreamDef) -> int:
+    return 1000 // TIME_UNITS_MS[stream.time_unit]
+
+
+def open_inputs(plan: LogicalPlan, catalog: Catalog, options: RunOptions) -> list[StreamInput]:
+    """The input of every stream the plan reads, from --data files or the catalog's source."""
+    names: list[str] = []
+    for op_id in plan.sources:
+        op = plan.op(op_id)
+        assert isinstance(op, SourceOp)
+        names.append(op.stream)
+    known = {n.lower() for n in names}
+    for given in options.data:
+        if given.lower() not in known:
+            raise OptionError(
+                f"--data names stream '{given}', which the query does not read",
+                hint=f"the query reads: {', '.join(names)}",
+            )
+    data = {k.lower(): v for k, v in options.data.items()}
+    inputs = []
+    for name in names:
+        stream = catalog.get(name)
+        assert stream is not None
+        path = data.get(name.lower())
+        if path is not None:
+            inputs.append(_file_input(stream, path, None, options))
+        elif stream.source.kind == "generator":
+            inputs.append(_generator_input(stream, options))
+        elif stream.source.kind == "file":
+            assert stream.source.path is not None
+            inputs.append(_file_input(stream, stream.source.path, stream.source.format, options))
+        else:
+            raise DataError(
+                f"stream '{name}' has no source in the catalog",
+                hint=f"pass --data {name}=PATH (CSV or Parquet)",
+            )
+    return inputs
+
+
+def _generator_input(stream: StreamDef, options: RunOptions) -> StreamInput:
+    from engines.sources.smartplug import SmartPlugGenerator
+
+    spec = stream.source
+    rate = options.rate if options.rate is not None else stream.rate
+    kwargs: dict[str, Any] = {
+        k: v for k, v in spec.options if k in ("houses", "seed", "households_per_house",
+                                                "plugs_per_household", "start")
+    }
+    gen = SmartPlugGenerator(rate=rate, **kwargs)
+    seconds = options.duration if options.duration is not None else DEFAULT_DURATION_S
+    return StreamInput(
+        stream,
+        gen.batches(seconds, options.batch_seconds),
+        gen.rate,
+        f"generator smartplug ({gen.houses} houses, {gen.plugs} plugs, seed {gen.seed})",
+        expected_rows=gen.rows(seconds),
+    )
+
+
+def _file_input(
+    stream: StreamDef, path: Path, fmt: str | None, options: RunOptions
+) -> StreamInput:
+    from engines.sources.files import read_batches
+
+    if not path.exists():
+        raise DataError(
+            f"data file not found: {path}", hint="check the path given with --data STREAM=PATH"
+        )
+    tps = _ticks_per_second(stream)
+    batches = read_batches(path, fmt)
+    t_index = stream.time_index
+    if options.rate is not None:
+        batches = _rescale(batches, t_index, options.rate, tps)
+    if options.duration is not None:
+        batches = _cut(batches, t_index, options.duration * tps)
+    rate = options.rate if options.rate is not None else stream.rate
+    return StreamInput(stream, batches, rate, f"file {path}")
+
+
+def _rescale(
+    batches: Iterator[pa.RecordBatch], t: int, rate: float, tps: int
+) -> Iterator[pa.RecordBatch]:
+    """Replay at ``rate`` tuples per event-second: the i-th tuple gets ts0 + floor(i*tps/rate).
+
+    This is the dissertation's replay tool: order is kept, density becomes ``rate``.
+    """
+    start: int | None = None
+    index = 0
+    for b in batches:
+        n = b.num_rows
+        if n == 0:
+            continue
+        if start is None:
+            start = int(b.column(t)[0].as_py())
+        i = np.arange(index, index + n, dtype=np.int64)
+        index += n
+        ts = start + np.floor(i * (tps / rate)).astype(np.int64)
+        yield b.set_column(t, b.schema.field(t), pa.array(ts, type=b.schema.field(t).type))
+
+
+def _cut(batches: Iterator[pa.RecordBatch], t: int, span: float) -> Iterator[pa.RecordBatch]:
+    """Keep tuples with ts < first_ts + span (``--duration``); stop reading after that."""
+    first: int | None = None
+    for b in batches:
+        if b.num_rows == 0:
+            continue
+        ts = b.column(t)
+        if first is None:
+            first = int(ts[0].as_py())
+        limit = math.ceil(first + span)  # integer ticks: ts < first + span
+        kept = b.filter(pc.less(ts, pa.scalar(limit, type=ts.type)))
+        if kept.num_rows:
+            yield kept
+        if int(pc.min(ts).as_py()) >= limit:
+            return
+
+
+def merge_by_time(inputs: list[StreamInput]) -> Iterator[tuple[StreamInput, pa.RecordBatch]]:
+    """Interleave several streams' batches by their first timestamp (one stream: as is)."""
+    if len(inputs) == 1:
+        for b in inputs[0].batches:
+            yield inputs[0], b
+        return
+    heads: list[tuple[StreamInput, pa.RecordBatch] | None] = []
+    for inp in inputs:
+        heads.append(_next_batch(inp))
+    while any(h is not None for h in heads):
+        k = min(
+            (i for i, h in enumerate(heads) if h is not None),
+            key=lambda i: int(heads[i][1].column(inputs[i].stream.time_index)[0].as_py()),  # type: ignore[index]
+        )
+        head = heads[k]
+        assert head is not None
+        yield head
+        heads[k] = _next_batch(inputs[k])
+
+
+def _next_batch(inp: StreamInput) -> tuple[StreamInput, pa.RecordBatch] | None:
+    for b in inp.batches:
+        if b.num_rows:
+            return inp, b
+    return None
+
+
+# -- validation / dead letters ---------------------------------------------------------------
+
+
+@dataclass
+class DeadLetters:
+    """Rejected input rows: counted always, written with their reason when a path is given."""
+
+    path: Path | None
+    count: int = 0
+    _fh: Any = None
+    _tmp: Path | None = None
+
+    def add(self, stream: str, row: dict[str, Any], reason: str) -> None:
+        self.count += 1
+        if self.path is None:
+            return
+        if self._fh is None:
+            self._tmp = _temp_beside(self.path)
+            self._fh = self._tmp.open("w", encoding="utf-8")
+        self._fh.write(json.dumps({"stream": stream, "reason": reason, "row": row}, default=str))
+        self._fh.write("\n")
+
+    def close(self) -> None:
+        if self.path is None:
+            return
+        if self._fh is None:  # an empty dead-letter file still appears, so scripts can rely on it
+            self._tmp = _temp_beside(self.path)
+            self._tmp.write_text("")
+        else:
+            self._fh.close()
+        assert self._tmp is not None
+        os.replace(self._tmp, self.path)
+
+
+def validate(batch: pa.RecordBatch, stream: str, dead: DeadLetters) -> pa.RecordBatch:
+    """Drop rows with NULLs or non-finite floats (vectorised), sending them to ``dead``."""
+    bad = None
+    for col in batch.columns:
+        mask = col.is_null()
+        if pa.types.is_floating(col.type):
+            mask = pc.or_(mask, pc.invert(pc.is_finite(col)))
+        if col.null_count or pa.types.is_floating(col.type):
+            bad = mask if bad is None else pc.or_(bad, mask)
+    if bad is None or not pc.any(bad).as_py():
+        return batch
+    bad_rows = batch.filter(bad).to_pylist()
+    for row in bad_rows:
+        reasons = []
+        for name, value in row.items():
+            if value is None:
+                reasons.append(f"missing value in column '{name}'")
+            elif isinstance(value, float) and not math.isfinite(value):
+                reasons.append(f"non-finite value {value} in column '{name}'")
+        dead.add(stream, row, "; ".join(reasons))
+    return batch.filter(pc.invert(bad))
+
+
+# -- sinks ---------------------------------------------------------------------------------
+
+
+def _temp_beside(path: Path) -> Path:
+    fd, name = tempfile.mkstemp(dir=path.parent or Path("."), prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    return Path(name)
+
+
+class ResultSink:
+    """Collects result rows with their instant and writes them as Arrow (atomically).
+
+    ``output``: a ``.parquet``/``.csv``/``.jsonl`` path, ``-`` (JSON lines on stdout), or None
+    (keep the table in memory for the API and tests).
+    """
+
+    FLUSH_ROWS = 65536
+
+    def __init__(self, schema: pa.Schema, output: str | None) -> None:
+        self.schema = schema
+        self.output = output
+        self.rows = 0
+        self._buffer: Rows = []
+        self._ts: list[int] = []
+        self._batches: list[pa.RecordBatch] = []
+        self._writer: Any = None
+        self._tmp: Path | None = None
+        self._fh: Any = None
+        if output is not None and output != "-":
+            path = Path(output)
+            suffix = path.suffix.lower()
+            if suffix not in (".parquet", ".csv", ".jsonl"):
+                raise OptionError(
+                    f"--output must end in .parquet, .csv or .jsonl (or be -), got '{output}'"
+                )
+            if not path.parent.exists():
+                raise OptionError(f"output folder does not exist: {path.parent}")
+            self._tmp = _temp_beside(path)
+            if suffix == ".parquet":
+                import pyarrow.parquet as pq
+
+                self._writer = pq.ParquetWriter(self._tmp, schema)
+            elif suffix == ".csv":
+                import pyarrow.csv as pacsv
+
+                self._writer = pacsv.CSVWriter(self._tmp, schema)
+            else:
+                self._fh = self._tmp.open("w", encoding="utf-8")
+        elif output == "-":
+            self._fh = sys.stdout
+
+    def write(self, instant: int, rows: Rows) -> None:
+        if not rows:
+            return
+        self._buffer.extend(rows)
+        self._ts.extend([instant] * len(rows))
+        self.rows += len(rows)
+        if len(self._buffer) >= self.FLUSH_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self._buffer:
+            return
+        width = len(self.schema) - 1
+        cols = list(zip(*self._buffer, strict=True)) if self._buffer else [()] * width
+        arrays = [
+            pa.array(list(cols[i]), type=self.schema.field(i).type) for i in range(width)
+        ]
+        arrays.append(pa.array(self._ts, type=pa.int64()))
+        batch = pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+        self._buffer, self._ts = [], []
+        if self._writer is not None:
+            self._writer.write_batch(batch)
+        elif self._fh is not None:
+            names = self.schema.names
+            for row in batch.to_pylist():
+                self._fh.write(json.dumps({n: row[n] for n in names}) + "\n")
+        else:
+            self._batches.append(batch)
+
+    def close(self) -> pa.Table | None:
+        """Flush, commit the output file (rename), and return the in-memory table if any."""
+        self.flush()
+        if self._writer is not None:
+            self._writer.close()
+        elif self._fh is not None and self._fh is not sys.stdout:
+            self._fh.close()
+        elif self._fh is sys.stdout:
+            sys.stdout.flush()
+        if self._tmp is not None and self.output is not None:
+            os.replace(self._tmp, self.output)
+        if self.output is None:
+            return pa.Table.from_batches(self._batches, schema=self.schema)
+        return None
+
+    def abort(self) -> None:
+        if self._tmp is not None and self._tmp.exists():
+            self._tmp.unlink()
+
+
+# -- the run loop ----------------------------------------------------------------------------
+
+
+@dataclass
+class RunResult:
+    """What a run produced: the result table (when kept in memory) and its metrics."""
+
+    table: pa.Table | None
+    metrics: dict[str, Any]
+
+    @property
+    def dead_letter(self) -> int:
+        return int(self.metrics["dead_letter"])
+
+
+def output_schema(plan: LogicalPlan) -> pa.Schema:
+    return arrow_schema(plan.op(plan.sink).schema, [("_ts", pa.int64())])
+
+
+def run_plan(
+    plan: LogicalPlan,
+    catalog: Catalog,
+    options: RunOptions,
+    make_engine: Callable[[Callable[[int, Rows], None]], Engine],
+    placement: dict[str, str],
+    inputs: list[StreamInput] | None = None,
+    operator_metrics: Callable[[Engine], dict[str, dict[str, Any]]] | None = None,
+    late_count: Callable[[Engine], int] | None = None,
+) -> RunResult:
+    """Run ``plan`` over its inputs with the engine ``make_engine(emit)`` builds."""
+    if inputs is None:
+        inputs = open_inputs(plan, catalog, options)
+    sink = ResultSink(output_schema(plan), options.output)
+    dead = DeadLetters(options.dead_letter)
+    latencies: list[float] = []
+    arrival = [0.0]
+
+    def emit(instant: int, rows: Rows) -> None:
+        sink.write(instant, rows)
+        latencies.append((time.perf_counter() - arrival[0]) * 1e3)
+
+    engine = make_engine(emit)
+    total_expected = sum(i.expected_rows or 0 for i in inputs) or None
+    progress = _progress(options, total_expected)
+    tuples_in = 0
+    min_ts: int | None = None
+    max_ts: int | None = None
+    realtime = options.pace == "realtime"
+    wall_start = time.perf_counter()
+    lag_max = 0.0
+    try:
+        for inp, batch in merge_by_time(inputs):
+            name = inp.stream.name
+            t_index = inp.stream.time_index
+            batch = validate(batch, name, dead)
+            if batch.num_rows == 0:
+                continue
+            lo = int(pc.min(batch.column(t_index)).as_py())
+            hi = int(pc.max(batch.column(t_index)).as_py())
+            if min_ts is None:
+                min_ts = lo
+            if realtime:
+                due = wall_start + (lo - min_ts) / _ticks_per_second(inp.stream)
+                now = time.perf_counter()
+                if due > now:
+                    time.sleep(due - now)
+                else:
+                    lag_max = max(lag_max, now - due)
+            arrival[0] = time.perf_counter()
+            engine.ingest(name, batch, t_index)
+            tuples_in += batch.num_rows
+            min_ts = min(min_ts, lo)
+            max_ts = hi if max_ts is None else max(max_ts, hi)
+            if progress is not None:
+                progress.advance(batch.num_rows)
+        arrival[0] = time.perf_counter()
+        engine.finish()
+        wall_s = time.perf_counter() - wall_start
+        table = sink.close()
+    except BaseException:
+        sink.abort()
+        raise
+    finally:
+        dead.close()
+        if progress is not None:
+            progress.stop()
+
+    late = late_count(engine) if late_count is not None else 0
+    tps = _ticks_per_second(inputs[0].stream) if inputs else 1
+    event_s = (max_ts - min_ts + 1) / tps if min_ts is not None and max_ts is not None else 0.0
+    rate = sum(i.rate for i in inputs) if inputs else 0.0
+    throughput = tuples_in / wall_s if wall_s > 0 else 0.0
+    ops = operator_metrics(engine) if operator_metrics is not None else {}
+    for op_id, m in ops.items():
+        m["engine"] = placement.get(op_id, "row")
+        # u: the share of one core the operator needs to keep up with the data's own rate
+        # (busy seconds per event-second), the dissertation's utilisation (Eq. 6.4).
+        m["u"] = m["busy_s"] / event_s if event_s else None
+    if realtime:
+        kept_up = lag_max <= max(1.0, 0.1 * event_s)
+    else:
+        kept_up = throughput >= rate
+    metrics = {
+        "tuples_in": tuples_in,
+        "wall_s": wall_s,
+        "throughput": throughput,
+        "rate": rate,
+        "kept_up": bool(kept_up),
+        "results": sink.rows,
+        "instants": len(latencies),
+        "event_seconds": event_s,
+        "latency_ms": {
+            "p50": float(np.percentile(latencies, 50)) if latencies else None,
+            "p99": float(np.percentile(latencies, 99)) if latencies else None,
+        },
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+        "placement": placement,
+        "dead_letter": dead.count + late,
+        "dead_letter_reasons": {"invalid": dead.count, "late": late},
+        "pace": options.pace,
+        "max_lag_s": lag_max if realtime else None,
+        "inputs": {i.stream.name: i.description for i in inputs},
+        "operators": ops,
+    }
+    if options.metrics is not None:
+        tmp = _temp_beside(options.metrics)
+        tmp.write_text(json.dumps(metrics, indent=2) + "\n")
+        os.replace(tmp, options.metrics)
+    return RunResult(table, metrics)
+
+
+class _Progress:
+    def __init__(self, total: int | None) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        self._p = Progress(
+            TextColumn("[bold]hycq run"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("tuples"),
+            TimeElapsedColumn(),
+            transient=True,
+        )
+        self._task = self._p.add_task("run", total=total)
+        self._p.start()
+
+    def advance(self, n: int) -> None:
+        self._p.advance(self._task, n)
+
+    def stop(self) -> None:
+        self._p.stop()
+
+
+def _progress(options: RunOptions, total: int | None) -> _Progress | None:
+    show = options.progress if options.progress is not None else sys.stderr.isatty()
+    return _Progress(total) if show else None
