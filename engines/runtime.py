@@ -13,6 +13,7 @@ is vectorised. The row engine turns batches into tuples in its ``ingest``.
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import os
@@ -57,7 +58,8 @@ class RunOptions:
     duration: float | None = None
     pace: str = "max"
     data: dict[str, Path] = field(default_factory=dict)
-    output: str | None = None  # path, "-" for stdout, None to keep results in memory
+    output: str | None = None  # path, or "-" for stdout
+    keep_results: bool = False  # without output: keep the result table in memory (API, tests)
     metrics: Path | None = None
     dead_letter: Path | None = None
     progress: bool | None = None  # None: when stderr is a terminal
@@ -292,14 +294,15 @@ class ResultSink:
     """Collects result rows with their instant and writes them as Arrow (atomically).
 
     ``output``: a ``.parquet``/``.csv``/``.jsonl`` path, ``-`` (JSON lines on stdout), or None
-    (keep the table in memory for the API and tests).
+    (keep the table in memory for the API and tests when ``keep``, else only count rows).
     """
 
     FLUSH_ROWS = 65536
 
-    def __init__(self, schema: pa.Schema, output: str | None) -> None:
+    def __init__(self, schema: pa.Schema, output: str | None, keep: bool = True) -> None:
         self.schema = schema
         self.output = output
+        self.keep = keep
         self.rows = 0
         self._buffer: Rows = []
         self._ts: list[int] = []
@@ -332,6 +335,9 @@ class ResultSink:
 
     def write(self, instant: int, rows: Rows) -> None:
         if not rows:
+            return
+        if self.output is None and not self.keep:
+            self.rows += len(rows)
             return
         self._buffer.extend(rows)
         self._ts.extend([instant] * len(rows))
@@ -370,7 +376,7 @@ class ResultSink:
             sys.stdout.flush()
         if self._tmp is not None and self.output is not None:
             os.replace(self._tmp, self.output)
-        if self.output is None:
+        if self.output is None and self.keep:
             return pa.Table.from_batches(self._batches, schema=self.schema)
         return None
 
@@ -411,7 +417,7 @@ def run_plan(
     """Run ``plan`` over its inputs with the engine ``make_engine(emit)`` builds."""
     if inputs is None:
         inputs = open_inputs(plan, catalog, options)
-    sink = ResultSink(output_schema(plan), options.output)
+    sink = ResultSink(output_schema(plan), options.output, options.keep_results)
     dead = DeadLetters(options.dead_letter)
     latencies: list[float] = []
     arrival = [0.0]
@@ -427,8 +433,15 @@ def run_plan(
     min_ts: int | None = None
     max_ts: int | None = None
     realtime = options.pace == "realtime"
+    rss_timeline: list[list[float]] = []
+    sample_every = 10  # event-seconds between RSS samples
+    next_sample = 0
     wall_start = time.perf_counter()
     lag_max = 0.0
+    # Window contents are long-lived and acyclic: keep the cyclic GC from re-scanning
+    # millions of tuples in every full collection during the run (re-enabled afterwards).
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
     try:
         for inp, batch in merge_by_time(inputs):
             name = inp.stream.name
@@ -454,6 +467,9 @@ def run_plan(
             max_ts = hi if max_ts is None else max(max_ts, hi)
             if progress is not None:
                 progress.advance(batch.num_rows)
+            if max_ts - min_ts >= next_sample:
+                rss_timeline.append([(max_ts - min_ts) / _ticks_per_second(inp.stream), _rss_mb()])
+                next_sample += sample_every * _ticks_per_second(inp.stream)
         arrival[0] = time.perf_counter()
         engine.finish()
         wall_s = time.perf_counter() - wall_start
@@ -462,6 +478,8 @@ def run_plan(
         sink.abort()
         raise
     finally:
+        if gc_was_enabled:
+            gc.enable()
         dead.close()
         if progress is not None:
             progress.stop()
@@ -501,6 +519,7 @@ def run_plan(
         "pace": options.pace,
         "max_lag_s": lag_max if realtime else None,
         "inputs": {i.stream.name: i.description for i in inputs},
+        "rss_mb_timeline": rss_timeline,
         "operators": ops,
     }
     if options.metrics is not None:
@@ -508,6 +527,16 @@ def run_plan(
         tmp.write_text(json.dumps(metrics, indent=2) + "\n")
         os.replace(tmp, options.metrics)
     return RunResult(table, metrics)
+
+
+def _rss_mb() -> float:
+    """Current resident set size in MB (Linux /proc; peak RSS elsewhere)."""
+    try:
+        with open("/proc/self/statm") as fh:
+            pages = int(fh.read().split()[1])
+        return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 class _Progress:

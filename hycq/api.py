@@ -221,7 +221,7 @@ def execute(
 
     from engines.runtime import RunOptions, StreamInput, run_plan
 
-    opts = options if options is not None else RunOptions()
+    opts = options if options is not None else RunOptions(keep_results=True)
     streams = []
     for name, table in inputs.items():
         stream = catalog.get(name)

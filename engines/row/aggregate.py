@@ -41,8 +41,9 @@ class _Slot:
     """How one aggregate is stored and finalised."""
 
     def __init__(self, call: AggCall, index: int, arg_code: str | None, arg_null: bool,
-                 fifo: bool) -> None:
+                 fifo: bool, paned: bool = False) -> None:
         self.call = call
+        self.paned = paned
         self.index = index  # first state slot
         self.arg = arg_code
         self.arg_null = arg_null
@@ -55,6 +56,8 @@ class _Slot:
             self.mode = "count" if arg_null else "count_star"
         elif f in ("SUM", "AVG"):
             self.mode = "sum"
+        elif f in ("MIN", "MAX") and paned:
+            self.mode = "pane_deque"
         elif f in ("MIN", "MAX") and fifo:
             self.mode = "deque"
         else:
@@ -72,9 +75,49 @@ class _Slot:
         if self.mode == "sum":
             zero = "0.0" if self.call.dtype.value == "DOUBLE" or self.call.func == "AVG" else "0"
             return ["0", zero] if self.arg_null else [zero]
-        if self.mode == "deque":
+        if self.mode in ("deque", "pane_deque"):
             return ["_deque()"]
         return ["{}"]
+
+    # -- paned mode: partial aggregates per pane, merged into the group totals --------------
+
+    def partial_init(self) -> list[str]:
+        if self.mode == "pane_deque":
+            return ["None"]
+        return self.init_code()
+
+    def partial_code(self) -> list[str]:
+        """Statements folding tuple ``r`` into the pane partial ``st``."""
+        if self.mode != "pane_deque":
+            return self.update_code(+1)
+        i = self.index
+        better = ">" if self.call.func == "MAX" else "<"
+        test = f"st[{i}] is None or v {better} st[{i}]"
+        if self.arg_null:
+            test = f"v is not None and ({test})"
+        return [f"v = {self.arg}", f"if {test}: st[{i}] = v"]
+
+    def merge_code(self, sign: int) -> list[str]:
+        """Statements adding (sign +1) or removing (-1) partial ``p`` of pane ``pane``."""
+        i = self.index
+        op = "+=" if sign > 0 else "-="
+        if self.mode == "count_star":
+            return []
+        if self.mode == "count" or (self.mode == "sum" and not self.arg_null):
+            return [f"st[{i}] {op} p[{i}]"]
+        if self.mode == "sum":
+            return [f"st[{i}] {op} p[{i}]", f"st[{i + 1}] {op} p[{i + 1}]"]
+        assert self.mode == "pane_deque"
+        if sign < 0:
+            return [f"d = st[{i}]", "if d and d[0][0] == pane: d.popleft()"]
+        cmp = "<" if self.call.func == "MAX" else ">"
+        return [
+            f"v = p[{i}]",
+            "if v is not None:",
+            f"    d = st[{i}]",
+            f"    while d and d[-1][1] {cmp} v: d.pop()",
+            "    d.append((pane, v))",
+        ]
 
     def update_code(self, sign: int) -> list[str]:
         """Statements applying one tuple ``r`` with sign +1 (insert) or -1 (delete)."""
@@ -121,6 +164,8 @@ class _Slot:
             return f"({value})"
         if mode == "deque":
             return f"(st[{i}][0] if st[{i}] else None)"
+        if mode == "pane_deque":
+            return f"(st[{i}][0][1] if st[{i}] else None)"
         if mode == "multiset_distinct":
             return f"len(st[{i}])"
         fn = {"MAX": "max", "MIN": "min"}.get(func, "_median")
@@ -201,8 +246,11 @@ class AggregateOp(RowOperator):
         input_nullable: Sequence[bool],
         fifo: bool,
         replace_in: bool,
+        paned: bool = False,
     ) -> None:
         super().__init__(op_id, replace_out=replace_in)
+        self.paned = paned
+        self.pane_parts: dict[int, dict[Any, list[Any]]] = {}
         self.global_agg = not group_by
         self.replace_in = replace_in
         self.fifo = fifo
@@ -220,7 +268,7 @@ class AggregateOp(RowOperator):
         for call in aggs:
             arg_code = expr_source(call.arg, cols) if call.arg is not None else None
             arg_null = call.arg is not None and nullable(call.arg, cols)
-            slot = _Slot(call, width, arg_code, arg_null, fifo)
+            slot = _Slot(call, width, arg_code, arg_null, fifo, paned)
             self.slots.append(slot)
             width += slot.width
         init = ["0"] + [c for s in self.slots for c in s.init_code()]
@@ -228,9 +276,16 @@ class AggregateOp(RowOperator):
         self._ins = self._gen_update(+1, key_code)
         self._del = self._gen_update(-1, key_code)
         self._finish = self._gen_finish()
+        partial = ["0"] + [c for s in self.slots for c in s.partial_init()]
+        self._new_state_src += f"def _new_partial():\n    return [{', '.join(partial)}]\n"
         ns = dict(RUNTIME, _deque=deque)
         exec(compile(self._new_state_src, f"<hycq:{op_id}:new>", "exec"), ns)  # noqa: S102
         self._new: Callable[[], list[Any]] = ns["_new"]
+        self._new_partial: Callable[[], list[Any]] = ns["_new_partial"]
+        if paned:
+            self._pane = self._gen_pane(key_code)
+            self._merge = self._gen_merge(+1)
+            self._unmerge = self._gen_merge(-1)
         self.groups: dict[Any, list[Any]] = {}
         self.out: dict[Any, Row] = {}
         self._started = False
@@ -255,6 +310,46 @@ class AggregateOp(RowOperator):
         fn = ns["_upd"]
         fn.__hycq_source__ = src
         return fn  # type: ignore[no-any-return]
+
+    def _compile(self, lines: list[str], name: str, fn_name: str) -> Callable[..., Any]:
+        src = "\n".join(lines) + "\n"
+        ns = dict(RUNTIME, _deque=deque, _median=_median)
+        exec(compile(src, f"<hycq:{self.op_id}:{name}>", "exec"), ns)  # noqa: S102
+        fn = ns[fn_name]
+        fn.__hycq_source__ = src
+        return fn  # type: ignore[no-any-return]
+
+    def _gen_pane(self, key_code: str) -> Callable[[Rows, Callable[[], list[Any]]], dict[Any, Any]]:
+        """Generated: the partial aggregates of one pane's tuples, per group."""
+        lines = [
+            "def _pane(rows, new):",
+            "    parts = {}",
+            "    get = parts.get",
+            "    for r in rows:",
+            f"        k = {key_code}",
+            "        st = get(k)",
+            "        if st is None:",
+            "            st = parts[k] = new()",
+            "        st[0] += 1",
+        ]
+        for slot in self.slots:
+            lines += ["        " + stmt for stmt in slot.partial_code()]
+        lines += ["    return parts"]
+        return self._compile(lines, "pane", "_pane")
+
+    def _gen_merge(self, sign: int) -> Callable[..., None]:
+        """Generated: add (sign +1) or remove (-1) one pane's partials from the group totals."""
+        lines = ["def _merge(parts, groups, touched, pane, new):", "    add = touched.add"]
+        lines += ["    for k, p in parts.items():"]
+        if sign > 0:
+            lines += ["        st = groups.get(k)", "        if st is None:",
+                      "            st = groups[k] = new()", "        st[0] += p[0]"]
+        else:
+            lines += ["        st = groups[k]", "        st[0] -= p[0]"]
+        lines += ["        add(k)"]
+        for slot in self.slots:
+            lines += ["        " + stmt for stmt in slot.merge_code(sign)]
+        return self._compile(lines, "merge" if sign > 0 else "unmerge", "_merge")
 
     def _gen_finish(self) -> Callable[[set[Any], dict[Any, Any], dict[Any, Row]], tuple[Rows, Rows]]:
         """Generated: re-finalise the touched groups; return (inserted rows, deleted rows)."""
@@ -320,10 +415,29 @@ class AggregateOp(RowOperator):
             self.groups.clear()
             self._ins(d.ins, self.groups, touched, self._new)
             return self._emit_replace()
-        if d.dels:
-            self._del(d.dels, self.groups, touched, self._new)
-        if d.ins:
-            self._ins(d.ins, self.groups, touched, self._new)
+        if self.paned:
+            for pane in d.expire:
+                parts = self.pane_parts.pop(pane, None)
+                if parts:
+                    self._unmerge(parts, self.groups, touched, pane, self._new)
+            if d.ins:
+                parts = self._pane(d.ins, self._new_partial)
+                self._merge(parts, self.groups, touched, instant, self._new)
+                self.pane_parts[instant] = parts
+        if self.fifo:
+            # Window-ordered input: deletes are older tuples; apply them first so monotonic
+            # deques pop the right entry.
+            if d.dels:
+                self._del(d.dels, self.groups, touched, self._new)
+            if d.ins and not self.paned:
+                self._ins(d.ins, self.groups, touched, self._new)
+        else:
+            # Derived input (after a join or aggregate) may delete, in the same delta, a tuple
+            # it also inserts: apply inserts first so no group is deleted before it exists.
+            if d.ins:
+                self._ins(d.ins, self.groups, touched, self._new)
+            if d.dels:
+                self._del(d.dels, self.groups, touched, self._new)
         if self.global_agg:
             touched.add(())
             if () not in self.groups:
@@ -341,7 +455,12 @@ class AggregateOp(RowOperator):
         return Delta(rows, [], replace=True)
 
     def state(self) -> dict[str, Any]:
-        return {"groups": len(self.groups), "fifo_minmax": self.fifo}
+        return {
+            "groups": len(self.groups),
+            "fifo_minmax": self.fifo,
+            "paned": self.paned,
+            "panes": sorted(self.pane_parts)[:1] + sorted(self.pane_parts)[-1:],
+        }
 
     def snapshot(self) -> dict[str, Any]:
         def plain(v: Any) -> Any:
@@ -355,6 +474,8 @@ class AggregateOp(RowOperator):
             "groups": {k: [plain(v) for v in st] for k, st in self.groups.items()},
             "out": dict(self.out),
             "started": self._started,
+            "panes": {p: {k: list(v) for k, v in parts.items()}
+                      for p, parts in self.pane_parts.items()},
         }
 
     def restore(self, snap: dict[str, Any]) -> None:
@@ -368,3 +489,5 @@ class AggregateOp(RowOperator):
         self.groups = {k: [live(v) for v in st] for k, st in snap["groups"].items()}
         self.out = dict(snap["out"])
         self._started = snap["started"]
+        self.pane_parts = {p: {k: list(v) for k, v in parts.items()}
+                           for p, parts in snap["panes"].items()}

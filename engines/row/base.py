@@ -27,18 +27,24 @@ class Delta:
 
     ``replace=True`` means the relation is now exactly ``ins`` (``dels`` is empty and the old
     contents are implied). ``replace=False`` with both lists empty means "no change".
+
+    ``expire`` lists *panes* that left the window (paned windows only, see
+    ``engines.row.windows.PanedRangeWindow``): instead of re-sending every expired tuple, the
+    window names the slide-sized pane that expired and the aggregate above it subtracts that
+    pane's partial aggregates.
     """
 
     ins: Rows = field(default_factory=list)
     dels: Rows = field(default_factory=list)
     replace: bool = False
+    expire: tuple[int, ...] = ()
 
     def __len__(self) -> int:
         return len(self.ins) + len(self.dels)
 
     @property
     def empty(self) -> bool:
-        return not self.replace and not self.ins and not self.dels
+        return not self.replace and not self.ins and not self.dels and not self.expire
 
 
 NO_CHANGE = Delta()

@@ -129,18 +129,24 @@ class HashJoinOp(RowOperator):
         ins: Rows = []
         dels: Rows = []
         left, right = self.left, self.right
-        if dl.dels:
-            self._probe(dl.dels, left.key, right, True, dels)
-            self._remove_all(left, dl.dels)
+        # dL joins the old R; then L is updated (inserts before deletes: a derived input may
+        # delete a tuple it inserts in the same delta); then dR joins the new L.
         if dl.ins:
             self._probe(dl.ins, left.key, right, True, ins)
+        if dl.dels:
+            self._probe(dl.dels, left.key, right, True, dels)
+        if dl.ins:
             left.add_all(dl.ins)
-        if dr.dels:
-            self._probe(dr.dels, right.key, left, False, dels)
-            self._remove_all(right, dr.dels)
+        if dl.dels:
+            self._remove_all(left, dl.dels)
         if dr.ins:
             self._probe(dr.ins, right.key, left, False, ins)
+        if dr.dels:
+            self._probe(dr.dels, right.key, left, False, dels)
+        if dr.ins:
             right.add_all(dr.ins)
+        if dr.dels:
+            self._remove_all(right, dr.dels)
         if not ins and not dels:
             return NO_CHANGE
         return Delta(ins, dels)
@@ -150,10 +156,10 @@ class HashJoinOp(RowOperator):
             store.clear()
             store.add_all(d.ins)
             return
-        if d.dels:
-            self._remove_all(store, d.dels)
         if d.ins:
             store.add_all(d.ins)
+        if d.dels:
+            self._remove_all(store, d.dels)
 
     def _step_replace(self, dl: Delta, dr: Delta) -> Delta:
         """An input was replaced wholesale: update both sides and emit the full join."""

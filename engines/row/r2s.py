@@ -110,6 +110,14 @@ class RStreamOp(RowOperator):
                 self.current = d.ins
             return Delta(list(self.current))
         bag = self.bag
+        # Inserts first: a delta may delete a tuple it also inserts (after a join).
+        if d.ins:
+            get = bag.get
+            for r in d.ins:
+                n = get(r, 0)
+                bag[r] = n + 1
+                if n == 1:
+                    self._multi += 1
         if d.dels:
             for r in d.dels:
                 n = bag[r]
@@ -119,13 +127,6 @@ class RStreamOp(RowOperator):
                     bag[r] = n - 1
                     if n == 2:
                         self._multi -= 1
-        if d.ins:
-            get = bag.get
-            for r in d.ins:
-                n = get(r, 0)
-                bag[r] = n + 1
-                if n == 1:
-                    self._multi += 1
         if not self._multi:  # every row occurs once: the keys are the relation
             return Delta(list(bag))
         out: Rows = []

@@ -21,7 +21,7 @@ class SelectOp(RowOperator):
         if d.empty:
             return NO_CHANGE
         keep = self.keep
-        return Delta(keep(d.ins), keep(d.dels) if d.dels else [], d.replace)
+        return Delta(keep(d.ins), keep(d.dels) if d.dels else [], d.replace, d.expire)
 
 
 class ProjectOp(RowOperator):
@@ -38,4 +38,22 @@ class ProjectOp(RowOperator):
         if d.empty:
             return NO_CHANGE
         fn = self.fn
-        return Delta(fn(d.ins), fn(d.dels) if d.dels else [], d.replace)
+        return Delta(fn(d.ins), fn(d.dels) if d.dels else [], d.replace, d.expire)
+
+
+class PushedSelectOp(RowOperator):
+    """A select whose filter runs inside its input window as tuples arrive.
+
+    Filtering commutes with time-based windows (a tuple's membership depends only on its own
+    timestamp), so filtering on arrival halves what the window stores and filters every tuple
+    once instead of twice (on insert and on expiry). The window charges the filtering to this
+    operator's metrics; ``step`` passes the already-filtered delta through.
+    """
+
+    kind = "select"
+
+    def __init__(self, op_id: str, replace_out: bool) -> None:
+        super().__init__(op_id, replace_out)
+
+    def step(self, instant: int, inputs: list[Delta]) -> Delta:
+        return inputs[0]

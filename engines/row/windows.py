@@ -9,6 +9,12 @@ the ones that fell out, emitting one :class:`Delta` (docs/semantics.md, "Slide i
   downstream use monotonic deques.
 * Tumbling RANGE (slide == range) and NOW: the relation at T is exactly the new tuples, so
   the window emits replacing deltas and keeps no contents.
+* Paned RANGE (sliding, range a multiple of the slide, feeding only an aggregate of COUNT,
+  SUM, AVG, MIN, MAX through selects/projects): the window keeps no tuples at all. Each slide
+  interval is a *pane*; the aggregate keeps per-pane partial aggregates, and when a pane
+  leaves the window the window just names it (``Delta.expire``) and the aggregate subtracts
+  its partials. Expiry then costs per group and pane, not per tuple ("No pane, no gain",
+  Li et al., SIGMOD Record 2005).
 * UNBOUNDED: nothing ever expires; the window only counts what it has shown.
 * ROWS n: the last n tuples; with a tuple-count SLIDE the executor calls ``step`` after
   every m-th tuple (count mode).
@@ -18,10 +24,12 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import deque
+from collections.abc import Callable
 from operator import itemgetter
+from time import perf_counter
 from typing import Any
 
-from engines.row.base import NO_CHANGE, Delta, RowOperator, Rows
+from engines.row.base import NO_CHANGE, Delta, OperatorMetrics, RowOperator, Rows
 
 
 class _WindowBase(RowOperator):
@@ -37,6 +45,10 @@ class _WindowBase(RowOperator):
         self._pending_sorted = True
         self._pending_max: Any = None
         self.last_instant: int | None = None
+        # A select pushed into the window (see RowExecutor): filters tuples as they arrive,
+        # charging its time and counts to the select operator's metrics.
+        self.prefilter: Callable[[Rows], Rows] | None = None
+        self.prefilter_metrics: OperatorMetrics | None = None
 
     # -- input ------------------------------------------------------------------------------
 
@@ -44,6 +56,16 @@ class _WindowBase(RowOperator):
         """Append arriving tuples; ``ts_sorted`` says the batch is in timestamp order."""
         if not rows:
             return
+        if self.prefilter is not None:
+            m = self.prefilter_metrics
+            assert m is not None
+            t0 = perf_counter()
+            m.tuples_in += len(rows)
+            rows = self.prefilter(rows)
+            m.tuples_out += len(rows)
+            m.busy_s += perf_counter() - t0
+            if not rows:
+                return
         ts_of = self._ts_of
         if self._pending and ts_of(rows[0]) < self._pending_max:
             self._pending_sorted = False
@@ -235,3 +257,50 @@ class RowsWindow(_WindowBase):
     def restore(self, snap: dict[str, Any]) -> None:
         self._base_restore(snap)
         self.contents = deque(snap["contents"])
+
+
+class PanedRangeWindow(_WindowBase):
+    """``[RANGE r SLIDE s]`` (r a multiple of s) feeding a paned aggregate: panes, no tuples.
+
+    The pane of instant T holds the tuples with T - s < ts <= T and is named T. At T the
+    window emits the pane's tuples as inserts and names the pane that just expired, T - r.
+    """
+
+    def __init__(self, op_id: str, time_column: int, size: int, slide: int) -> None:
+        super().__init__(op_id, time_column, slide, replace_out=False)
+        self.size = size
+        self.panes: deque[tuple[int, int]] = deque()  # (pane end instant, tuple count)
+
+    def step(self, instant: int, inputs: list[Delta]) -> Delta:
+        if not self.own_instant(instant):
+            return NO_CHANGE
+        self.last_instant = instant
+        visible = self._take_visible(instant)
+        panes = self.panes
+        if visible:
+            panes.append((instant, len(visible)))
+        bound = instant - self.size
+        expired: list[int] = []
+        while panes and panes[0][0] <= bound:
+            expired.append(panes.popleft()[0])
+        if not visible and not expired:
+            return NO_CHANGE
+        return Delta(visible, [], False, tuple(expired))
+
+    def state(self) -> dict[str, Any]:
+        p = self.panes
+        return {
+            "panes": len(p),
+            "tuples": sum(n for _, n in p),
+            "oldest_pane": p[0][0] if p else None,
+            "newest_pane": p[-1][0] if p else None,
+            "pending": len(self._pending),
+            "last_instant": self.last_instant,
+        }
+
+    def snapshot(self) -> dict[str, Any]:
+        return {**self._base_snapshot(), "panes": list(self.panes)}
+
+    def restore(self, snap: dict[str, Any]) -> None:
+        self._base_restore(snap)
+        self.panes = deque(snap["panes"])
