@@ -187,8 +187,9 @@ def end_to_end(name: str, rate: float, seconds: float) -> float:
 
     catalog = load_catalog(QUERIES / "smartplug" / "catalog.toml")
     batches = list(SmartPlugGenerator(seed=7, rate=rate).batches(seconds))
-    result = execute(plan_query(QUERY[name], catalog), catalog, {"readings": batches},
-                     options=RunOptions())
+    result = execute(
+        plan_query(QUERY[name], catalog), catalog, {"readings": batches}, options=RunOptions()
+    )
     return float(result.metrics["throughput"])
 
 
@@ -207,8 +208,11 @@ def main() -> int:
     # The input tuples live for the whole benchmark: keep the cyclic GC from re-scanning
     # millions of them in every full collection (it would slow engine and hand loops alike).
     gc.freeze()
-    print(f"data: {sum(map(len, seconds)):,} tuples, {gen.plugs} plugs, rate {args.rate:,.0f}/s; "
-          f"generator + Arrow->tuples {ingest_rate:,.0f} rows/s", file=sys.stderr)
+    print(
+        f"data: {sum(map(len, seconds)):,} tuples, {gen.plugs} plugs, rate {args.rate:,.0f}/s; "
+        f"generator + Arrow->tuples {ingest_rate:,.0f} rows/s",
+        file=sys.stderr,
+    )
     report: dict[str, Any] = {
         "command": " ".join(["python", *sys.argv]),
         "rate": args.rate,
@@ -240,9 +244,12 @@ def main() -> int:
             "end_to_end_tuples_per_s": e2e,
         }
         report["workloads"][name] = rec
-        print(f"{name:15s} engine {rec['engine_tuples_per_s']:>12,.0f}/s  hand "
-              f"{rec['hand_tuples_per_s']:>12,.0f}/s  ratio {rec['engine_over_hand']:.2f}  "
-              f"same={same}  end-to-end {e2e:,.0f}/s", file=sys.stderr)
+        print(
+            f"{name:15s} engine {rec['engine_tuples_per_s']:>12,.0f}/s  hand "
+            f"{rec['hand_tuples_per_s']:>12,.0f}/s  ratio {rec['engine_over_hand']:.2f}  "
+            f"same={same}  end-to-end {e2e:,.0f}/s",
+            file=sys.stderr,
+        )
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=2) + "\n")

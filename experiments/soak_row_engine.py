@@ -56,9 +56,12 @@ def main() -> int:
         "flat_within_tolerance": ok,
         "rss_mb_timeline": timeline,
     }
-    print(f"{args.query}: {m['tuples_in']:,} tuples in {m['wall_s']:.1f} s; RSS after the first "
-          f"window {base:.1f} MB, range {min(steady):.1f}-{max(steady):.1f} MB, max deviation "
-          f"{100 * worst:.1f}% -> {'flat' if ok else 'NOT flat'}", file=sys.stderr)
+    print(
+        f"{args.query}: {m['tuples_in']:,} tuples in {m['wall_s']:.1f} s; RSS after the first "
+        f"window {base:.1f} MB, range {min(steady):.1f}-{max(steady):.1f} MB, max deviation "
+        f"{100 * worst:.1f}% -> {'flat' if ok else 'NOT flat'}",
+        file=sys.stderr,
+    )
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=2) + "\n")

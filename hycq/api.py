@@ -113,7 +113,7 @@ def explain(
     ``feasible``) are null rather than invented.
     """
     plan = q.plan
-    placement = {op_id: "row" for op_id in plan.topological()}
+    placement = dict.fromkeys(plan.topological(), "row")
     operators = [
         {
             "id": op.id,
@@ -137,8 +137,12 @@ def explain(
         "cost": {"bottleneck": None, "utilization": None},
         "feasible": None,
         "plans_examined": {"phase_one": 0, "phase_two": 0},
-        "optimization_ms": {"bind": round(q.bind_ms, 3), "phase_one": 0.0, "phase_two": 0.0,
-                            "total": round(q.bind_ms, 3)},
+        "optimization_ms": {
+            "bind": round(q.bind_ms, 3),
+            "phase_one": 0.0,
+            "phase_two": 0.0,
+            "total": round(q.bind_ms, 3),
+        },
         "cost_model": None,
     }
 
@@ -190,7 +194,7 @@ def resolve_placement(plan: LogicalPlan, placement: str | dict[str, str]) -> dic
     elif placement in ("auto", "row"):
         # Until the cost-based optimizer exists (issue 5), auto runs everything on the row
         # engine, which is also what explain reports.
-        return {op_id: "row" for op_id in ids}
+        return dict.fromkeys(ids, "row")
     elif placement == "column":
         engines = {"duckdb"}
     else:
@@ -203,7 +207,7 @@ def resolve_placement(plan: LogicalPlan, placement: str | dict[str, str]) -> dic
             "columnar engines (duckdb, spark) are not available yet in this version",
             hint="use --placement row",
         )
-    return {op_id: "row" for op_id in ids}
+    return dict.fromkeys(ids, "row")
 
 
 def execute(
@@ -219,7 +223,7 @@ def execute(
     """
     import pyarrow as pa
 
-    from engines.runtime import RunOptions, StreamInput, run_plan
+    from engines.runtime import RunOptions, StreamInput
 
     opts = options if options is not None else RunOptions(keep_results=True)
     streams = []
@@ -227,10 +231,7 @@ def execute(
         stream = catalog.get(name)
         if stream is None:
             raise OptionError(f"no stream '{name}' in the catalog")
-        if isinstance(table, pa.Table):
-            batches = iter(table.to_batches())
-        else:
-            batches = iter(table)
+        batches = iter(table.to_batches()) if isinstance(table, pa.Table) else iter(table)
         streams.append(StreamInput(stream, batches, stream.rate, "in-memory table"))
     return _run(plan, catalog, opts, placement, streams)
 

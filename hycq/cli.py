@@ -72,7 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
         "the same query text and options; placement files use them.",
     )
     ex.add_argument("query", metavar="QUERY", help="a .sql file, or - for stdin")
-    ex.add_argument("--catalog", type=Path, help="catalog TOML (default: catalog.toml beside QUERY)")
+    ex.add_argument(
+        "--catalog", type=Path, help="catalog TOML (default: catalog.toml beside QUERY)"
+    )
     ex.add_argument(
         "--rate", type=_positive_float, help="arrival rate of every input stream, tuples/s"
     )
@@ -94,7 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
         f"{_default_duration():g}).",
     )
     rn.add_argument("query", metavar="QUERY", help="a .sql file, or - for stdin")
-    rn.add_argument("--catalog", type=Path, help="catalog TOML (default: catalog.toml beside QUERY)")
+    rn.add_argument(
+        "--catalog", type=Path, help="catalog TOML (default: catalog.toml beside QUERY)"
+    )
     rn.add_argument(
         "--rate",
         type=_positive_float,
@@ -225,8 +229,10 @@ def _explain(args: argparse.Namespace) -> int:
     print(render_plan(q.plan, annotate=lambda i: f"[{placement[i]}]", show_schema=args.schema))
     print()
     print(f"R2R operators: {info['r2r_operators']}")
-    print("placement: every operator on the row engine (the cost-based optimizer is not yet "
-          "implemented)")
+    print(
+        "placement: every operator on the row engine (the cost-based optimizer is not yet "
+        "implemented)"
+    )
     return 0
 
 
@@ -256,9 +262,7 @@ def _load_placement(spec: str) -> str | dict[str, str]:
         return spec
     path = Path(spec)
     if path.suffix.lower() != ".json":
-        raise OptionError(
-            f"--placement must be auto, row, column or a .json file, got '{spec}'"
-        )
+        raise OptionError(f"--placement must be auto, row, column or a .json file, got '{spec}'")
     try:
         obj = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:

@@ -40,8 +40,15 @@ from optimizer.ir.expr import AggCall, ColumnRef, Expr
 class _Slot:
     """How one aggregate is stored and finalised."""
 
-    def __init__(self, call: AggCall, index: int, arg_code: str | None, arg_null: bool,
-                 fifo: bool, paned: bool = False) -> None:
+    def __init__(
+        self,
+        call: AggCall,
+        index: int,
+        arg_code: str | None,
+        arg_null: bool,
+        fifo: bool,
+        paned: bool = False,
+    ) -> None:
         self.call = call
         self.paned = paned
         self.index = index  # first state slot
@@ -279,7 +286,7 @@ class AggregateOp(RowOperator):
         partial = ["0"] + [c for s in self.slots for c in s.partial_init()]
         self._new_state_src += f"def _new_partial():\n    return [{', '.join(partial)}]\n"
         ns = dict(RUNTIME, _deque=deque)
-        exec(compile(self._new_state_src, f"<hycq:{op_id}:new>", "exec"), ns)  # noqa: S102
+        exec(compile(self._new_state_src, f"<hycq:{op_id}:new>", "exec"), ns)
         self._new: Callable[[], list[Any]] = ns["_new"]
         self._new_partial: Callable[[], list[Any]] = ns["_new_partial"]
         if paned:
@@ -292,11 +299,19 @@ class AggregateOp(RowOperator):
         self.group_by = tuple(group_by)
         self._key_is_columns = all(isinstance(g, ColumnRef) for g in group_by)
 
-    def _gen_update(self, sign: int, key_code: str) -> Callable[[Rows, dict[Any, Any], set[Any]], None]:
-        lines = ["def _upd(rows, groups, touched, new):", "    get = groups.get", "    add = touched.add"]
+    def _gen_update(self, sign: int, key_code: str) -> Callable[..., None]:
+        lines = [
+            "def _upd(rows, groups, touched, new):",
+            "    get = groups.get",
+            "    add = touched.add",
+        ]
         lines += ["    for r in rows:", f"        k = {key_code}"]
         if sign > 0:
-            lines += ["        st = get(k)", "        if st is None:", "            st = groups[k] = new()"]
+            lines += [
+                "        st = get(k)",
+                "        if st is None:",
+                "            st = groups[k] = new()",
+            ]
             lines += ["        st[0] += 1"]
         else:
             lines += ["        st = groups[k]", "        st[0] -= 1"]
@@ -306,18 +321,18 @@ class AggregateOp(RowOperator):
         src = "\n".join(lines) + "\n"
         ns = dict(RUNTIME, _deque=deque)
         name = "ins" if sign > 0 else "del"
-        exec(compile(src, f"<hycq:{self.op_id}:{name}>", "exec"), ns)  # noqa: S102
+        exec(compile(src, f"<hycq:{self.op_id}:{name}>", "exec"), ns)
         fn = ns["_upd"]
         fn.__hycq_source__ = src
-        return fn  # type: ignore[no-any-return]
+        return fn
 
     def _compile(self, lines: list[str], name: str, fn_name: str) -> Callable[..., Any]:
         src = "\n".join(lines) + "\n"
         ns = dict(RUNTIME, _deque=deque, _median=_median)
-        exec(compile(src, f"<hycq:{self.op_id}:{name}>", "exec"), ns)  # noqa: S102
+        exec(compile(src, f"<hycq:{self.op_id}:{name}>", "exec"), ns)
         fn = ns[fn_name]
         fn.__hycq_source__ = src
-        return fn  # type: ignore[no-any-return]
+        return fn
 
     def _gen_pane(self, key_code: str) -> Callable[[Rows, Callable[[], list[Any]]], dict[Any, Any]]:
         """Generated: the partial aggregates of one pane's tuples, per group."""
@@ -342,8 +357,12 @@ class AggregateOp(RowOperator):
         lines = ["def _merge(parts, groups, touched, pane, new):", "    add = touched.add"]
         lines += ["    for k, p in parts.items():"]
         if sign > 0:
-            lines += ["        st = groups.get(k)", "        if st is None:",
-                      "            st = groups[k] = new()", "        st[0] += p[0]"]
+            lines += [
+                "        st = groups.get(k)",
+                "        if st is None:",
+                "            st = groups[k] = new()",
+                "        st[0] += p[0]",
+            ]
         else:
             lines += ["        st = groups[k]", "        st[0] -= p[0]"]
         lines += ["        add(k)"]
@@ -351,7 +370,9 @@ class AggregateOp(RowOperator):
             lines += ["        " + stmt for stmt in slot.merge_code(sign)]
         return self._compile(lines, "merge" if sign > 0 else "unmerge", "_merge")
 
-    def _gen_finish(self) -> Callable[[set[Any], dict[Any, Any], dict[Any, Row]], tuple[Rows, Rows]]:
+    def _gen_finish(
+        self,
+    ) -> Callable[[set[Any], dict[Any, Any], dict[Any, Row]], tuple[Rows, Rows]]:
         """Generated: re-finalise the touched groups; return (inserted rows, deleted rows)."""
         finals = [s.final_code(self.global_agg) for s in self.slots]
         if self.global_agg:
@@ -393,10 +414,10 @@ class AggregateOp(RowOperator):
         ]
         src = "\n".join(lines) + "\n"
         ns = dict(RUNTIME, _median=_median)
-        exec(compile(src, f"<hycq:{self.op_id}:finish>", "exec"), ns)  # noqa: S102
+        exec(compile(src, f"<hycq:{self.op_id}:finish>", "exec"), ns)
         fn = ns["_finish"]
         fn.__hycq_source__ = src
-        return fn  # type: ignore[no-any-return]
+        return fn
 
     def _row(self, k: Any, st: list[Any]) -> Row:
         finals = tuple(s.final(st) for s in self.slots)
@@ -474,8 +495,9 @@ class AggregateOp(RowOperator):
             "groups": {k: [plain(v) for v in st] for k, st in self.groups.items()},
             "out": dict(self.out),
             "started": self._started,
-            "panes": {p: {k: list(v) for k, v in parts.items()}
-                      for p, parts in self.pane_parts.items()},
+            "panes": {
+                p: {k: list(v) for k, v in parts.items()} for p, parts in self.pane_parts.items()
+            },
         }
 
     def restore(self, snap: dict[str, Any]) -> None:
@@ -489,5 +511,6 @@ class AggregateOp(RowOperator):
         self.groups = {k: [live(v) for v in st] for k, st in snap["groups"].items()}
         self.out = dict(snap["out"])
         self._started = snap["started"]
-        self.pane_parts = {p: {k: list(v) for k, v in parts.items()}
-                           for p, parts in snap["panes"].items()}
+        self.pane_parts = {
+            p: {k: list(v) for k, v in parts.items()} for p, parts in snap["panes"].items()
+        }

@@ -333,10 +333,10 @@ def _literal(e: Literal) -> str:
 
 def _build(source: str, name: str) -> Callable[..., Any]:
     namespace = dict(RUNTIME)
-    exec(compile(source, f"<hycq:{name}>", "exec"), namespace)  # noqa: S102 - IR-generated code
+    exec(compile(source, f"<hycq:{name}>", "exec"), namespace)
     fn = namespace[name]
     fn.__hycq_source__ = source  # kept for debugging and tests
-    return fn  # type: ignore[no-any-return]
+    return fn
 
 
 # -- public compilers ------------------------------------------------------------------------

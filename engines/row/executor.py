@@ -35,7 +35,13 @@ import pyarrow as pa
 
 from engines.row.aggregate import AggregateOp
 from engines.row.base import Delta, RowOperator, Rows
-from engines.row.compile import compile_filter, compile_key, compile_map, compile_predicate, nullable
+from engines.row.compile import (
+    compile_filter,
+    compile_key,
+    compile_map,
+    compile_predicate,
+    nullable,
+)
 from engines.row.join import HashJoinOp
 from engines.row.r2s import DStreamOp, IStreamOp, RStreamOp
 from engines.row.stateless import ProjectOp, PushedSelectOp, SelectOp
@@ -96,7 +102,9 @@ class RowExecutor:
         self.windows: list[_WindowBase] = []
         self._paned_aggs: set[str] = set()
         self._build()
-        self.r2s_pos = next(i for i, n in enumerate(self.nodes) if n.op.kind in ("istream", "dstream", "rstream"))
+        self.r2s_pos = next(
+            i for i, n in enumerate(self.nodes) if n.op.kind in ("istream", "dstream", "rstream")
+        )
         self.count_slide = self._count_slide()
         # Clock state.
         self.min_ts: int | None = None
@@ -156,20 +164,26 @@ class RowExecutor:
                     node = self._join(op, in_null, (rep_in[0], rep_in[1]))
                 elif isinstance(op, Aggregate):
                     node = AggregateOp(
-                        op_id, op.group_by, op.aggs, in_null,
-                        fifo=fifo_window.get(ins[0], False), replace_in=rep_in[0],
+                        op_id,
+                        op.group_by,
+                        op.aggs,
+                        in_null,
+                        fifo=fifo_window.get(ins[0], False),
+                        replace_in=rep_in[0],
                         paned=op_id in self._paned_aggs,
                     )
                     out_null = [nullable(g, in_null) for g in op.group_by] + [
-                        a.func != "COUNT" and (not op.group_by or (a.arg is not None and nullable(a.arg, in_null)))
+                        a.func != "COUNT"
+                        and (not op.group_by or (a.arg is not None and nullable(a.arg, in_null)))
                         for a in op.aggs
                     ]
                 elif isinstance(op, R2S):
-                    node = {
+                    r2s: dict[StreamMode, type[IStreamOp | DStreamOp | RStreamOp]] = {
                         StreamMode.ISTREAM: IStreamOp,
                         StreamMode.DSTREAM: DStreamOp,
                         StreamMode.RSTREAM: RStreamOp,
-                    }[op.mode](op_id, rep_in[0])
+                    }
+                    node = r2s[op.mode](op_id, rep_in[0])
                 else:  # pragma: no cover - the IR has no other operator kinds
                     raise PlanError(f"the row engine cannot run {op.kind} operators")
             pos[op_id] = len(self.nodes)
@@ -221,8 +235,7 @@ class RowExecutor:
             if isinstance(nxt, Select | Project):
                 continue
             if isinstance(nxt, Aggregate) and all(
-                a.func in ("COUNT", "SUM", "AVG", "MIN", "MAX") and not a.distinct
-                for a in nxt.aggs
+                a.func in ("COUNT", "SUM", "AVG", "MIN", "MAX") and not a.distinct for a in nxt.aggs
             ):
                 self._paned_aggs.add(cur)
                 return cur
@@ -234,7 +247,9 @@ class RowExecutor:
             return UnboundedWindow(op.id, op.time_column, op.slide)
         if op.window is WindowKind.ROWS:
             assert op.size is not None
-            w: _WindowBase = RowsWindow(op.id, op.time_column, op.size, 1 if op.slide_rows else op.slide)
+            w: _WindowBase = RowsWindow(
+                op.id, op.time_column, op.size, 1 if op.slide_rows else op.slide
+            )
             w.count_mode = op.slide_rows
             return w
         assert op.size is not None
@@ -324,7 +339,9 @@ class RowExecutor:
             if fired is not None and ts <= fired:
                 self.late.count += 1
                 if self.late.keep_rows:
-                    self.late.rows.append((stream, r, f"late: timestamp {ts} <= last emitted instant {fired}"))
+                    self.late.rows.append(
+                        (stream, r, f"late: timestamp {ts} <= last emitted instant {fired}")
+                    )
                 continue
             accepted.append(r)
             if running is None or ts > running:
@@ -467,8 +484,15 @@ class RowExecutor:
 
 def batch_to_rows(batch: pa.RecordBatch | pa.Table) -> Rows:
     """Arrow columns -> Python tuples (the row engine's one conversion; ~1.5 us per row)."""
-    return list(zip(*[c.to_numpy(zero_copy_only=False).tolist() if _plain(c) else c.to_pylist()
-                      for c in batch.columns], strict=True))
+    return list(
+        zip(
+            *[
+                c.to_numpy(zero_copy_only=False).tolist() if _plain(c) else c.to_pylist()
+                for c in batch.columns
+            ],
+            strict=True,
+        )
+    )
 
 
 def _plain(col: pa.Array | pa.ChunkedArray) -> bool:

@@ -87,8 +87,6 @@ class HashJoinOp(RowOperator):
         self.residual = residual
         self.replace_in = replace_in
         self.nested_loop = nested_loop
-        if nested_loop:
-            self.kind = "join(nested-loop)"
 
     # probe one delta list of one side against the other side's store
     def _probe(self, rows: Rows, key: Key, other: _Store, left_side: bool, out: Rows) -> None:

@@ -23,6 +23,7 @@ Example:
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -64,13 +65,20 @@ class Source:
     def position(self, offset: int) -> tuple[int, int]:
         """1-based (line, column) of a 0-based character offset."""
         offset = max(0, min(offset, len(self.text)))
-        line = self.text.count("\n", 0, offset) + 1
-        line_start = self.text.rfind("\n", 0, offset) + 1
-        return line, offset - line_start + 1
+        breaks = list(_LINE_BREAK.finditer(self.text, 0, offset))
+        line_start = breaks[-1].end() if breaks else 0
+        return len(breaks) + 1, offset - line_start + 1
+
+    def lines(self) -> list[str]:
+        """The lines of the text; line breaks are \\n, \\r\\n or \\r (as sqlglot counts them)."""
+        return _LINE_BREAK.split(self.text)
 
     def line_text(self, line: int) -> str:
-        lines = self.text.splitlines() or [""]
+        lines = self.lines()
         return lines[line - 1] if 0 < line <= len(lines) else ""
+
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
 class QueryError(UserError):
@@ -104,7 +112,8 @@ class QueryError(UserError):
         line = self.source.line_text(self.line)
         if line.strip():
             width = max(1, min(self.length, len(line) - self.col + 1))
-            text += f"\n  {line}\n  {' ' * (self.col - 1)}{'^' * width}"
+            pad = "".join(c if c == "\t" else " " for c in line[: self.col - 1])
+            text += f"\n  {line}\n  {pad}{'^' * width}"
         if self.hint:
             text += f"\n  hint: {self.hint}"
         return text

@@ -56,9 +56,8 @@ class Expr:
 
     __slots__ = ()
 
-    @property
-    def dtype(self) -> DataType:  # pragma: no cover - every subclass defines a field
-        raise NotImplementedError
+    #: The SQL type of the value (a dataclass field in every subclass).
+    dtype: DataType
 
     def children(self) -> tuple[Expr, ...]:
         return ()
@@ -83,7 +82,7 @@ class Literal(Expr):
     """A constant; ``value`` is a Python bool/int/float/str or None."""
 
     value: object
-    dtype: DataType  # type: ignore[misc]
+    dtype: DataType
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +91,7 @@ class ColumnRef(Expr):
 
     index: int
     name: str
-    dtype: DataType  # type: ignore[misc]
+    dtype: DataType
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +101,7 @@ class Binary(Expr):
     op: str
     left: Expr
     right: Expr
-    dtype: DataType  # type: ignore[misc]
+    dtype: DataType
 
     def children(self) -> tuple[Expr, ...]:
         return (self.left, self.right)
@@ -117,7 +116,7 @@ class Unary(Expr):
 
     op: str
     operand: Expr
-    dtype: DataType  # type: ignore[misc]
+    dtype: DataType
 
     def children(self) -> tuple[Expr, ...]:
         return (self.operand,)
@@ -132,7 +131,7 @@ class Func(Expr):
 
     name: str
     args: tuple[Expr, ...]
-    dtype: DataType  # type: ignore[misc]
+    dtype: DataType
 
     def children(self) -> tuple[Expr, ...]:
         return self.args
@@ -146,7 +145,7 @@ class Cast(Expr):
     """``CAST(operand AS dtype)``."""
 
     operand: Expr
-    dtype: DataType  # type: ignore[misc]
+    dtype: DataType
 
     def children(self) -> tuple[Expr, ...]:
         return (self.operand,)
@@ -161,7 +160,7 @@ class Case(Expr):
 
     whens: tuple[tuple[Expr, Expr], ...]
     default: Expr
-    dtype: DataType  # type: ignore[misc]
+    dtype: DataType
 
     def children(self) -> tuple[Expr, ...]:
         flat: list[Expr] = []
@@ -181,7 +180,7 @@ class AggCall(Expr):
     func: str
     arg: Expr | None
     distinct: bool
-    dtype: DataType  # type: ignore[misc]
+    dtype: DataType
 
     def children(self) -> tuple[Expr, ...]:
         return () if self.arg is None else (self.arg,)

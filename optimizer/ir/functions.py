@@ -6,7 +6,7 @@ SQL generation for DuckDB and Spark). The binder rejects any other function with
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from optimizer.ir.types import DataType, common_numeric
@@ -19,11 +19,11 @@ class FunctionSpec:
     name: str
     min_args: int
     max_args: int | None
-    result: Callable[[list[DataType]], DataType | None]
+    result: Callable[[Sequence[DataType]], DataType | None]
     doc: str
 
 
-def _numeric_same(types: list[DataType]) -> DataType | None:
+def _numeric_same(types: Sequence[DataType]) -> DataType | None:
     if not all(t.is_numeric for t in types):
         return None
     out = types[0]
@@ -32,11 +32,11 @@ def _numeric_same(types: list[DataType]) -> DataType | None:
     return out
 
 
-def _double(types: list[DataType]) -> DataType | None:
+def _double(types: Sequence[DataType]) -> DataType | None:
     return DataType.DOUBLE if all(t.is_numeric for t in types) else None
 
 
-def _unify(types: list[DataType]) -> DataType | None:
+def _unify(types: Sequence[DataType]) -> DataType | None:
     known = [t for t in types if t is not DataType.NULL]
     if not known:
         return DataType.NULL
@@ -45,7 +45,7 @@ def _unify(types: list[DataType]) -> DataType | None:
     return _numeric_same(known)
 
 
-def _floor_ceil(types: list[DataType]) -> DataType | None:
+def _floor_ceil(types: Sequence[DataType]) -> DataType | None:
     return types[0] if types[0].is_numeric else None
 
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from typing import ClassVar
 
 import networkx as nx
@@ -40,7 +40,7 @@ from optimizer.ir.expr import AggCall, Binary, ColumnRef, Expr, conjuncts
 from optimizer.ir.schema import Schema
 
 
-class Category(str, Enum):
+class Category(StrEnum):
     """The CQL operator classes of Ch. 2."""
 
     SOURCE = "source"
@@ -82,7 +82,7 @@ class Source(Operator):
         return self.stream
 
 
-class WindowKind(str, Enum):
+class WindowKind(StrEnum):
     RANGE = "range"  # time-based sliding (tumbling when slide == size)
     ROWS = "rows"  # count-based
     NOW = "now"  # tuples with ts == T
@@ -188,9 +188,7 @@ class Join(Operator):
                 and (c.left.index < self.left_width) != (c.right.index < self.left_width)
             ):
                 keyed.add(c)
-        return [
-            c for c in (conjuncts(self.condition) if self.condition else []) if c not in keyed
-        ]
+        return [c for c in (conjuncts(self.condition) if self.condition else []) if c not in keyed]
 
     def describe(self) -> str:
         return "ON " + self.condition.display() if self.condition is not None else "CROSS"
@@ -221,7 +219,7 @@ class Aggregate(Operator):
         return aggs
 
 
-class StreamMode(str, Enum):
+class StreamMode(StrEnum):
     ISTREAM = "istream"
     DSTREAM = "dstream"
     RSTREAM = "rstream"
@@ -287,7 +285,7 @@ class LogicalPlan:
 
     def op(self, op_id: str) -> Operator:
         try:
-            return self._g.nodes[op_id]["op"]  # type: ignore[no-any-return]
+            return self._g.nodes[op_id]["op"]
         except KeyError:
             raise KeyError(op_id) from None
 
@@ -374,7 +372,7 @@ class PlanBuilder:
         return op.id
 
     def op(self, op_id: str) -> Operator:
-        return self._g.nodes[op_id]["op"]  # type: ignore[no-any-return]
+        return self._g.nodes[op_id]["op"]
 
     def replace(self, op: Operator) -> None:
         """Swap the operator stored under ``op.id`` (same inputs), e.g. to rename columns."""

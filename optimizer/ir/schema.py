@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from optimizer.ir.types import DataType
@@ -28,7 +29,7 @@ class Schema:
     def __len__(self) -> int:
         return len(self.fields)
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[Field]:
         return iter(self.fields)
 
     def __getitem__(self, i: int) -> Field:
@@ -56,6 +57,8 @@ class Schema:
         qualifiers = {f.qualifier for f in self.fields}
         names = [f.name.lower() for f in self.fields]
         show = len(qualifiers) > 1 or len(set(names)) < len(names)
-        return "(" + ", ".join(
-            f"{f.display() if show else f.name} {f.dtype}" for f in self.fields
-        ) + ")"
+        return (
+            "("
+            + ", ".join(f"{f.display() if show else f.name} {f.dtype}" for f in self.fields)
+            + ")"
+        )

@@ -89,16 +89,25 @@ def test_istream_and_dstream_are_bag_differences(cat: Catalog) -> None:
     ins, _ = _run("SELECT ISTREAM k FROM s [RANGE 2 SECONDS]", cat, DATA)
     dels, _ = _run("SELECT DSTREAM k FROM s [RANGE 2 SECONDS]", cat, DATA)
     # Window (T-2, T]: T=1 {1,2}; T=2 {1,2,1}; T=3 {1,1}; T=4 {1}; T=5 {2}; T=6 {2,1}
-    assert _per_instant(ins) == {1: Counter({(1,): 1, (2,): 1}), 2: Counter({(1,): 1}),
-                                 5: Counter({(2,): 1}), 6: Counter({(1,): 1})}
-    assert _per_instant(dels) == {3: Counter({(2,): 1}), 4: Counter({(1,): 1}),
-                                  5: Counter({(1,): 1})}
+    assert _per_instant(ins) == {
+        1: Counter({(1,): 1, (2,): 1}),
+        2: Counter({(1,): 1}),
+        5: Counter({(2,): 1}),
+        6: Counter({(1,): 1}),
+    }
+    assert _per_instant(dels) == {
+        3: Counter({(2,): 1}),
+        4: Counter({(1,): 1}),
+        5: Counter({(1,): 1}),
+    }
 
 
 def test_now_window_and_tumbling_use_replacing_deltas(cat: Catalog) -> None:
     out, ex = _run("SELECT RSTREAM k, v * 2 AS d FROM s [NOW] WHERE v > 1", cat, DATA)
     assert _per_instant(out) == {
-        1: Counter({(2, 10.0): 1}), 2: Counter({(1, 6.0): 1}), 3: Counter({(1, 4.0): 1}),
+        1: Counter({(2, 10.0): 1}),
+        2: Counter({(1, 6.0): 1}),
+        3: Counter({(1, 4.0): 1}),
         5: Counter({(2, 8.0): 1}),
     }
     assert all(n.op.replace_out for n in ex.nodes if n.op.kind in ("window", "select", "project"))
