@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 import pyarrow as pa
@@ -40,6 +40,8 @@ from optimizer.ir.plan import Source as SourceOp
 DEFAULT_DURATION_S = 360.0
 
 Rows = list[tuple[Any, ...]]
+#: ``on_late(stream, row, reason)``: an engine reports a late tuple it rejected.
+OnLate = Callable[[str, tuple[Any, ...], str], None]
 
 
 class Engine(Protocol):
@@ -84,8 +86,16 @@ def _ticks_per_second(stream: StreamDef) -> int:
     return 1000 // TIME_UNITS_MS[stream.time_unit]
 
 
-def open_inputs(plan: LogicalPlan, catalog: Catalog, options: RunOptions) -> list[StreamInput]:
-    """The input of every stream the plan reads, from --data files or the catalog's source."""
+def open_inputs(
+    plan: LogicalPlan,
+    catalog: Catalog,
+    options: RunOptions,
+    dead: DeadLetters | None = None,
+) -> list[StreamInput]:
+    """The input of every stream the plan reads, from --data files or the catalog's source.
+
+    Bad rows of data files go to ``dead`` (and are skipped); without it they raise DataError.
+    """
     names: list[str] = []
     for op_id in plan.sources:
         op = plan.op(op_id)
@@ -105,12 +115,14 @@ def open_inputs(plan: LogicalPlan, catalog: Catalog, options: RunOptions) -> lis
         assert stream is not None
         path = data.get(name.lower())
         if path is not None:
-            inputs.append(_file_input(stream, path, None, options))
+            inputs.append(_file_input(stream, path, None, options, dead))
         elif stream.source.kind == "generator":
             inputs.append(_generator_input(stream, options))
         elif stream.source.kind == "file":
             assert stream.source.path is not None
-            inputs.append(_file_input(stream, stream.source.path, stream.source.format, options))
+            inputs.append(
+                _file_input(stream, stream.source.path, stream.source.format, options, dead)
+            )
         else:
             raise DataError(
                 f"stream '{name}' has no source in the catalog",
@@ -125,8 +137,9 @@ def _generator_input(stream: StreamDef, options: RunOptions) -> StreamInput:
     spec = stream.source
     rate = options.rate if options.rate is not None else stream.rate
     kwargs: dict[str, Any] = {
-        k: v for k, v in spec.options if k in ("houses", "seed", "households_per_house",
-                                                "plugs_per_household", "start")
+        k: v
+        for k, v in spec.options
+        if k in ("houses", "seed", "households_per_house", "plugs_per_household", "start")
     }
     gen = SmartPlugGenerator(rate=rate, **kwargs)
     seconds = options.duration if options.duration is not None else DEFAULT_DURATION_S
@@ -140,16 +153,31 @@ def _generator_input(stream: StreamDef, options: RunOptions) -> StreamInput:
 
 
 def _file_input(
-    stream: StreamDef, path: Path, fmt: str | None, options: RunOptions
+    stream: StreamDef,
+    path: Path,
+    fmt: str | None,
+    options: RunOptions,
+    dead: DeadLetters | None = None,
 ) -> StreamInput:
-    from engines.sources.files import read_batches
+    from engines.sources.files import OnBad, detect_format, read_batches
 
     if not path.exists():
         raise DataError(
             f"data file not found: {path}", hint="check the path given with --data STREAM=PATH"
         )
     tps = _ticks_per_second(stream)
-    batches = read_batches(path, fmt)
+    if fmt is None:
+        fmt = detect_format(path)
+    on_bad: OnBad | None = None
+    if dead is not None:
+        unit = "row" if fmt == "parquet" else "line"
+        name = stream.name
+
+        def on_bad(number: int, raw: str, reason: str) -> None:
+            # "row" is the line's text (Parquet: the row as JSON), not a dict of typed values.
+            dead.add(name, cast(Any, raw), f"{path.name} {unit} {number}: {reason}")
+
+    batches = read_batches(path, fmt, schema=arrow_schema(stream.schema), on_bad=on_bad)
     t_index = stream.time_index
     if options.rate is not None:
         batches = _rescale(batches, t_index, options.rate, tps)
@@ -203,9 +231,7 @@ def merge_by_time(inputs: list[StreamInput]) -> Iterator[tuple[StreamInput, pa.R
         for b in inputs[0].batches:
             yield inputs[0], b
         return
-    heads: list[tuple[StreamInput, pa.RecordBatch] | None] = []
-    for inp in inputs:
-        heads.append(_next_batch(inp))
+    heads = [_next_batch(inp) for inp in inputs]
     while any(h is not None for h in heads):
         k = min(
             (i for i, h in enumerate(heads) if h is not None),
@@ -233,11 +259,16 @@ class DeadLetters:
 
     path: Path | None
     count: int = 0
+    by_kind: dict[str, int] = field(default_factory=lambda: {"invalid": 0, "late": 0})
     _fh: Any = None
     _tmp: Path | None = None
 
-    def add(self, stream: str, row: dict[str, Any], reason: str) -> None:
+    def add(
+        self, stream: str, row: dict[str, Any] | str, reason: str, kind: str = "invalid"
+    ) -> None:
+        """Count a rejected row (``kind`` invalid or late) and write it when a path is set."""
         self.count += 1
+        self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
         if self.path is None:
             return
         if self._fh is None:
@@ -285,7 +316,9 @@ def validate(batch: pa.RecordBatch, stream: str, dead: DeadLetters) -> pa.Record
 
 
 def _temp_beside(path: Path) -> Path:
-    fd, name = tempfile.mkstemp(dir=path.parent or Path("."), prefix=f".{path.name}.", suffix=".tmp")
+    fd, name = tempfile.mkstemp(
+        dir=path.parent or Path("."), prefix=f".{path.name}.", suffix=".tmp"
+    )
     os.close(fd)
     return Path(name)
 
@@ -350,9 +383,7 @@ class ResultSink:
             return
         width = len(self.schema) - 1
         cols = list(zip(*self._buffer, strict=True)) if self._buffer else [()] * width
-        arrays = [
-            pa.array(list(cols[i]), type=self.schema.field(i).type) for i in range(width)
-        ]
+        arrays = [pa.array(list(cols[i]), type=self.schema.field(i).type) for i in range(width)]
         arrays.append(pa.array(self._ts, type=pa.int64()))
         batch = pa.RecordBatch.from_arrays(arrays, schema=self.schema)
         self._buffer, self._ts = [], []
@@ -370,10 +401,11 @@ class ResultSink:
         self.flush()
         if self._writer is not None:
             self._writer.close()
-        elif self._fh is not None and self._fh is not sys.stdout:
-            self._fh.close()
-        elif self._fh is sys.stdout:
-            sys.stdout.flush()
+        elif self._fh is not None:
+            if self._fh is sys.stdout:
+                self._fh.flush()
+            else:
+                self._fh.close()
         if self._tmp is not None and self.output is not None:
             os.replace(self._tmp, self.output)
         if self.output is None and self.keep:
@@ -408,17 +440,21 @@ def run_plan(
     plan: LogicalPlan,
     catalog: Catalog,
     options: RunOptions,
-    make_engine: Callable[[Callable[[int, Rows], None]], Engine],
+    make_engine: Callable[[Callable[[int, Rows], None], OnLate], Engine],
     placement: dict[str, str],
     inputs: list[StreamInput] | None = None,
     operator_metrics: Callable[[Engine], dict[str, dict[str, Any]]] | None = None,
-    late_count: Callable[[Engine], int] | None = None,
 ) -> RunResult:
-    """Run ``plan`` over its inputs with the engine ``make_engine(emit)`` builds."""
-    if inputs is None:
-        inputs = open_inputs(plan, catalog, options)
-    sink = ResultSink(output_schema(plan), options.output, options.keep_results)
+    """Run ``plan`` over its inputs with the engine ``make_engine(emit, on_late)`` builds.
+
+    The engine calls ``emit(T, rows)`` with the results of each instant and
+    ``on_late(stream, row, reason)`` for each late tuple it rejects.
+    """
+    # Created first: file readers send the rows they reject to it while the run reads them.
     dead = DeadLetters(options.dead_letter)
+    if inputs is None:
+        inputs = open_inputs(plan, catalog, options, dead)
+    sink = ResultSink(output_schema(plan), options.output, options.keep_results)
     latencies: list[float] = []
     arrival = [0.0]
 
@@ -426,7 +462,14 @@ def run_plan(
         sink.write(instant, rows)
         latencies.append((time.perf_counter() - arrival[0]) * 1e3)
 
-    engine = make_engine(emit)
+    names = {
+        s.name: [c.name for c in s.columns] for s in catalog.streams.values()
+    }
+
+    def on_late(stream: str, row: tuple[Any, ...], reason: str) -> None:
+        dead.add(stream, dict(zip(names.get(stream, []), row, strict=False)), reason, "late")
+
+    engine = make_engine(emit, on_late)
     total_expected = sum(i.expected_rows or 0 for i in inputs) or None
     progress = _progress(options, total_expected)
     tuples_in = 0
@@ -484,7 +527,6 @@ def run_plan(
         if progress is not None:
             progress.stop()
 
-    late = late_count(engine) if late_count is not None else 0
     tps = _ticks_per_second(inputs[0].stream) if inputs else 1
     event_s = (max_ts - min_ts + 1) / tps if min_ts is not None and max_ts is not None else 0.0
     rate = sum(i.rate for i in inputs) if inputs else 0.0
@@ -495,10 +537,7 @@ def run_plan(
         # u: the share of one core the operator needs to keep up with the data's own rate
         # (busy seconds per event-second), the dissertation's utilisation (Eq. 6.4).
         m["u"] = m["busy_s"] / event_s if event_s else None
-    if realtime:
-        kept_up = lag_max <= max(1.0, 0.1 * event_s)
-    else:
-        kept_up = throughput >= rate
+    kept_up = lag_max <= max(1.0, 0.1 * event_s) if realtime else throughput >= rate
     metrics = {
         "tuples_in": tuples_in,
         "wall_s": wall_s,
@@ -514,8 +553,8 @@ def run_plan(
         },
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
         "placement": placement,
-        "dead_letter": dead.count + late,
-        "dead_letter_reasons": {"invalid": dead.count, "late": late},
+        "dead_letter": dead.count,
+        "dead_letter_reasons": dict(dead.by_kind),
         "pace": options.pace,
         "max_lag_s": lag_max if realtime else None,
         "inputs": {i.stream.name: i.description for i in inputs},

@@ -252,14 +252,12 @@ def _run(
     from engines.runtime import run_plan
 
     engines = resolve_placement(plan, placement)
-    keep_late = options.dead_letter is not None
     return run_plan(
         plan,
         catalog,
         options,
-        make_engine=lambda emit: RowExecutor(plan, emit, keep_late_rows=keep_late),
+        make_engine=lambda emit, on_late: RowExecutor(plan, emit, on_late=on_late),
         placement=engines,
         inputs=inputs,
         operator_metrics=lambda e: e.operator_metrics(),  # type: ignore[attr-defined]
-        late_count=lambda e: e.late.count,  # type: ignore[attr-defined]
     )

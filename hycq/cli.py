@@ -9,20 +9,26 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from optimizer.ir.errors import HycqError, OptionError, UserError
+from optimizer.ir.errors import HycqError, OptionError, UserError, did_you_mean
 
 
 class _Parser(argparse.ArgumentParser):
     """argparse with CONTRACT-style errors: ``error: ...`` and exit status 2."""
 
     def error(self, message: str) -> NoReturn:
-        sys.stderr.write(f"error: {message}\n  hint: see '{self.prog} --help'\n")
+        hint = f"see '{self.prog} --help'"
+        m = re.search(r"invalid choice: '(.*?)' \(choose from (.*)\)", message)
+        if m:
+            choices = [c.strip(" '") for c in m.group(2).split(",")]
+            hint = did_you_mean(m.group(1), choices) or hint
+        sys.stderr.write(f"error: {message}\n  hint: {hint}\n")
         raise SystemExit(2)
 
 

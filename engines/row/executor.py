@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -79,20 +79,15 @@ class _Node:
     counts: bool = True  # False when the op's tuples are counted elsewhere (pushed selects)
 
 
-@dataclass
-class LateCounter:
-    """Late tuples seen per stream, with the rows kept for the dead-letter file."""
-
-    count: int = 0
-    rows: list[tuple[str, tuple[Any, ...], str]] = field(default_factory=list)
-    keep_rows: bool = False
-
-
 class RowExecutor:
     """A compiled row-engine plan plus its event-time clock."""
 
     def __init__(
-        self, plan: LogicalPlan, emit: Emit, keep_late_rows: bool = False, panes: bool = True
+        self,
+        plan: LogicalPlan,
+        emit: Emit,
+        on_late: Callable[[str, tuple[Any, ...], str], None] | None = None,
+        panes: bool = True,
     ) -> None:
         self.plan = plan
         self.use_panes = panes
@@ -113,7 +108,8 @@ class RowExecutor:
         self._next: list[int] | None = None  # next instant per window (time mode)
         self._count_seen = 0
         self.instants_fired = 0
-        self.late = LateCounter(keep_rows=keep_late_rows)
+        self.on_late = on_late
+        self.late_count = 0
 
     # -- building ---------------------------------------------------------------------------
 
@@ -337,10 +333,10 @@ class RowExecutor:
             ts = r[t]
             fired = self._last_instant_before(running, min_ts) if running is not None else None
             if fired is not None and ts <= fired:
-                self.late.count += 1
-                if self.late.keep_rows:
-                    self.late.rows.append(
-                        (stream, r, f"late: timestamp {ts} <= last emitted instant {fired}")
+                self.late_count += 1
+                if self.on_late is not None:
+                    self.on_late(
+                        stream, r, f"late: timestamp {ts} <= last emitted instant {fired}"
                     )
                 continue
             accepted.append(r)

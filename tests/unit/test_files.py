@@ -220,3 +220,245 @@ def test_reads_the_real_samples(name: str, rows: int) -> None:
     first = table.slice(0, 1).to_pylist()[0]
     assert first["ts"] == 1377986401
     assert np.isin(table.column("property").to_numpy(), [0, 1]).all()
+
+
+# -- bad rows reported through on_bad --------------------------------------------------------
+
+GOOD = "{i},1377986401,1.5,1,0,0,0"
+#: Bad DEBS rows (id 9xx) and the reason the reader gives for each.
+BAD_ROWS = [
+    ("901,1377986401,1.5,1,0,0", "expected 7 fields, found 6"),
+    ("902,1377986401,1.5,1,0,0,0,7", "expected 7 fields, found 8"),
+    ("903,1377986401,abc,1,0,0,0", "unparsable value 'abc' in column 'value' (expected DOUBLE)"),
+    ("904,,1.5,1,0,0,0", "missing value in column 'timestamp'"),
+    ("905,1377986401,nan,1,0,0,0", "non-finite value 'nan' in column 'value'"),
+    ("906,1377986401,-inf,1,0,0,0", "non-finite value '-inf' in column 'value'"),
+    ("907,1377986401,1e999,1,0,0,0", "non-finite value '1e999' in column 'value'"),
+    ("908,1377986401,1.5,2147483648,0,0,0",
+     "value '2147483648' out of range for INTEGER in column 'property'"),
+    ("909,99999999999999999999,1.5,1,0,0,0",
+     "value '99999999999999999999' out of range for BIGINT in column 'timestamp'"),
+    ("910,1377986401,1.5,1.5,0,0,0",
+     "unparsable value '1.5' in column 'property' (expected INTEGER)"),
+    ("x911,1377986401,1.5,1,0,0,oops",
+     "unparsable value 'x911' in column 'id' (expected BIGINT); "
+     "unparsable value 'oops' in column 'house_id' (expected INTEGER)"),
+]  # fmt: skip
+
+
+class Collect:
+    """An on_bad callback that keeps what it is given."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[int, str, str]] = []
+
+    def __call__(self, number: int, raw: str, reason: str) -> None:
+        self.seen.append((number, raw, reason))
+
+
+def lenient(
+    path: Path, fmt: str | None = None, batch_rows: int = 65536, schema: pa.Schema | None = None
+) -> tuple[pa.Table, Collect]:
+    """Read a whole file with an on_bad callback: (the table, what the callback got)."""
+    bad = Collect()
+    batches = list(read_batches(path, fmt, batch_rows, schema=schema, on_bad=bad))
+    return pa.Table.from_batches(batches, schema=schema or SCHEMA), bad
+
+
+@pytest.mark.parametrize("batch_rows", [1, 3, 7, 65536])
+def test_on_bad_reports_every_bad_row_with_line_and_reason(tmp_path: Path, batch_rows: int) -> None:
+    lines = [GOOD.format(i=i) for i in range(1, 31)]
+    expected = []
+    for k, (row, reason) in enumerate(BAD_ROWS):
+        at = 2 + 2 * k  # 0-based position: good and bad rows alternate from the 3rd line
+        lines.insert(at, row)
+        expected.append((at + 1, row, reason))
+    path = tmp_path / "dirty.csv"
+    path.write_text("\n".join(lines) + "\n")
+    table, bad = lenient(path, batch_rows=batch_rows)
+    assert bad.seen == expected  # in line order, lines 1-based
+    assert table.column("id").to_pylist() == list(range(1, 31))
+    assert table.schema == SCHEMA
+    with pytest.raises(DataError):  # without on_bad the same file fails
+        list(read_batches(path, batch_rows=batch_rows))
+
+
+def test_on_bad_results_equal_the_clean_file(tmp_path: Path, original: pa.Table) -> None:
+    clean = tmp_path / "clean.csv"
+    generate_to_file(clean, seconds=4, rate=700.5, houses=3, seed=5)
+    lines = clean.read_text().splitlines()
+    for k, (row, _) in enumerate(BAD_ROWS):  # spread over the file, several per batch
+        lines.insert(150 * k + 17, row)
+    dirty = tmp_path / "dirty.csv"
+    dirty.write_text("\n".join(lines) + "\n")
+    for batch_rows in (100, 4096):
+        table, bad = lenient(dirty, batch_rows=batch_rows)
+        assert len(bad.seen) == len(BAD_ROWS)
+        assert table.equals(original)
+        assert [n for n, _, _ in bad.seen] == sorted(150 * k + 18 for k in range(len(BAD_ROWS)))
+        batches = list(read_batches(dirty, batch_rows=batch_rows, on_bad=Collect()))
+        assert all(0 < b.num_rows <= batch_rows for b in batches)
+
+
+def test_on_bad_clean_file_reads_as_before(tmp_path: Path, original: pa.Table) -> None:
+    path = tmp_path / "readings.csv"
+    generate_to_file(path, seconds=4, rate=700.5, houses=3, seed=5)
+    table, bad = lenient(path, batch_rows=500)
+    assert bad.seen == []
+    assert table.equals(original)
+
+
+def test_on_bad_csv_with_header_counts_the_header_line(tmp_path: Path) -> None:
+    path = tmp_path / "h.csv"
+    path.write_text(
+        "house_id,note,timestamp,value,id,plug_id,property,household_id\n"
+        "0,a,1377986401,1.5,1,3,1,0\n"
+        "0,b,1377986401,oops,2,3,1,0\n"  # line 3
+        "0,c,1377986401\n"  # line 4
+        '0,"d,e",1377986402,2.5,3,3,1,\n'  # line 5: empty household_id
+        "0,f,1377986402, 3.5 ,4,3,+1,0\n"  # whitespace and a '+' sign are accepted
+    )
+    table, bad = lenient(path)
+    assert table.column("id").to_pylist() == [1, 4]
+    assert table.column("value").to_pylist() == [1.5, 3.5]
+    assert table.column("property").to_pylist() == [1, 1]
+    assert bad.seen == [
+        (3, "0,1377986401,oops,2,3,1,0",
+         "unparsable value 'oops' in column 'value' (expected DOUBLE)"),
+        (4, "0,c,1377986401", "expected 8 fields, found 3"),
+        (5, "0,1377986402,2.5,3,3,1,", "missing value in column 'household_id'"),
+    ]  # fmt: skip
+
+
+def test_on_bad_invalid_utf8_costs_one_row(tmp_path: Path) -> None:
+    path = tmp_path / "bytes.csv"
+    good = "".join(GOOD.format(i=i) + "\n" for i in range(1, 4)).encode()
+    path.write_bytes(good + b"4,1377986401,\xff\xfe,1,0,0,0\n" + good)
+    table, bad = lenient(path, batch_rows=2)
+    assert table.num_rows == 6
+    assert [(n, reason) for n, _, reason in bad.seen] == [
+        (4, "unparsable value '\ufffd\ufffd' in column 'value' (expected DOUBLE)")
+    ]
+
+
+def test_a_bad_row_only_spoils_itself_whatever_the_batch(tmp_path: Path) -> None:
+    # The fast path (one cast per column) and the slow path (locating bad cells) must accept
+    # the same values: a value valid in a clean batch stays valid next to a bad one.
+    odd = ["0x1F", " 7", "7 ", "+7", "-7", "007"]
+    floats = ["1.", ".5", "+.5", "-1.5E-3", "1e+5", " 2.5"]
+    rows = [f"{i},{10 + i},{f},{o},0,0,0" for i, (o, f) in enumerate(zip(odd, floats, strict=True))]
+    alone = tmp_path / "alone.csv"
+    alone.write_text("\n".join(rows) + "\n")
+    mixed = tmp_path / "mixed.csv"
+    mixed.write_text("\n".join([*rows, "99,1,bad,1,0,0,0"]) + "\n")
+    a, bad_a = lenient(alone)
+    assert bad_a.seen == []
+    m, bad_m = lenient(mixed)
+    assert bad_m.seen and len(bad_m.seen) == 1
+    assert a.num_rows == len(rows) and a.equals(m)
+    assert a.column("property").to_pylist() == [31, 7, 7, 7, -7, 7]
+
+
+def test_generic_schema_headerless_and_with_header(tmp_path: Path) -> None:
+    schema = pa.schema(
+        [("ts", pa.int64()), ("name", pa.string()), ("ok", pa.bool_()),
+         ("amount", pa.float64()), ("n", pa.int32())]
+    )  # fmt: skip
+    rows = [
+        "1,alpha,true,1.25,3",
+        '2,"with, comma",FALSE,2,4',
+        "3,,1,3,5",  # line 3: an empty VARCHAR is a missing value
+        '4,"",0,4,6',  # a quoted empty string is an empty string
+        "5,eps,maybe,5,7",  # line 5: not a boolean
+        "6,zeta,false,NaN,8",  # line 6
+        "7,eta,true,7.5,9",
+    ]
+    headerless = tmp_path / "events.csv"
+    headerless.write_text("\n".join(rows) + "\n")
+    table, bad = lenient(headerless, "debs", schema=schema)
+    assert table.schema == schema
+    assert table.to_pydict() == {
+        "ts": [1, 2, 4, 7], "name": ["alpha", "with, comma", "", "eta"],
+        "ok": [True, False, False, True], "amount": [1.25, 2.0, 4.0, 7.5], "n": [3, 4, 6, 9],
+    }  # fmt: skip
+    assert [(n, r) for n, _, r in bad.seen] == [
+        (3, "missing value in column 'name'"),
+        (5, "unparsable value 'maybe' in column 'ok' (expected BOOLEAN)"),
+        (6, "non-finite value 'NaN' in column 'amount'"),
+    ]
+    with_header = tmp_path / "events_h.csv"
+    with_header.write_text("N,Amount,extra,ok,name,ts\n" + "\n".join(
+        ",".join([r.split(",")[-1], "0.5", "x", "true", "nm", str(i)]) for i, r in enumerate(rows)
+    ) + "\n")  # fmt: skip
+    table, bad = lenient(with_header, "csv", schema=schema)
+    assert bad.seen == []
+    assert table.column("ts").to_pylist() == list(range(len(rows)))
+    assert table.column("n").to_pylist() == [3, 4, 5, 6, 7, 8, 9]
+    # "timestamp" is an alias only for the smart-plug schema
+    aliased = tmp_path / "alias.csv"
+    aliased.write_text("timestamp,name,ok,amount,n\n1,a,true,1,1\n")
+    with pytest.raises(DataError, match="missing column 'ts'"):
+        read_batches(aliased, schema=schema, on_bad=Collect())
+
+
+def test_generic_schema_parquet(tmp_path: Path) -> None:
+    schema = pa.schema([("ts", pa.int64()), ("label", pa.string()), ("v", pa.float64()),
+                        ("n", pa.int32()), ("flag", pa.bool_())])  # fmt: skip
+    path = tmp_path / "g.parquet"
+    pq.write_table(
+        pa.table(
+            {
+                "flag": [True, False, None, True, False],
+                "n": pa.array([1, 2**40, 3, 4, 5], pa.int64()),  # row 2 does not fit INTEGER
+                "v": [1.0, 2.0, 3.0, float("nan"), 5],  # row 4 is NaN
+                "label": pa.array(["a", "b", "c", "d", "e"], pa.large_string()),
+                "ts": pa.array([10, 20, 30, 40, 50], pa.uint16()),
+            }
+        ),
+        path,
+    )
+    table, bad = lenient(path, schema=schema)
+    assert table.schema == schema
+    assert table.column("ts").to_pylist() == [10, 50]
+    assert [(n, r) for n, _, r in bad.seen] == [
+        (2, "value 1099511627776 out of range for INTEGER in column 'n'"),
+        (3, "missing value in column 'flag'"),
+        (4, "non-finite value nan in column 'v'"),
+    ]
+    assert '"label": "b"' in bad.seen[0][1]  # the row as JSON
+    with pytest.raises(DataError, match="row 2: value 1099511627776 out of range"):
+        list(read_batches(path, schema=schema))
+    pq.write_table(pa.table({**table.to_pydict(), "flag": [1, 2]}), path)
+    with pytest.raises(DataError, match="column 'flag' has type int64, expected a boolean"):
+        read_batches(path, schema=schema, on_bad=Collect())
+
+
+def test_file_level_problems_still_raise_with_on_bad(tmp_path: Path) -> None:
+    bad = Collect()
+    missing = tmp_path / "m.csv"
+    missing.write_text("id,timestamp,valu,property,plug_id,household_id,house_id\n1,2,3,1,0,0,0\n")
+    with pytest.raises(DataError, match="missing column 'value'"):
+        read_batches(missing, on_bad=bad)
+    with pytest.raises(DataError, match="not found"):
+        read_batches(tmp_path / "nope.csv", on_bad=bad)
+    binary = tmp_path / "blob.bin"
+    binary.write_bytes(bytes(range(256)) * 4)
+    for fmt in (None, "debs", "csv"):
+        with pytest.raises(DataError, match="not a text"):
+            read_batches(binary, fmt, on_bad=bad)
+    parquet = tmp_path / "p.parquet"
+    pq.write_table(pa.table({n: [1] for n in SCHEMA.names}), parquet)
+    with pytest.raises(DataError, match="Parquet"):
+        read_batches(parquet, "debs", on_bad=bad)
+    assert bad.seen == []
+
+
+def test_strict_messages_name_row_and_column(tmp_path: Path) -> None:
+    path = tmp_path / "s.csv"
+    path.write_text(GOOD.format(i=1) + "\n" + "2,1377986401,1.5,1,0,0,99999999999\n")
+    with pytest.raises(DataError) as err:
+        list(read_batches(path))
+    assert str(err.value) == (
+        f"{path}: row 2: value '99999999999' out of range for INTEGER in column 'house_id'"
+    )
+    assert err.value.hint

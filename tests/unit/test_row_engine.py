@@ -117,7 +117,7 @@ def test_late_tuples_are_dead_lettered(cat: Catalog) -> None:
     rows = [(1, 1, 1.0), (3, 1, 1.0), (2, 1, 7.0), (4, 1, 1.0), (1, 1, 9.0), (4, 2, 2.0)]
     out, ex = _run("SELECT COUNT(*) AS n FROM s [UNBOUNDED]", cat, rows, batch=1)
     # ts 2 arrives after instant 2 fired (ts 3 was seen); ts 1 arrives after instant 3 fired.
-    assert ex.late.count == 2
+    assert ex.late_count == 2
     assert _per_instant(out)[4] == Counter({(4,): 1})
 
 
