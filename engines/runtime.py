@@ -31,13 +31,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engines.arrow_types import arrow_schema
+from engines.defaults import DEFAULT_DURATION_S
 from optimizer.ir.catalog import TIME_UNITS_MS, Catalog, StreamDef
 from optimizer.ir.errors import DataError, OptionError
 from optimizer.ir.plan import LogicalPlan
 from optimizer.ir.plan import Source as SourceOp
-
-#: Event-time span of a generated stream when --duration is not given (seconds).
-DEFAULT_DURATION_S = 360.0
 
 Rows = list[tuple[Any, ...]]
 #: ``on_late(stream, row, reason)``: an engine reports a late tuple it rejected.

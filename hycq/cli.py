@@ -243,7 +243,7 @@ def _explain(args: argparse.Namespace) -> int:
 
 
 def _default_duration() -> float:
-    from engines.runtime import DEFAULT_DURATION_S
+    from engines.defaults import DEFAULT_DURATION_S
 
     return DEFAULT_DURATION_S
 
