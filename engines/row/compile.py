@@ -11,7 +11,7 @@ NULL handling follows SQL three-valued logic, but only where a value can be NULL
 compiler tracks which input columns are nullable (source columns never are: rows with NULLs
 are dead-lettered at ingest) and emits plain Python operators on the non-null fast path.
 Scalar semantics are DuckDB's (docs/semantics.md): ``/`` is IEEE division, integer ``%`` by
-zero is NULL, ROUND and CAST-to-integer round half away from zero.
+zero is NULL, ROUND rounds half away from zero, CAST of a DOUBLE to an integer half to even.
 
 Example:
     >>> from optimizer.ir.expr import Binary, ColumnRef, Literal
@@ -142,7 +142,7 @@ def _to_int(x: Any) -> int:
     if isinstance(x, float):
         if math.isinf(x) or x != x:
             raise ValueError(f"cannot convert {x} to an integer")
-        return int(_round_half_away(x))
+        return round(x)  # half to even, as DuckDB casts a DOUBLE
     return int(x)
 
 

@@ -1,0 +1,643 @@
+"""The test oracle: a deliberately naive reference implementation of docs/semantics.md.
+
+It shares nothing with hycq's binder, plan IR or engines. It parses the query with our CQL
+dialect (for the sqlglot AST only), and then, for every slide instant ``T``, rewrites the AST
+so that each windowed stream reference becomes a DuckDB subquery over the stream's valid
+input restricted to the window's contents at ``T``, and runs the whole query from scratch on
+DuckDB. The R2S operator (RSTREAM / ISTREAM / DSTREAM) is applied afterwards in Python as a bag
+difference between consecutive instants. This is slow by design: use it on small data.
+
+Example:
+    >>> import pyarrow as pa
+    >>> from optimizer.sql.catalog import parse_catalog_text
+    >>> cat = parse_catalog_text('''
+    ... [streams.readings]
+    ... timestamp = "ts"
+    ... [streams.readings.columns]
+    ... id = "BIGINT"
+    ... ts = "BIGINT"
+    ... value = "DOUBLE"
+    ... ''')
+    >>> data = pa.table({"id": [1, 2], "ts": [10, 11], "value": [1.0, 2.0]})
+    >>> out = oracle("SELECT COUNT(*) AS n FROM readings [RANGE 2 SECONDS]", cat,
+    ...              {"readings": data})
+    >>> list(zip(out["n"].to_pylist(), out["_ts"].to_pylist()))
+    [(1, 10), (2, 11)]
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+from sqlglot import exp
+
+from optimizer.ir.catalog import TIME_UNITS_MS, Catalog, StreamDef
+from optimizer.ir.errors import Source
+from optimizer.sql.dialect import TIME_UNITS
+from optimizer.sql.parse import parse_select
+
+#: Name of the slide-instant column of every result stream.
+TS = "_ts"
+#: Arrival-sequence column added to the registered input tables (1-based, valid tuples only).
+SEQ = "__oracle_seq"
+
+__all__ = [
+    "TS",
+    "WindowSpec",
+    "assert_same_stream",
+    "oracle",
+    "parse_windows",
+    "plan_instants",
+    "result_rows",
+    "sort_stream",
+    "valid_inputs",
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# Windows of a query
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    """One windowed stream reference, in the stream's ticks.
+
+    ``kind`` is range | rows | now | unbounded; ``size`` is the range in ticks (RANGE, NOW: 1)
+    or the row count (ROWS); ``slide`` is in ticks, or in tuples when ``count_slide``.
+    ``key`` identifies the reference in the AST (the offset of its ``[``).
+    """
+
+    key: int
+    stream: str
+    kind: str
+    size: int | None
+    slide: int
+    count_slide: bool
+
+
+def _ticks(amount: int, unit: str, stream: StreamDef) -> int:
+    ms = amount * TIME_UNITS[unit.upper()]
+    tick = TIME_UNITS_MS[stream.time_unit]
+    if ms % tick:
+        raise ValueError(f"{amount} {unit} is not a whole number of ticks of {stream.name}")
+    return ms // tick
+
+
+def _windowed_tables(tree: exp.Expression) -> list[exp.Table]:
+    return [t for t in tree.find_all(exp.Table) if t.args.get("cql_window") is not None]
+
+
+def parse_windows(tree: exp.Expression, catalog: Catalog) -> list[WindowSpec]:
+    """The window of every stream reference of a parsed query (any nesting level)."""
+    specs = []
+    for table in _windowed_tables(tree):
+        stream = catalog.get(table.name)
+        if stream is None:
+            raise ValueError(f"unknown stream {table.name!r}")
+        w = table.args["cql_window"]
+        kind = str(w.args["kind"])
+        size: int | None = None
+        if kind == "range":
+            size = _ticks(int(w.args["size"]), str(w.args["unit"]), stream)
+        elif kind == "rows":
+            size = int(w.args["size"])
+        elif kind == "now":
+            size = 1
+        slide, count_slide = 1, False
+        if w.args.get("slide") is not None:
+            if w.args.get("slide_unit") is None:
+                slide, count_slide = int(w.args["slide"]), True
+            else:
+                slide = _ticks(int(w.args["slide"]), str(w.args["slide_unit"]), stream)
+        specs.append(
+            WindowSpec(int(w.args["start"]), stream.name.lower(), kind, size, slide, count_slide)
+        )
+    return specs
+
+
+def _ceil_to(x: int, s: int) -> int:
+    return -(-x // s) * s
+
+
+def plan_instants(slides: Iterable[int], min_ts: int, max_ts: int) -> list[int]:
+    """The plan's slide instants: union over slides ``s`` of the multiples of ``s`` in
+    ``[ceil(min_ts / s) * s, ceil(max_ts / s) * s]``."""
+    out: set[int] = set()
+    for s in set(slides):
+        out.update(range(_ceil_to(min_ts, s), _ceil_to(max_ts, s) + 1, s))
+    return sorted(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# Valid input (rejected and late tuples)
+# ---------------------------------------------------------------------------------------------
+
+
+def _row_is_well_formed(values: Sequence[Any]) -> bool:
+    for v in values:
+        if v is None:
+            return False
+        if isinstance(v, float) and not math.isfinite(v):
+            return False
+    return True
+
+
+def _late_filter(ts: Sequence[int], ok: Sequence[bool], slides: Sequence[int]) -> list[bool]:
+    """Which tuples are kept, in arrival order, for time-sliding windows with ``slides``.
+
+    Instant ``T`` is emitted as soon as a valid tuple with ``ts > T`` has arrived; a tuple whose
+    ts is not later than the last emitted plan instant is late.
+    """
+    keep = []
+    lo: int | None = None
+    hi: int | None = None
+    for t, good in zip(ts, ok, strict=True):
+        if not good:
+            keep.append(False)
+            continue
+        if lo is not None and hi is not None:
+            emitted = [
+                last
+                for s in slides
+                if (last := ((hi - 1) // s) * s) >= _ceil_to(lo, s)
+            ]
+            if emitted and t <= max(emitted):
+                keep.append(False)
+                continue
+        keep.append(True)
+        lo = t if lo is None else min(lo, t)
+        hi = t if hi is None else max(hi, t)
+    return keep
+
+
+def _valid_with(
+    windows: list[WindowSpec], catalog: Catalog, inputs: dict[str, pa.Table]
+) -> dict[str, pa.Table]:
+    by_name = {k.lower(): v for k, v in inputs.items()}
+    streams = sorted({w.stream for w in windows})
+    count_based = any(w.count_slide for w in windows)
+    slides = sorted({w.slide for w in windows})
+    out: dict[str, pa.Table] = {}
+    for name in streams:
+        stream = catalog.get(name)
+        assert stream is not None
+        cols = [c.name for c in stream.columns]
+        table = by_name.get(name)
+        if table is None:
+            table = _empty_stream_table(stream)
+        table = table.select(cols)
+        rows = list(zip(*(table.column(c).to_pylist() for c in cols), strict=True))
+        ok = [_row_is_well_formed(r) for r in rows]
+        if count_based:
+            # A count-sliding query has no slide instants, so no tuple can be late.
+            keep = ok
+        else:
+            ts = table.column(stream.timestamp).to_pylist()
+            keep = _late_filter(ts, ok, slides)
+        out[name] = table.filter(pa.array(keep, pa.bool_())) if rows else table
+    return out
+
+
+def valid_inputs(
+    query_text: str, catalog: Catalog, inputs: dict[str, pa.Table]
+) -> dict[str, pa.Table]:
+    """The valid tuples of every stream the query reads, in arrival (row) order.
+
+    Drops rows with a NULL, NaN or infinite field, and late tuples (semantics.md: a tuple
+    whose timestamp is not later than the last slide instant already emitted when it
+    arrives). Instant ``T`` counts as emitted once a valid tuple with ``ts > T`` has arrived.
+    A count-sliding query (``[ROWS n SLIDE m]``) has no slide instants, so nothing is late.
+    Idempotent: valid input comes back unchanged. With several streams the interleaving of
+    arrivals is unknown from separate tables, so each stream is filtered on its own (exact for
+    one stream). ``dead_letter = input rows - valid rows``.
+    """
+    tree = parse_select(Source(query_text))
+    return _valid_with(parse_windows(tree, catalog), catalog, inputs)
+
+
+def _empty_stream_table(stream: StreamDef) -> pa.Table:
+    arrow = {
+        "BIGINT": pa.int64(),
+        "INTEGER": pa.int32(),
+        "DOUBLE": pa.float64(),
+        "BOOLEAN": pa.bool_(),
+        "VARCHAR": pa.string(),
+    }
+    return pa.schema([(c.name, arrow[c.dtype.value]) for c in stream.columns]).empty_table()
+
+
+# ---------------------------------------------------------------------------------------------
+# Query rewriting
+# ---------------------------------------------------------------------------------------------
+
+
+def _input_name(stream: str) -> str:
+    return f"__oracle_in_{stream}"
+
+
+def _marker(key: int, which: str) -> str:
+    return f"__ORACLE_{which}_{key}__"
+
+
+def _window_subquery(table: exp.Table, spec: WindowSpec, stream: StreamDef) -> exp.Subquery:
+    """``(SELECT cols FROM __oracle_in_<stream> WHERE <window>) AS alias``.
+
+    The window's bounds are markers (``__ORACLE_LO_<key>__``, ``__ORACLE_HI_<key>__``) that
+    :func:`_instant_sql` replaces by the bounds at each instant: the AST is rewritten once.
+    """
+    cols: list[exp.Expression] = []
+    for c in stream.columns:
+        col: exp.Expression = exp.column(c.name, quoted=True)
+        if c.dtype.value == "INTEGER":
+            # hycq widens integer arithmetic to BIGINT: so does the oracle.
+            col = exp.Cast(this=col, to=exp.DataType.build("BIGINT"))
+        cols.append(exp.alias_(col, c.name, quoted=True))
+    ts = exp.column(stream.timestamp, quoted=True)
+    seq = exp.column(SEQ, quoted=True)
+    lo = exp.Var(this=_marker(spec.key, "LO"))
+    hi = exp.Var(this=_marker(spec.key, "HI"))
+    inner = exp.select(*cols).from_(exp.to_table(_input_name(spec.stream)))
+    if spec.count_slide:  # lo < seq <= hi
+        inner = inner.where(
+            exp.and_(exp.GT(this=seq, expression=lo), exp.LTE(this=seq.copy(), expression=hi))
+        )
+    else:  # lo < ts <= hi; lo is unused for ROWS and UNBOUNDED
+        cond: exp.Expression = exp.LTE(this=ts, expression=hi)
+        if spec.kind in ("range", "now"):
+            cond = exp.and_(exp.GT(this=ts.copy(), expression=lo), cond)
+        inner = inner.where(cond)
+        if spec.kind == "rows":
+            assert spec.size is not None
+            # The n most recent tuples: by timestamp, ties by arrival (docs/semantics.md).
+            inner = inner.order_by(
+                exp.Ordered(this=ts.copy(), desc=True), exp.Ordered(this=seq, desc=True)
+            ).limit(spec.size)
+    alias = table.args.get("alias")
+    alias = exp.TableAlias(this=table.this.copy()) if alias is None else alias.copy()
+    return exp.Subquery(this=inner, alias=alias)
+
+
+def _duckdb_to_hycq(tree: exp.Expression) -> exp.Expression:
+    """Adjust the few places where DuckDB's defaults differ from semantics.md.
+
+    * Decimal literals are DOUBLE in hycq (DECIMAL in DuckDB): wrap them in CAST(.. AS DOUBLE).
+    """
+
+    def fix(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Literal) and not node.is_string and not str(node.this).isdigit():
+            return exp.Cast(this=node.copy(), to=exp.DataType.build("DOUBLE"))
+        return node
+
+    return tree.transform(fix, copy=False)
+
+
+def _template_sql(tree: exp.Select, specs: dict[int, WindowSpec], catalog: Catalog) -> str:
+    """The query as DuckDB SQL with every windowed reference replaced by its subquery."""
+    tree = tree.copy()
+
+    def repl(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Table) and node.args.get("cql_window") is not None:
+            spec = specs[int(node.args["cql_window"].args["start"])]
+            stream = catalog.get(spec.stream)
+            assert stream is not None
+            return _window_subquery(node, spec, stream)
+        return node
+
+    return tree.transform(repl, copy=False).sql(dialect="duckdb")
+
+
+def _instant_sql(template: str, bounds: dict[int, tuple[int, int]]) -> str:
+    """The template with the window bounds of one instant (or count evaluation)."""
+    sql = template
+    for key, (lo, hi) in bounds.items():
+        sql = sql.replace(_marker(key, "LO"), f"({lo})").replace(_marker(key, "HI"), f"({hi})")
+    return sql
+
+
+def _prepare(tree: exp.Select) -> tuple[exp.Select, list[str]]:
+    """Strip the R2S modifier; return the template and the output modes written."""
+    tree = tree.copy()
+    mods = [m.name.upper() for m in tree.args.get("operation_modifiers") or []]
+    tree.set("operation_modifiers", None)
+    tree = _duckdb_to_hycq(tree)
+    return tree, mods
+
+
+# ---------------------------------------------------------------------------------------------
+# The oracle
+# ---------------------------------------------------------------------------------------------
+
+
+def _with_seq(table: pa.Table) -> pa.Table:
+    return table.append_column(SEQ, pa.array(range(1, table.num_rows + 1), pa.int64()))
+
+
+def _dedupe(names: list[str]) -> list[str]:
+    used: set[str] = set()
+    out = []
+    for base in names:
+        name, n = base, 0
+        while name.lower() in used:
+            n += 1
+            name = f"{base}_{n}"
+        used.add(name.lower())
+        out.append(name)
+    return out
+
+
+def _normalize_result(table: pa.Table) -> pa.Table:
+    cols = []
+    for col in table.columns:
+        t = col.type
+        if pa.types.is_decimal(t):
+            col = col.cast(pa.int64()) if t.scale == 0 else col.cast(pa.float64())
+        cols.append(col)
+    return pa.table(cols, names=_dedupe(table.column_names))
+
+
+def oracle(query_text: str, catalog: Catalog, inputs: dict[str, pa.Table]) -> pa.Table:
+    """The query's full result stream: its output columns (by position) plus int64 ``_ts``.
+
+    ``inputs`` maps stream names to tables in arrival order; invalid and late tuples are
+    dropped first (see :func:`valid_inputs`).
+    """
+    parsed = parse_select(Source(query_text))
+    windows = parse_windows(parsed, catalog)
+    tree, mods = _prepare(parsed)
+    mode = next((m for m in mods if m in ("ISTREAM", "DSTREAM", "RSTREAM")), "RSTREAM")
+    template = _template_sql(tree, {w.key: w for w in windows}, catalog)
+    valid = _valid_with(windows, catalog, inputs)
+    evaluations = _evaluations(windows, catalog, valid)
+
+    con = duckdb.connect()
+    try:
+        con.execute("SET error_on_division_by_zero=false")
+        con.execute("SET threads=1")
+        for name, table in valid.items():
+            con.register("__oracle_arrow", _with_seq(table))
+            con.execute(f"CREATE TABLE {_input_name(name)} AS SELECT * FROM __oracle_arrow")
+            con.unregister("__oracle_arrow")
+        results = [
+            (t, _normalize_result(con.sql(_instant_sql(template, bounds)).to_arrow_table()))
+            for t, bounds in evaluations
+        ]
+        # The output schema, also when there is no instant at all.
+        probe = _normalize_result(
+            con.sql(_instant_sql(template, {w.key: (0, 0) for w in windows})).to_arrow_table()
+        )
+    finally:
+        con.close()
+
+    schema = _unify_schemas([r for _, r in results] + [probe])
+    out_schema = schema.append(pa.field(TS, pa.int64()))
+    if mode == "RSTREAM":
+        parts = [
+            r.cast(schema).append_column(TS, pa.array([t] * r.num_rows, pa.int64()))
+            for t, r in results
+            if r.num_rows
+        ]
+        return pa.concat_tables(parts) if parts else out_schema.empty_table()
+
+    rows_out: list[tuple[Any, ...]] = []
+    prev: Counter[tuple[Any, ...]] = Counter()
+    rep: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+    for t, r in results:
+        rows = _rows(r)
+        cur: Counter[tuple[Any, ...]] = Counter()
+        for row in rows:
+            key = _key(row)
+            cur[key] += 1
+            rep.setdefault(key, row)
+        diff = cur - prev if mode == "ISTREAM" else prev - cur
+        for key, n in diff.items():
+            rows_out.extend([(*rep[key], t)] * n)
+        prev = cur
+    columns = list(zip(*rows_out, strict=True)) if rows_out else [[] for _ in out_schema]
+    return pa.table(
+        [pa.array(list(c), f.type) for c, f in zip(columns, out_schema, strict=True)],
+        schema=out_schema,
+    )
+
+
+def _evaluations(
+    windows: list[WindowSpec], catalog: Catalog, valid: dict[str, pa.Table]
+) -> list[tuple[int, dict[int, tuple[int, int]]]]:
+    """(``_ts``, {window key: (lo, hi)}) of every evaluation, in order.
+
+    Time-sliding windows: one evaluation per plan instant T, window ``w`` bounded by
+    ``T_w = floor(T / s_w) * s_w`` (``lo`` = ``T_w - range`` for RANGE and NOW). A count-sliding
+    window: evaluation k holds valid tuples ``k*m - n + 1 .. k*m`` (``lo < seq <= hi``).
+    """
+    count_windows = [w for w in windows if w.count_slide]
+    out: list[tuple[int, dict[int, tuple[int, int]]]] = []
+    if count_windows:
+        if len(windows) != 1:
+            raise ValueError("a query with a count-sliding window may have no other window")
+        (w,) = count_windows
+        assert w.size is not None
+        ts = valid[w.stream].column(_ts_col(catalog, w.stream)).to_pylist()
+        for k in range(1, len(ts) // w.slide + 1):
+            end = k * w.slide
+            out.append((ts[end - 1], {w.key: (end - w.size, end)}))
+        return out
+    all_ts = [
+        t for name, table in valid.items() for t in table.column(_ts_col(catalog, name)).to_pylist()
+    ]
+    if not all_ts:
+        return out
+    for t in plan_instants([w.slide for w in windows], min(all_ts), max(all_ts)):
+        bounds = {}
+        for w in windows:
+            tw = (t // w.slide) * w.slide
+            lo = tw - (w.size or 0) if w.kind in ("range", "now") else 0
+            bounds[w.key] = (lo, tw)
+        out.append((t, bounds))
+    return out
+
+
+def _ts_col(catalog: Catalog, name: str) -> str:
+    stream = catalog.get(name)
+    assert stream is not None
+    return stream.timestamp
+
+
+def _unify_schemas(tables: list[pa.Table]) -> pa.Schema:
+    """One schema for all instants (a column that is all NULL at one instant is typed NULL)."""
+    fields = list(tables[0].schema)
+    for t in tables[1:]:
+        for i, f in enumerate(t.schema):
+            if pa.types.is_null(fields[i].type) and not pa.types.is_null(f.type):
+                fields[i] = pa.field(fields[i].name, f.type)
+    return pa.schema(fields)
+
+
+def _rows(table: pa.Table) -> list[tuple[Any, ...]]:
+    cols = [c.to_pylist() for c in table.columns]
+    return list(zip(*cols, strict=True)) if cols else [() for _ in range(table.num_rows)]
+
+
+class _NaN:
+    """Hashable stand-in for NaN so that NaN == NaN in bag keys."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _NaN)
+
+    def __hash__(self) -> int:
+        return 0x7FF8
+
+    def __repr__(self) -> str:
+        return "nan"
+
+
+_NAN = _NaN()
+
+
+def _key_value(v: Any) -> Any:
+    if isinstance(v, float) and math.isnan(v):
+        return _NAN
+    if isinstance(v, Decimal):
+        return int(v) if v == v.to_integral_value() else float(v)
+    return v
+
+
+def _key(row: Sequence[Any]) -> tuple[Any, ...]:
+    return tuple(_key_value(v) for v in row)
+
+
+# ---------------------------------------------------------------------------------------------
+# Comparing result streams
+# ---------------------------------------------------------------------------------------------
+
+
+def _value_eq(a: Any, b: Any, rel: float) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    if isinstance(a, Decimal):
+        a = _key_value(a)
+    if isinstance(b, Decimal):
+        b = _key_value(b)
+    if isinstance(a, bool) or isinstance(b, bool):
+        return bool(a == b) and isinstance(a, bool) == isinstance(b, bool)
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        fa, fb = float(a), float(b)
+        if math.isnan(fa) or math.isnan(fb):
+            return math.isnan(fa) and math.isnan(fb)
+        if math.isinf(fa) or math.isinf(fb):
+            return fa == fb
+        return math.isclose(fa, fb, rel_tol=rel, abs_tol=1e-9)
+    return bool(a == b)
+
+
+def _row_eq(a: Sequence[Any], b: Sequence[Any], rel: float) -> bool:
+    return len(a) == len(b) and all(_value_eq(x, y, rel) for x, y in zip(a, b, strict=True))
+
+
+def _split(table: pa.Table, what: str) -> dict[int, list[tuple[Any, ...]]]:
+    if TS not in table.column_names:
+        raise AssertionError(f"{what} has no {TS} column: {table.column_names}")
+    data = table.drop_columns([TS])
+    ts = table.column(TS).to_pylist()
+    by_ts: dict[int, list[tuple[Any, ...]]] = defaultdict(list)
+    for t, row in zip(ts, _rows(data), strict=True):
+        by_ts[int(t)].append(row)
+    return by_ts
+
+
+def _match(
+    actual: list[tuple[Any, ...]], expected: list[tuple[Any, ...]], rel: float
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """(extra rows in actual, missing rows of expected) of a bag comparison with tolerance."""
+    # Exact matches first (cheap), then a greedy tolerant matching of the rest.
+    a_count = Counter(_key(r) for r in actual)
+    e_count = Counter(_key(r) for r in expected)
+    common = a_count & e_count
+    rest_a, rest_e = [], []
+    used = Counter(common)
+    for r in actual:
+        k = _key(r)
+        if used[k] > 0:
+            used[k] -= 1
+        else:
+            rest_a.append(r)
+    used = Counter(common)
+    for r in expected:
+        k = _key(r)
+        if used[k] > 0:
+            used[k] -= 1
+        else:
+            rest_e.append(r)
+    missing = []
+    for e in rest_e:
+        for i, a in enumerate(rest_a):
+            if _row_eq(a, e, rel):
+                del rest_a[i]
+                break
+        else:
+            missing.append(e)
+    return rest_a, missing
+
+
+def _fmt_rows(rows: list[tuple[Any, ...]], limit: int = 10) -> str:
+    shown = "\n".join(f"      {r!r}" for r in sorted(rows, key=repr)[:limit])
+    more = f"\n      ... {len(rows) - limit} more" if len(rows) > limit else ""
+    return shown + more
+
+
+def assert_same_stream(actual: pa.Table, expected: pa.Table, rel: float = 1e-9) -> None:
+    """Assert two result streams are equal as bags per ``_ts``, comparing columns by position.
+
+    Floats match within ``rel`` relative or 1e-9 absolute; NaN == NaN; None == None.
+    """
+    n_a, n_e = actual.num_columns, expected.num_columns
+    if n_a != n_e:
+        raise AssertionError(
+            f"column count differs: actual {actual.column_names} vs expected "
+            f"{expected.column_names}"
+        )
+    a_by, e_by = _split(actual, "actual"), _split(expected, "expected")
+    problems = []
+    for t in sorted(set(a_by) | set(e_by)):
+        extra, missing = _match(a_by.get(t, []), e_by.get(t, []), rel)
+        if extra or missing:
+            problems.append((t, extra, missing))
+    if not problems:
+        return
+    t, extra, missing = problems[0]
+    cols = [c for c in expected.column_names if c != TS]
+    msg = [
+        f"result streams differ at {len(problems)} instant(s); first at _ts={t} "
+        f"(actual {len(a_by.get(t, []))} rows, expected {len(e_by.get(t, []))} rows)",
+        f"  columns (by position): {cols}",
+    ]
+    if missing:
+        msg.append(f"  missing (expected, not in actual): {len(missing)}\n{_fmt_rows(missing)}")
+    if extra:
+        msg.append(f"  extra (in actual, not expected): {len(extra)}\n{_fmt_rows(extra)}")
+    other = [p[0] for p in problems[1:6]]
+    if other:
+        msg.append(f"  other differing _ts: {other}{' ...' if len(problems) > 6 else ''}")
+    raise AssertionError("\n".join(msg))
+
+
+def result_rows(table: pa.Table) -> list[tuple[Any, ...]]:
+    """Rows of a result stream sorted by ``_ts`` then by value (for readable assertions)."""
+    names = [c for c in table.column_names if c != TS] + [TS]
+    rows = _rows(table.select(names))
+    return sorted(rows, key=lambda r: (r[-1], repr(r[:-1])))
+
+
+def sort_stream(table: pa.Table) -> pa.Table:
+    """The stream sorted by ``_ts`` (stable), for display."""
+    return table.take(pc.sort_indices(table, sort_keys=[(TS, "ascending")]))
+
