@@ -21,7 +21,9 @@ Every user mistake raises a positioned QueryError subclass.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
+import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from sqlglot import exp
@@ -30,6 +32,7 @@ from optimizer.ir.catalog import TIME_UNITS_MS, Catalog, StreamDef
 from optimizer.ir.errors import (
     BindError,
     QueryError,
+    QuerySyntaxError,
     Source,
     UnsupportedError,
     did_you_mean,
@@ -51,17 +54,17 @@ from optimizer.ir.expr import (
 )
 from optimizer.ir.functions import FUNCTION_ALIASES, FUNCTIONS
 from optimizer.ir.plan import (
+    R2S,
     Aggregate,
     Join,
     LogicalPlan,
     PlanBuilder,
     Project,
-    R2S,
     Select,
     Sink,
+    StreamMode,
     Window,
     WindowKind,
-    StreamMode,
 )
 from optimizer.ir.plan import Source as SourceOp
 from optimizer.ir.schema import Field, Schema
@@ -75,8 +78,24 @@ from optimizer.ir.types import (
 )
 from optimizer.sql.dialect import TIME_UNITS, StreamWindow
 
-_ARITH = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%"}
-_COMPARE = {
+#: Largest window size or slide in stream ticks (exact in a double, no int64 overflow).
+_MAX_TICKS = 2**53
+_REL_MODIFIERS = {
+    "sample": "TABLESAMPLE",
+    "pivots": "PIVOT / UNPIVOT",
+    "laterals": "LATERAL",
+    "joins": "a parenthesized join",
+    "version": "time travel (AT / AS OF)",
+    "ordinality": "WITH ORDINALITY",
+}
+_ARITH: dict[type[exp.Expr], str] = {
+    exp.Add: "+",
+    exp.Sub: "-",
+    exp.Mul: "*",
+    exp.Div: "/",
+    exp.Mod: "%",
+}
+_COMPARE: dict[type[exp.Expr], str] = {
     exp.EQ: "=",
     exp.NEQ: "<>",
     exp.GT: ">",
@@ -103,11 +122,11 @@ _SCALAR_FUNCS: dict[type, str] = {
 }
 
 
-def span(node: exp.Expression) -> tuple[int, int]:
+def span(node: exp.Expr) -> tuple[int, int]:
     """Character span (start, length) of a node, from the positions sqlglot keeps."""
     starts, ends = [], []
     for n in node.walk():
-        meta = n.meta if isinstance(n, exp.Expression) else None
+        meta = n.meta if isinstance(n, exp.Expr) else None
         if meta and "start" in meta:
             starts.append(meta["start"])
             ends.append(meta["end"])
@@ -161,7 +180,7 @@ class Binder:
     # -- errors ---------------------------------------------------------------------------
 
     def error(
-        self, cls: type[QueryError], message: str, node: exp.Expression | None, hint: str | None = None
+        self, cls: type[QueryError], message: str, node: exp.Expr | None, hint: str | None = None
     ) -> QueryError:
         offset, length = span(node) if node is not None else (0, 1)
         return cls(message, self.src, offset, length, hint)
@@ -170,7 +189,13 @@ class Binder:
 
     def bind(self, select: exp.Select) -> LogicalPlan:
         mode = self._r2s_mode(select)
-        top, schema = self.bind_select(select)
+        try:
+            top, schema = self.bind_select(select)
+        except RecursionError:
+            raise self.error(
+                UnsupportedError, "the query is nested too deeply", select,
+                "simplify the expression or split it over derived tables",
+            ) from None
         r2s = self.builder.add(lambda i: R2S(i, schema, mode), top)
         sink = self.builder.add(lambda i: Sink(i, schema), r2s)
         return self.builder.build(sink)
@@ -179,11 +204,24 @@ class Binder:
         mods = [m.name.upper() for m in select.args.get("operation_modifiers") or []]
         modes = [m for m in mods if m in ("ISTREAM", "DSTREAM", "RSTREAM")]
         if len(modes) > 1:
-            raise self.error(
-                QueryError, f"conflicting output modes {', '.join(modes)}", select,
+            offset, length = self._modifier_span(select, 1)
+            raise QuerySyntaxError(
+                f"conflicting output modes {', '.join(modes)}", self.src, offset, length,
                 "write one of ISTREAM, DSTREAM or RSTREAM",
             )
         return StreamMode(modes[0].lower()) if modes else StreamMode.RSTREAM
+
+    def _modifier_span(self, select: exp.Select, index: int) -> tuple[int, int]:
+        """Span of the ``index``-th ISTREAM/DSTREAM/RSTREAM keyword of a SELECT."""
+        return self._keyword_span(select, r"\b(?:ISTREAM|DSTREAM|RSTREAM)\b", index)
+
+    def _keyword_span(self, node: exp.Expression, pattern: str, index: int = 0) -> tuple[int, int]:
+        """Span of the ``index``-th match of ``pattern`` in a node's text (keywords have no
+        node of their own), or the node's span."""
+        start, length = span(node)
+        text = self.src.text[start : start + length]
+        hits = [(start + m.start(), len(m.group(0))) for m in re.finditer(pattern, text, re.I)]
+        return hits[index] if index < len(hits) else (start, length)
 
     # -- one SELECT level -----------------------------------------------------------------
 
@@ -218,7 +256,7 @@ class Binder:
             ("distinct", None, None),
             ("laterals", "LATERAL", "use a derived table in FROM"),
             ("prewhere", "PREWHERE", "use WHERE"),
-            ("windows", "named windows", "use CQL windows on streams"),
+            ("windows", "a WINDOW clause", "use CQL windows on streams"),
             ("sample", "TABLESAMPLE", "filter with WHERE"),
             ("connect", "CONNECT BY", None),
         ):
@@ -232,9 +270,16 @@ class Binder:
                         "use GROUP BY",
                     )
                 continue
-            raise self.error(UnsupportedError, f"{what} is not supported", select, hint)
+            at = value[0] if isinstance(value, list) else value
+            raise self.error(UnsupportedError, f"{what} is not supported", at, hint)
         group = select.args.get("group")
         if group is not None:
+            if group.args.get("all") is True:
+                offset, length = self._keyword_span(select, r"\bGROUP\s+BY\s+ALL\b")
+                raise UnsupportedError(
+                    "GROUP BY ALL is not supported", self.src, offset, length,
+                    "list the grouping columns: GROUP BY a, b",
+                )
             for key in ("grouping_sets", "cube", "rollup"):
                 if group.args.get(key):
                     raise self.error(
@@ -243,6 +288,18 @@ class Binder:
                         select,
                         "use a plain GROUP BY",
                     )
+            for g in group.expressions:
+                if isinstance(g, exp.Rollup | exp.Cube | exp.GroupingSets):
+                    what = {exp.Rollup: "ROLLUP", exp.Cube: "CUBE"}.get(type(g), "GROUPING SETS")
+                    raise self.error(
+                        UnsupportedError, f"{what} is not supported", g, "use a plain GROUP BY"
+                    )
+        if not select.expressions:
+            offset, length = self._keyword_span(select, r"\bSELECT\b")
+            raise QuerySyntaxError(
+                "the SELECT list is empty", self.src, offset, length,
+                "name the output columns: SELECT a, COUNT(*) FROM ...",
+            )
         if not select.args.get("from_"):
             raise self.error(
                 BindError, "the query has no FROM clause", select,
@@ -255,8 +312,8 @@ class Binder:
         scope = _Scope()
         from_ = select.args["from_"]
         entries: list[tuple[exp.Expression, exp.Join | None]] = [(from_.this, None)]
-        for extra in from_.expressions if hasattr(from_, "expressions") else []:
-            entries.append((extra, None))
+        extras = from_.expressions if hasattr(from_, "expressions") else []
+        entries.extend((extra, None) for extra in extras)
         for join in select.args.get("joins") or []:
             self._check_join(join)
             entries.append((join.this, join))
@@ -301,14 +358,17 @@ class Binder:
 
     def _bind_relation(self, rel: exp.Expression) -> tuple[str, str | None, Schema]:
         if isinstance(rel, exp.Table) and isinstance(rel.this, exp.Identifier):
+            self._reject_modifiers(rel, {"this", "alias", "db", "catalog", "cql_window"})
             return self._bind_stream(rel)
         if isinstance(rel, exp.Subquery) and isinstance(rel.this, exp.Select):
+            self._reject_modifiers(rel, {"this", "alias"})
             inner = rel.this
             mods = [m.name.upper() for m in inner.args.get("operation_modifiers") or []]
             if mods:
-                raise self.error(
-                    UnsupportedError, f"{mods[0]} is only allowed in the outermost SELECT",
-                    rel, "a derived table is a relation; drop the keyword",
+                offset, length = self._modifier_span(inner, 0)
+                raise UnsupportedError(
+                    f"{mods[0]} is only allowed in the outermost SELECT", self.src, offset,
+                    length, "a derived table is a relation; drop the keyword",
                 )
             node, schema = self.bind_select(inner)
             alias = rel.alias or None
@@ -320,10 +380,27 @@ class Binder:
                 UnsupportedError, "this kind of derived table is not supported", rel,
                 "use (SELECT ...) AS name",
             )
+        if isinstance(rel, exp.Table):
+            raise self.error(
+                UnsupportedError, "table functions in FROM are not supported", rel,
+                "FROM takes streams with windows and derived tables",
+            )
         raise self.error(
             UnsupportedError, f"{rel.key.upper()} in FROM is not supported", rel,
             "FROM takes streams with windows and derived tables",
         )
+
+    def _reject_modifiers(self, rel: exp.Expression, allowed: set[str]) -> None:
+        """TABLESAMPLE, PIVOT, time travel... on a FROM item: not silently ignored."""
+        for key, value in rel.args.items():
+            if key in allowed or value is None or value is False or value == []:
+                continue
+            what = _REL_MODIFIERS.get(key, key.upper().rstrip("_").replace("_", " "))
+            at = value[0] if isinstance(value, list) else value
+            raise self.error(
+                UnsupportedError, f"{what} is not supported", at if isinstance(at, exp.Expression)
+                else rel, "FROM takes streams with windows and derived tables",
+            )
 
     def _check_column_aliases(self, rel: exp.Subquery) -> None:
         alias = rel.args.get("alias")
@@ -413,6 +490,12 @@ class Binder:
             slide, slide_rows = slide_amount, True
         else:
             slide = ticks(slide_amount, w.args["slide_unit"], "window slide")
+        for amount, what in ((size, "range"), (slide, "slide")):
+            if amount is not None and amount > _MAX_TICKS:
+                raise self.error(
+                    BindError, f"window {what} is too large", w,
+                    "windows span at most a few thousand years",
+                )
         if kind is WindowKind.RANGE and size is not None and not slide_rows and slide > size:
             raise self.error(
                 BindError, "window slide is larger than its range", w,
@@ -458,7 +541,9 @@ class Binder:
             schema = schema.concat(scope.items[k].schema)
             out_schema, left_width = schema, width
             node = self.builder.add(
-                lambda i: Join(i, out_schema, cond, left_width), node, right
+                lambda i: Join(i, out_schema, cond, left_width),  # noqa: B023 - called at once
+                node,
+                right,
             )
             width += len(scope.items[k].schema)
         assert not pending
@@ -559,13 +644,26 @@ class Binder:
         """SELECT items as (expression AST, alias); ``*`` and ``t.*`` expanded to columns."""
         out: list[tuple[exp.Expression, str | None]] = []
         for item in select.expressions:
+            star = item.this if isinstance(item, exp.Column) else item
+            if isinstance(star, exp.Star):
+                for key in ("except_", "replace", "rename", "ilike"):
+                    if star.args.get(key):
+                        word = "EXCLUDE" if key == "except_" else key.upper()
+                        raise self.error(
+                            UnsupportedError, f"SELECT * {word} is not supported", item,
+                            "list the columns you want",
+                        )
             if isinstance(item, exp.Star):
                 for it in scope.items:
                     out += [(self._column_ast(f, it), None) for f in it.schema]
                 continue
             if isinstance(item, exp.Column) and isinstance(item.this, exp.Star):
                 qual = item.table
-                hits = [it for it in scope.items if it.qualifier and it.qualifier.lower() == qual.lower()]
+                hits = [
+                    it
+                    for it in scope.items
+                    if it.qualifier and it.qualifier.lower() == qual.lower()
+                ]
                 if not hits:
                     quals = [it.qualifier for it in scope.items if it.qualifier]
                     raise self.error(
@@ -637,7 +735,7 @@ class Binder:
         return any(isinstance(n, tuple(_AGGS)) or self._is_agg_func(n) for n in node.walk())
 
     @staticmethod
-    def _is_agg_func(n: exp.Expression) -> bool:
+    def _is_agg_func(n: exp.Expr) -> bool:
         return isinstance(n, exp.AggFunc)
 
     def _no_aggregates(self, node: exp.Expression, clause: str, hint: str) -> None:
@@ -669,6 +767,11 @@ class Binder:
                 )
             distinct = True
             arg_ast = arg_ast.expressions[0]
+            if isinstance(arg_ast, exp.Star):
+                raise self.error(
+                    UnsupportedError, "COUNT(DISTINCT *) is not supported", node,
+                    "count one column: COUNT(DISTINCT col)",
+                )
         if func == "MEDIAN" and node.args.get("expression") is not None:
             raise self.error(BindError, "MEDIAN takes one argument", node)
         for inner in (arg_ast.walk() if arg_ast is not None else []):
@@ -820,6 +923,8 @@ class Binder:
                     "join with a derived table instead",
                 )
             value = sub(node.this)
+            if not node.expressions:
+                raise self.error(BindError, "IN needs at least one value", node)
             out: Expr | None = None
             for item in node.expressions:
                 cand = sub(item)
@@ -890,7 +995,7 @@ class Binder:
             args = list(node.expressions)
         else:
             raw = _SCALAR_FUNCS.get(type(node)) or node.sql_name().upper()
-            args = [a for a in node.iter_expressions()]
+            args = list(node.iter_expressions())
         name = FUNCTION_ALIASES.get(raw, raw)
         spec = FUNCTIONS.get(name)
         if spec is None:
@@ -898,15 +1003,12 @@ class Binder:
                 UnsupportedError, f"unknown function {raw}", node,
                 did_you_mean(raw, list(FUNCTIONS)) or f"supported: {', '.join(FUNCTIONS)}",
             )
-        if isinstance(node, exp.Round) and node.args.get("decimals") is not None:
-            args = [node.this, node.args["decimals"]]
-        elif not isinstance(node, exp.Anonymous) and name in ("ABS", "FLOOR", "CEIL", "ROUND"):
-            args = [node.this]
-        elif not isinstance(node, exp.Anonymous):
-            args = [node.this, *node.expressions]
-        bound = [sub(a) for a in args]
-        if len(bound) < spec.min_args or (spec.max_args is not None and len(bound) > spec.max_args):
+        if not isinstance(node, exp.Anonymous) and node.this is None:
+            # sqlglot accepts FLOOR() and CEIL() with no argument.
             raise self.error(BindError, f"wrong number of arguments to {name}", node)
+        if len(args) < spec.min_args or (spec.max_args is not None and len(args) > spec.max_args):
+            raise self.error(BindError, f"wrong number of arguments to {name}", node)
+        bound = [sub(a) for a in args]
         dtype = spec.result([b.dtype for b in bound])
         if dtype is None:
             raise self.error(
@@ -937,10 +1039,14 @@ class Binder:
                 )
             cands = [
                 i for i, f in enumerate(schema)
-                if f.qualifier and f.qualifier.lower() == qual.lower() and f.name.lower() == name.lower()
+                if f.qualifier
+                and f.qualifier.lower() == qual.lower()
+                and f.name.lower() == name.lower()
             ]
             if not cands:
-                names = [f.name for f in schema if f.qualifier and f.qualifier.lower() == qual.lower()]
+                names = [
+                    f.name for f in schema if f.qualifier and f.qualifier.lower() == qual.lower()
+                ]
                 raise self.error(
                     BindError, f"unknown column '{name}' in '{qual}'", node,
                     did_you_mean(name, names) or f"columns of '{qual}': {', '.join(names)}",
@@ -977,7 +1083,10 @@ class Binder:
                 if value >= 2**63:
                     raise self.error(BindError, f"integer literal {text} is out of range", node)
                 return Literal(value, DataType.BIGINT)
-            return Literal(float(text), DataType.DOUBLE)
+            value_f = float(text)
+            if not math.isfinite(value_f):
+                raise self.error(BindError, f"number literal {text} is out of range", node)
+            return Literal(value_f, DataType.DOUBLE)
         except ValueError:
             raise self.error(BindError, f"invalid number '{text}'", node) from None
 
@@ -989,8 +1098,8 @@ class Binder:
             )
 
 
-class _Sub:  # typing helper: a callable that binds a child AST
-    def __call__(self, child: exp.Expression) -> Expr: ...  # pragma: no cover
+#: A callable that binds a child AST.
+_Sub = Callable[[exp.Expression], Expr]
 
 
 @dataclass
@@ -1011,7 +1120,7 @@ def _unify(types: Iterable[DataType]) -> DataType | None:
     if all(t == known[0] for t in known):
         return known[0]
     if all(t.is_numeric for t in known):
-        out = known[0]
+        out: DataType = known[0]
         for t in known[1:]:
             out = common_numeric(out, t)
         return out

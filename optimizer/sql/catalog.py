@@ -95,9 +95,16 @@ def _parse_stream(sname: str, body: Any, name: str, base: Path | None) -> Stream
     if not sname.isidentifier():
         raise CatalogError(f"{name}: stream name '{sname}' is not a valid identifier")
     _check_keys(body, _STREAM_KEYS, name, where)
+    if "doc" in body:
+        _expect(body["doc"], str, name, f"{where}.doc")
     for required in ("columns", "timestamp"):
         if required not in body:
-            raise CatalogError(f"{name}: {where} is missing '{required}'")
+            raise CatalogError(
+                f"{name}: {where} is missing '{required}'",
+                hint=f"add [{where}.columns] with name = \"TYPE\" lines"
+                if required == "columns"
+                else 'name the event-time column: timestamp = "ts"',
+            )
     cols_raw = body["columns"]
     _expect(cols_raw, dict, name, f"{where}.columns")
     if not cols_raw:
@@ -115,16 +122,22 @@ def _parse_stream(sname: str, body: Any, name: str, base: Path | None) -> Stream
         if not cname.isidentifier():
             raise CatalogError(f"{name}: column name '{cname}' is not a valid identifier")
         columns.append(Field(cname, dtype))
-    lowered = [c.name.lower() for c in columns]
-    if len(set(lowered)) != len(lowered):
-        raise CatalogError(f"{name}: {where}.columns has duplicate names (names ignore case)")
+    seen: dict[str, str] = {}
+    for c in columns:
+        if c.name.lower() in seen:
+            raise CatalogError(
+                f"{name}: {where}.columns has '{seen[c.name.lower()]}' and '{c.name}' "
+                "(column names ignore case)"
+            )
+        seen[c.name.lower()] = c.name
 
     ts = body["timestamp"]
     _expect(ts, str, name, f"{where}.timestamp")
     if ts not in [c.name for c in columns]:
         raise CatalogError(
             f"{name}: {where}.timestamp names unknown column '{ts}'",
-            hint=did_you_mean(ts, [c.name for c in columns]),
+            hint=did_you_mean(ts, [c.name for c in columns])
+            or f"columns: {', '.join(c.name for c in columns)}",
         )
     ts_type = next(c.dtype for c in columns if c.name == ts)
     if ts_type not in (DataType.BIGINT, DataType.INTEGER):
@@ -134,13 +147,19 @@ def _parse_stream(sname: str, body: Any, name: str, base: Path | None) -> Stream
     _expect(unit_raw, str, name, f"{where}.time_unit")
     unit = _TIME_UNIT_NAMES.get(unit_raw.lower())
     if unit is None or unit not in TIME_UNITS_MS:
-        raise CatalogError(f"{name}: {where}.time_unit must be 's' or 'ms', got '{unit_raw}'")
+        raise CatalogError(
+            f"{name}: {where}.time_unit must be 's' or 'ms', got '{unit_raw}'",
+            hint="'s' for epoch seconds, 'ms' for epoch milliseconds",
+        )
 
     rate = body.get("rate", 1000)
     if isinstance(rate, bool) or not isinstance(rate, int | float):
         raise CatalogError(f"{name}: {where}.rate must be a number, got {type(rate).__name__}")
     if not math.isfinite(rate) or rate <= 0:
-        raise CatalogError(f"{name}: {where}.rate must be positive, got {rate}")
+        raise CatalogError(
+            f"{name}: {where}.rate must be a positive number, got {rate}",
+            hint="tuples per event-second, e.g. rate = 2000",
+        )
 
     source = _parse_source(body.get("source"), name, f"{where}.source", base)
     distinct, selectivity = _parse_stats(body.get("statistics"), name, f"{where}.statistics")
@@ -148,7 +167,8 @@ def _parse_stream(sname: str, body: Any, name: str, base: Path | None) -> Stream
         if col not in [c.name for c in columns]:
             raise CatalogError(
                 f"{name}: {where}.statistics.distinct names unknown column '{col}'",
-                hint=did_you_mean(col, [c.name for c in columns]),
+                hint=did_you_mean(col, [c.name for c in columns])
+                or f"columns: {', '.join(c.name for c in columns)}",
             )
     return StreamDef(sname, tuple(columns), ts, unit, float(rate), source, distinct, selectivity)
 
@@ -158,9 +178,14 @@ def _parse_source(raw: Any, name: str, where: str, base: Path | None) -> SourceS
         return SourceSpec(kind="none")
     _expect(raw, dict, name, where)
     kind = raw.get("kind")
+    if kind is None:
+        raise CatalogError(
+            f"{name}: {where} is missing 'kind'", hint='kind = "generator" or kind = "file"'
+        )
     if kind not in ("generator", "file"):
         raise CatalogError(
             f"{name}: {where}.kind must be 'generator' or 'file', got {kind!r}",
+            hint=did_you_mean(kind, ("generator", "file")) if isinstance(kind, str) else None,
         )
     if kind == "generator":
         _check_keys(raw, {"kind", "generator"} | _GENERATOR_OPTIONS, name, where)
@@ -178,6 +203,8 @@ def _parse_source(raw: Any, name: str, where: str, base: Path | None) -> SourceS
                 raise CatalogError(f"{name}: {where}.{key} must be an integer")
             if value < 0 or (key != "start" and key != "seed" and value == 0):
                 raise CatalogError(f"{name}: {where}.{key} must be positive, got {value}")
+            if value >= 2**63:
+                raise CatalogError(f"{name}: {where}.{key} is too large: {value}")
             options.append((key, value))
         return SourceSpec(kind="generator", generator=gen, options=tuple(options))
     _check_keys(raw, {"kind", "path", "format"}, name, where)
@@ -231,5 +258,6 @@ def _check_keys(table: dict[str, Any], allowed: set[str], name: str, where: str)
 
 def _expect(value: Any, typ: type, name: str, where: str) -> None:
     if not isinstance(value, typ):
-        wanted = {dict: "a table", str: "a string", list: "an array"}.get(typ, typ.__name__)
+        words: dict[type, str] = {dict: "a table", str: "a string", list: "an array"}
+        wanted = words.get(typ, typ.__name__)
         raise CatalogError(f"{name}: {where} must be {wanted}, got {type(value).__name__}")

@@ -11,13 +11,13 @@ Extensions over DuckDB's grammar (see CONTRACT.md, "Queries"):
 
 * ``SELECT ISTREAM | DSTREAM | RSTREAM ...``.
 
-A window is recognised only when ``[`` directly follows a table name *and* the next word is
-RANGE, ROWS, NOW or UNBOUNDED, so DuckDB's array literals and subscripts (``[1, 2][1]``,
-``a[2]``) still parse. The parsed window is attached to the ``exp.Table`` node under the
-``cql_window`` arg as a :class:`StreamWindow`.
+A window is recognised when ``[`` directly follows a table name (DuckDB has no syntax there;
+the next word must be RANGE, ROWS, NOW or UNBOUNDED), so DuckDB's array literals and
+subscripts in expressions (``[1, 2][1]``, ``a[2]``) still parse. The parsed window is attached
+to the ``exp.Table`` node under the ``cql_window`` arg as a :class:`StreamWindow`.
 
 sqlglot is pinned exactly in pyproject.toml because this module subclasses parser internals
-(``_parse_table_parts`` and ``OPERATION_MODIFIERS``).
+(``_parse_table_parts``, ``_parse_unary``, ``_parse_select`` and ``OPERATION_MODIFIERS``).
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ from sqlglot.dialects.duckdb import DuckDB
 from sqlglot.errors import ParseError
 from sqlglot.parsers.duckdb import DuckDBParser
 from sqlglot.tokens import Token, TokenType
+
+from optimizer.ir.errors import did_you_mean
 
 #: Accepted time units (singular and plural) and their length in milliseconds.
 TIME_UNITS: dict[str, int] = {
@@ -85,11 +87,55 @@ class CQLParser(DuckDBParser):
 
     OPERATION_MODIFIERS: ClassVar[set[str]] = {*DuckDBParser.OPERATION_MODIFIERS, *R2S_KEYWORDS}
 
+    # -- positions ------------------------------------------------------------------------
+    # sqlglot records positions only on identifiers, literals and a few other leaves. The
+    # binder underlines the offending node, so give every parsed operand (``$1``, ``NULL``,
+    # ``[1, 2]``, ``(SELECT ...)``, ``CURRENT_DATE``) and every SELECT its span of text.
+
+    def _parse_unary(self) -> Any:
+        start = self._curr
+        node = super()._parse_unary()
+        return self._spanned(node, start)
+
+    def _parse_select(self, *args: Any, **kwargs: Any) -> Any:
+        start = self._curr
+        node = super()._parse_select(*args, **kwargs)
+        return self._spanned(node, start)
+
+    def _spanned(self, node: Any, start: Token) -> Any:
+        end = self._prev
+        if (
+            isinstance(node, exp.Expression)
+            and "start" not in node.meta
+            and start.token_type != TokenType.SENTINEL
+            and end.token_type != TokenType.SENTINEL
+            and end.end >= start.start
+        ):
+            node.update_positions(start=start.start, end=end.end, line=start.line, col=start.col)
+        return node
+
     def _parse_table_parts(self, *args: Any, **kwargs: Any) -> Any:
         table = super()._parse_table_parts(*args, **kwargs)
-        if table is not None and self._at_window():
+        if table is None or self._curr.token_type != TokenType.L_BRACKET:
+            return table
+        # After a table name '[' can only start a window (DuckDB has no such syntax).
+        if self._at_window():
             table.set("cql_window", self._parse_stream_window())
-        return table
+            if self._curr.token_type == TokenType.L_BRACKET:
+                raise self._fail("a stream reference takes one window", self._curr, _WINDOW_HINT)
+            return table
+        word = self._next
+        if word and word.text.isidentifier():
+            raise self._fail(
+                f"unknown window '{word.text}'",
+                word,
+                did_you_mean(word.text.upper(), WINDOW_KEYWORDS) or _WINDOW_HINT,
+            )
+        what = (
+            "empty window clause" if word.token_type == TokenType.R_BRACKET
+            else "expected RANGE, ROWS, NOW or UNBOUNDED after '['"
+        )
+        raise self._fail(what, self._curr, _WINDOW_HINT)
 
     def _at_window(self) -> bool:
         return bool(
@@ -102,8 +148,8 @@ class CQLParser(DuckDBParser):
     # -- window clause --------------------------------------------------------------------
 
     def _fail(self, message: str, token: Token | None, hint: str | None = None) -> CqlParseError:
-        if token is None:  # end of input
-            end = len(self.sql or "")
+        if token is None or token.token_type == TokenType.SENTINEL:  # end of input
+            end = len((self.sql or "").rstrip())
             return CqlParseError(message, end, 1, hint)
         return CqlParseError(message, token.start, token.end - token.start + 1, hint)
 
@@ -127,7 +173,7 @@ class CQLParser(DuckDBParser):
 
     def _window_unit(self, required: bool) -> str | None:
         tok = self._curr
-        if tok is None or tok.token_type == TokenType.R_BRACKET:
+        if tok is None or tok.token_type in (TokenType.R_BRACKET, TokenType.SENTINEL):
             if required:
                 raise self._fail("expected a time unit", tok, _UNIT_HINT)
             return None
@@ -163,12 +209,7 @@ class CQLParser(DuckDBParser):
             args["slide_unit"] = self._window_unit(required=keyword != "ROWS")
         close = self._curr
         if close is None or close.token_type != TokenType.R_BRACKET:
-            raise self._fail(
-                "expected ']' to close the window clause",
-                close,
-                "windows look like [RANGE 5 MINUTES SLIDE 1 SECOND], [ROWS 100], [NOW] "
-                "or [UNBOUNDED]",
-            )
+            raise self._fail("expected ']' to close the window clause", close, _WINDOW_HINT)
         self._advance()
         text_src = self.sql or ""
         args["text"] = " ".join(text_src[open_tok.end + 1 : close.start].split())
@@ -178,6 +219,9 @@ class CQLParser(DuckDBParser):
 
 
 _UNIT_HINT = "units are MILLISECOND(S), SECOND(S), MINUTE(S) and HOUR(S)"
+_WINDOW_HINT = (
+    "windows look like [RANGE 5 MINUTES SLIDE 1 SECOND], [ROWS 100], [NOW] or [UNBOUNDED]"
+)
 
 
 class CQL(DuckDB):

@@ -7,6 +7,8 @@ LIMIT, CTEs): the binder then only sees single SELECT trees.
 
 from __future__ import annotations
 
+import re
+
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import Token, TokenType
@@ -86,15 +88,34 @@ def tokenize(source: Source) -> list[Token]:
     try:
         return list(_DIALECT.tokenize(source.text))
     except TokenError as err:
-        message = str(err)
-        line, col = _line_col_from_message(message)
-        offset = _offset_of(source, line, col) if line else len(source.text.rstrip())
-        raise QuerySyntaxError(
-            _clean_token_message(message),
-            source,
+        message, offset, hint = _token_error(err, source.text)
+        raise QuerySyntaxError(message, source, offset, hint=hint) from None
+
+
+def _token_error(err: TokenError, text: str) -> tuple[str, int, str]:
+    """Message, offset and hint of a tokenizer failure.
+
+    sqlglot wraps the real failure: ``Missing ' from LINE:OFFSET`` (OFFSET is the 0-based
+    start of the unterminated literal) or, for an unterminated ``/*`` comment, an IndexError.
+    """
+    cause = err.__cause__ if isinstance(err.__cause__, TokenError) else err
+    m = re.search(r"Missing (.+?) from \d+:(\d+)", str(cause))
+    if m:
+        delimiter, offset = m.group(1), min(int(m.group(2)), len(text))
+        what = {"'": "string", '"': "quoted identifier"}.get(delimiter, "literal")
+        return (
+            f"unterminated {what}: missing closing {delimiter}",
             offset,
-            hint="check quotes and brackets",
-        ) from None
+            f"close it with {delimiter}" + (" (write '' for a quote inside a string)"
+                                           if delimiter == "'" else ""),
+        )
+    m = re.search(r"Numeric string contains invalid characters from \d+:(\d+)", str(cause))
+    if m:
+        return "invalid number literal", min(int(m.group(1)), len(text)), "check the digits"
+    comment = text.rfind("/*")
+    if comment >= 0 and "*/" not in text[comment + 2 :]:
+        return "unterminated comment: missing closing */", comment, "close it with */"
+    return "cannot read the query text here", len(text.rstrip()), "check quotes and brackets"
 
 
 def parse_select(source: Source) -> exp.Select:
@@ -119,17 +140,25 @@ def parse_select(source: Source) -> exp.Select:
         if tok.token_type in _UNSUPPORTED_TOKENS:
             message, hint = _UNSUPPORTED_TOKENS[tok.token_type]
             raise UnsupportedError(message, source, tok.start, tok.end - tok.start + 1, hint)
+    _check_parens(tokens, source)
 
     try:
-        trees = _DIALECT.parser().parse(tokens, source.text)
+        parser = _DIALECT.parser(error_message_context=len(source.text) + 1)
+        trees = parser.parse(tokens, source.text)
     except CqlParseError as err:
         raise QuerySyntaxError(str(err.args[0]), source, err.offset, err.length, err.hint) from None
     except ParseError as err:
         raise _from_sqlglot(err, source) from None
-    trees = [t for t in trees if t is not None]
-    if len(trees) != 1:  # pragma: no cover - _check_single_statement catches this first
+    except RecursionError:
+        raise QuerySyntaxError(
+            "the query is nested too deeply", source, first.start, len(first.text),
+            hint="simplify the expression or split it over derived tables",
+        ) from None
+    # A comment after the last ';' comes back as a Semicolon "statement".
+    statements = [t for t in trees if t is not None and not isinstance(t, exp.Semicolon)]
+    if len(statements) != 1:  # pragma: no cover - _check_single_statement catches this first
         raise QuerySyntaxError("expected exactly one statement", source, 0)
-    tree = trees[0]
+    tree = statements[0]
     if not isinstance(tree, exp.Select):
         offset = first.start
         raise UnsupportedError(
@@ -161,47 +190,77 @@ def _check_single_statement(tokens: list[Token], source: Source) -> None:
                 )
 
 
+def _check_parens(tokens: list[Token], source: Source) -> None:
+    """Unbalanced parentheses and empty list items, found before sqlglot: it accepts
+    ``FLOOR(x`` unclosed and drops the empty item of ``a,, b`` or ``f(, x)``."""
+    opened: list[Token] = []
+    for prev, tok in zip([None, *tokens], tokens, strict=False):
+        if tok.token_type == TokenType.COMMA and prev is not None and prev.token_type in (
+            TokenType.COMMA,
+            TokenType.L_PAREN,
+        ):
+            raise QuerySyntaxError(
+                "unexpected ','", source, tok.start, 1, hint="a list item is missing here"
+            )
+        if tok.token_type == TokenType.L_PAREN:
+            opened.append(tok)
+        elif tok.token_type == TokenType.R_PAREN:
+            if not opened:
+                raise QuerySyntaxError(
+                    "unmatched ')'", source, tok.start, 1, hint="remove it or add the '(' it closes"
+                )
+            opened.pop()
+    if opened:
+        raise QuerySyntaxError(
+            "'(' is never closed", source, opened[-1].start, 1, hint="add the missing ')'"
+        )
+
+
 def _from_sqlglot(err: ParseError, source: Source) -> QuerySyntaxError:
     info = err.errors[0] if err.errors else {}
-    line, col = info.get("line"), info.get("col")
     highlight = info.get("highlight") or ""
     description = info.get("description") or str(err)
-    if line and col:
-        # sqlglot reports the column of the *last* character of the offending token.
-        start_col = max(1, col - len(highlight) + 1) if highlight else col
-        offset = _offset_of(source, line, start_col)
+    start_context = info.get("start_context")
+    if start_context is not None and (highlight or start_context):
+        # The parser runs with a context as long as the query: the text before the offending
+        # token is all of start_context (sqlglot's own line numbers count '\r' as a break).
+        offset = len(start_context)
     else:
         offset = len(source.text.rstrip())
-    message, hint = _friendly(description, highlight)
+    message, hint = _friendly(description, highlight, source.text[offset + len(highlight) :])
     return QuerySyntaxError(message, source, offset, max(1, len(highlight)), hint)
 
 
-def _friendly(description: str, highlight: str) -> tuple[str, str | None]:
+_TOKEN_REPR = re.compile(r"<Token token_type: TokenType\.(\w+), text: (.*?), line: \d+.*?>")
+
+
+def _friendly(description: str, highlight: str, after: str) -> tuple[str, str | None]:
     """Turn sqlglot's internal wording into a user-facing message and hint."""
+    description = _TOKEN_REPR.sub(
+        lambda m: "the end of the query" if m.group(1) == "SENTINEL" else f"'{m.group(2)}'",
+        description,
+    )
+    near = highlight.split("\n")[0]
+    if highlight == "[" and re.match(r"\s*(RANGE|ROWS|NOW|UNBOUNDED)\b", after, re.IGNORECASE):
+        return (
+            "unexpected window clause",
+            "the window goes right after the stream name, before its alias: "
+            "readings [RANGE 1 MINUTE] AS r",
+        )
     if description.startswith("Required keyword:"):
-        return f"incomplete clause near '{highlight}'", "a clause is missing its expression"
+        return f"incomplete clause near '{near}'", "a clause is missing its expression"
     if description.startswith("Invalid expression / Unexpected token"):
-        return f"unexpected '{highlight}'", "check the syntax around this token"
+        return f"unexpected '{near}'", "check the syntax around this token"
     if description.startswith("Expecting"):
-        return f"expected {description[len('Expecting ') :]} near '{highlight}'", None
-    return f"syntax error: {description}" + (f" near '{highlight}'" if highlight else ""), None
-
-
-def _offset_of(source: Source, line: int, col: int) -> int:
-    lines = source.text.split("\n")
-    line = max(1, min(line, len(lines)))
-    return sum(len(x) + 1 for x in lines[: line - 1]) + max(0, col - 1)
-
-
-def _line_col_from_message(message: str) -> tuple[int, int]:
-    import re
-
-    m = re.search(r"[Ll]ine (\d+), [Cc]ol(?:umn)?:? (\d+)", message)
-    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
-
-
-def _clean_token_message(message: str) -> str:
-    head = message.split(".")[0].strip()
-    if "Missing" in message or "missing" in message:
-        return "unterminated string or quoted identifier"
-    return head or "invalid token"
+        return f"expected {description[len('Expecting ') :]} near '{near}'", None
+    m = re.match(
+        r"The number of provided arguments \((\d+)\) is greater than the maximum number of "
+        r"supported arguments \((\d+)\)",
+        description,
+    )
+    if m:
+        return f"too many arguments: {m.group(1)} given, at most {m.group(2)} allowed", None
+    if description.startswith("Expected table name"):
+        return f"expected a stream name after '{near}'", "FROM readings [RANGE 1 MINUTE]"
+    first = description[:1].lower() + description[1:]
+    return f"syntax error: {first}" + (f" near '{near}'" if near else ""), None
