@@ -364,7 +364,11 @@ class ResultSink:
         elif output == "-":
             self._fh = sys.stdout
 
-    def write(self, instant: int, rows: Rows) -> None:
+    def write(self, instant: int, rows: Rows | pa.Table) -> None:
+        """Add the result rows of one instant (tuples, or an Arrow table from a MIG)."""
+        if isinstance(rows, pa.Table):
+            self._write_table(instant, rows)
+            return
         if not rows:
             return
         if self.output is None and not self.keep:
@@ -376,6 +380,21 @@ class ResultSink:
         if len(self._buffer) >= self.FLUSH_ROWS:
             self.flush()
 
+    def _write_table(self, instant: int, table: pa.Table) -> None:
+        n = table.num_rows
+        if n == 0:
+            return
+        self.rows += n
+        if self.output is None and not self.keep:
+            return
+        self.flush()
+        width = len(self.schema) - 1
+        arrays = [
+            table.column(i).cast(self.schema.field(i).type).combine_chunks() for i in range(width)
+        ]
+        arrays.append(pa.array([instant] * n, type=pa.int64()))
+        self._write_batch(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
+
     def flush(self) -> None:
         if not self._buffer:
             return
@@ -385,6 +404,9 @@ class ResultSink:
         arrays.append(pa.array(self._ts, type=pa.int64()))
         batch = pa.RecordBatch.from_arrays(arrays, schema=self.schema)
         self._buffer, self._ts = [], []
+        self._write_batch(batch)
+
+    def _write_batch(self, batch: pa.RecordBatch) -> None:
         if self._writer is not None:
             self._writer.write_batch(batch)
         elif self._fh is not None:
@@ -442,6 +464,7 @@ def run_plan(
     placement: dict[str, str],
     inputs: list[StreamInput] | None = None,
     operator_metrics: Callable[[Engine], dict[str, dict[str, Any]]] | None = None,
+    extra_metrics: Callable[[], dict[str, Any]] | None = None,
 ) -> RunResult:
     """Run ``plan`` over its inputs with the engine ``make_engine(emit, on_late)`` builds.
 
@@ -456,13 +479,11 @@ def run_plan(
     latencies: list[float] = []
     arrival = [0.0]
 
-    def emit(instant: int, rows: Rows) -> None:
+    def emit(instant: int, rows: Rows | pa.Table) -> None:
         sink.write(instant, rows)
         latencies.append((time.perf_counter() - arrival[0]) * 1e3)
 
-    names = {
-        s.name: [c.name for c in s.columns] for s in catalog.streams.values()
-    }
+    names = {s.name: [c.name for c in s.columns] for s in catalog.streams.values()}
 
     def on_late(stream: str, row: tuple[Any, ...], reason: str) -> None:
         dead.add(stream, dict(zip(names.get(stream, []), row, strict=False)), reason, "late")
@@ -531,7 +552,7 @@ def run_plan(
     throughput = tuples_in / wall_s if wall_s > 0 else 0.0
     ops = operator_metrics(engine) if operator_metrics is not None else {}
     for op_id, m in ops.items():
-        m["engine"] = placement.get(op_id, "row")
+        m.setdefault("engine", placement.get(op_id, "row"))
         # u: the share of one core the operator needs to keep up with the data's own rate
         # (busy seconds per event-second), the dissertation's utilisation (Eq. 6.4).
         m["u"] = m["busy_s"] / event_s if event_s else None
@@ -559,6 +580,8 @@ def run_plan(
         "rss_mb_timeline": rss_timeline,
         "operators": ops,
     }
+    if extra_metrics is not None:
+        metrics.update(extra_metrics())
     if options.metrics is not None:
         tmp = _temp_beside(options.metrics)
         tmp.write_text(json.dumps(metrics, indent=2) + "\n")

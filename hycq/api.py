@@ -176,38 +176,34 @@ __all__ = [
 PLACEMENTS = ("auto", "row", "column")
 
 
-def resolve_placement(plan: LogicalPlan, placement: str | dict[str, str]) -> dict[str, str]:
+def resolve_placement(
+    plan: LogicalPlan, placement: str | dict[str, str], column_engine: str = "duckdb"
+) -> dict[str, str]:
     """Engine per operator id for a placement request (auto, row, column, or a mapping)."""
-    from optimizer.ir.errors import PlanError
+    from optimizer.ir.placement import ROW, complete_placement, uniform_placement
 
-    ids = plan.topological()
+    if column_engine not in ("duckdb", "spark"):
+        raise OptionError(f"unknown column engine '{column_engine}'", hint="use duckdb or spark")
     if isinstance(placement, dict):
-        unknown = [k for k in placement if k not in plan]
-        if unknown:
-            from optimizer.ir.errors import did_you_mean
-
-            raise PlanError(
-                f"placement names unknown operator '{unknown[0]}'",
-                hint=did_you_mean(unknown[0], ids) or "use the ids printed by 'hycq explain'",
-            )
-        engines = set(placement.values())
-    elif placement in ("auto", "row"):
+        return complete_placement(plan, placement)
+    if placement in ("auto", "row"):
         # Until the cost-based optimizer exists (issue 5), auto runs everything on the row
         # engine, which is also what explain reports.
-        return dict.fromkeys(ids, "row")
-    elif placement == "column":
-        engines = {"duckdb"}
-    else:
-        raise OptionError(
-            f"unknown placement '{placement}'",
-            hint="use auto, row, column, or a JSON file mapping operator ids to engines",
-        )
-    if engines - {"row"}:
-        raise PlanError(
-            "columnar engines (duckdb, spark) are not available yet in this version",
-            hint="use --placement row",
-        )
-    return dict.fromkeys(ids, "row")
+        return uniform_placement(plan, ROW)
+    if placement == "column":
+        return complete_placement(plan, uniform_placement(plan, column_engine))
+    raise OptionError(
+        f"unknown placement '{placement}'",
+        hint="use auto, row, column, or a JSON file mapping operator ids to engines",
+    )
+
+
+@dataclass
+class EngineSettings:
+    """How columnar engines are set up for a run (threads, Spark conf)."""
+
+    duckdb_threads: int | None = None
+    spark_conf: dict[str, str] | None = None
 
 
 def execute(
@@ -216,6 +212,8 @@ def execute(
     inputs: dict[str, Any],
     placement: str | dict[str, str] = "row",
     options: Any = None,
+    column_engine: str = "duckdb",
+    settings: EngineSettings | None = None,
 ) -> Any:
     """Run ``plan`` over in-memory Arrow tables (one per stream) and return a RunResult.
 
@@ -233,12 +231,45 @@ def execute(
             raise OptionError(f"no stream '{name}' in the catalog")
         batches = iter(table.to_batches()) if isinstance(table, pa.Table) else iter(table)
         streams.append(StreamInput(stream, batches, stream.rate, "in-memory table"))
-    return _run(plan, catalog, opts, placement, streams)
+    return _run(plan, catalog, opts, placement, streams, column_engine, settings)
 
 
-def run(q: LoadedQuery, options: Any, placement: str | dict[str, str] = "auto") -> Any:
+def run(
+    q: LoadedQuery,
+    options: Any,
+    placement: str | dict[str, str] = "auto",
+    column_engine: str = "duckdb",
+    settings: EngineSettings | None = None,
+) -> Any:
     """Run a loaded query with ``hycq run`` options (sources from --data or the catalog)."""
-    return _run(q.plan, q.catalog, options, placement, None)
+    return _run(q.plan, q.catalog, options, placement, None, column_engine, settings)
+
+
+class _Engines:
+    """The columnar engines of one run, created on first use and closed at the end."""
+
+    def __init__(self, settings: EngineSettings) -> None:
+        self.settings = settings
+        self._made: dict[str, Any] = {}
+
+    def get(self, name: str) -> Any:
+        if name not in self._made:
+            if name == "duckdb":
+                from engines.duckdb import DuckDBEngine
+
+                self._made[name] = DuckDBEngine(self.settings.duckdb_threads)
+            else:
+                from engines.spark import SparkEngine
+
+                self._made[name] = SparkEngine(self.settings.spark_conf)
+        return self._made[name]
+
+    def close(self) -> None:
+        for engine in self._made.values():
+            engine.close()
+
+    def info(self) -> dict[str, Any]:
+        return {name: e.info() for name, e in self._made.items()}
 
 
 def _run(
@@ -247,17 +278,68 @@ def _run(
     options: Any,
     placement: str | dict[str, str],
     inputs: Any,
+    column_engine: str = "duckdb",
+    settings: EngineSettings | None = None,
 ) -> Any:
-    from engines.row.executor import RowExecutor
+    from engines.mig import MigOp
+    from engines.row.executor import GroupInput, RowExecutor
     from engines.runtime import run_plan
+    from engines.sqlgen import group_sql
+    from optimizer.ir.placement import Group, groups
 
-    engines = resolve_placement(plan, placement)
-    return run_plan(
-        plan,
-        catalog,
-        options,
-        make_engine=lambda emit, on_late: RowExecutor(plan, emit, on_late=on_late),
-        placement=engines,
-        inputs=inputs,
-        operator_metrics=lambda e: e.operator_metrics(),  # type: ignore[attr-defined]
-    )
+    engines = resolve_placement(plan, placement, column_engine)
+    migration = groups(plan, engines)
+    pool = _Engines(settings or EngineSettings())
+    migs: list[MigOp] = []
+
+    def make_group(group: Group, group_inputs: list[GroupInput]) -> MigOp:
+        # Every MIG names its inputs g<k>_in<n>: MIGs share one connection/session per engine.
+        prefix = f"g{len(migs)}_"
+        main = group_sql(plan, group.operators, group.engine, prefix)
+        tables = dict(main.inputs)
+
+        def sql_for(dialect: str) -> str:
+            if dialect == group.engine:
+                return main.sql
+            return group_sql(plan, group.operators, dialect, prefix).sql  # the fallback's SQL
+
+        consumer = plan.consumers(group.top)[0]
+        fallback = (lambda: pool.get("duckdb")) if group.engine == "spark" else None
+        mig = MigOp(
+            group,
+            sql_for,
+            pool.get(group.engine),
+            group_inputs,
+            [tables[gi.op_id] for gi in group_inputs],
+            to_arrow=plan.op(consumer).category is Category.R2S,
+            fallback=fallback,
+        )
+        migs.append(mig)
+        return mig
+
+    def op_metrics(engine: Any) -> dict[str, dict[str, Any]]:
+        ops: dict[str, dict[str, Any]] = engine.operator_metrics()
+        for mig in migs:
+            ops.setdefault(mig.op_id, {}).update(mig.mig_metrics())
+        return ops
+
+    try:
+        result = run_plan(
+            plan,
+            catalog,
+            options,
+            make_engine=lambda emit, on_late: RowExecutor(
+                plan, emit, on_late=on_late, groups=migration, make_group=make_group
+            ),
+            placement=engines,
+            inputs=inputs,
+            operator_metrics=op_metrics,
+            extra_metrics=lambda: {
+                "groups": [{"engine": g.engine, "operators": list(g.operators)} for g in migration],
+                "faults": [f for mig in migs for f in mig.stats.faults],
+                "engines": pool.info(),
+            },
+        )
+    finally:
+        pool.close()
+    return result

@@ -12,6 +12,7 @@ import math
 import re
 import sys
 import traceback
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -143,6 +144,22 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="result file: .parquet, .csv or .jsonl, or - for JSON lines on stdout "
         "(default: results are counted, not written)",
+    )
+    rn.add_argument(
+        "--column-engine",
+        choices=("duckdb", "spark"),
+        default="duckdb",
+        help="the columnar engine of --placement column (default: duckdb, embedded)",
+    )
+    rn.add_argument(
+        "--duckdb-threads", type=_positive_int, help="DuckDB worker threads (default: all cores)"
+    )
+    rn.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting, e.g. spark.master=spark://host:7077; repeatable",
     )
     rn.add_argument("--metrics", type=Path, metavar="PATH", help="write run metrics as JSON")
     rn.add_argument(
@@ -305,8 +322,22 @@ def _run(args: argparse.Namespace) -> int:
         dead_letter=args.dead_letter,
         progress=args.progress,
     )
+    spark_conf: dict[str, str] = {}
+    for spec in args.spark_conf:
+        key, sep, value = spec.partition("=")
+        if not sep or not key.startswith("spark."):
+            raise OptionError(
+                f"--spark-conf expects spark.KEY=VALUE, got '{spec}'",
+                hint="e.g. --spark-conf spark.master=local[2]",
+            )
+        spark_conf[key] = value
+    settings = api.EngineSettings(args.duckdb_threads, spark_conf or None)
     q = api.load_query(args.query, args.catalog)
-    result = api.run(q, options, placement)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RuntimeWarning)
+        result = api.run(q, options, placement, args.column_engine, settings)
+    for w in caught:
+        sys.stderr.write(f"warning: {w.message}\n")
     m = result.metrics
     if args.output != "-":
         sys.stderr.write(

@@ -32,19 +32,45 @@ class Delta:
     ``engines.row.windows.PanedRangeWindow``): instead of re-sending every expired tuple, the
     window names the slide-sized pane that expired and the aggregate above it subtracts that
     pane's partial aggregates.
+
+    ``chunks`` and ``table`` carry columnar data between the gateway and MIG operators:
+    an Arrow window reports the Arrow chunks it added and removed (``ChunkChange``), and a MIG
+    hands its result relation over as one Arrow ``table`` (replace semantics).
     """
 
     ins: Rows = field(default_factory=list)
     dels: Rows = field(default_factory=list)
     replace: bool = False
     expire: tuple[int, ...] = ()
+    chunks: ChunkChange | None = None
+    table: Any = None  # pyarrow.Table: the whole relation (replace semantics)
 
     def __len__(self) -> int:
+        if self.table is not None:
+            return int(self.table.num_rows)
+        if self.chunks is not None:
+            return sum(int(t.num_rows) for _, t in self.chunks.added)
         return len(self.ins) + len(self.dels)
 
     @property
     def empty(self) -> bool:
-        return not self.replace and not self.ins and not self.dels and not self.expire
+        return (
+            not self.replace
+            and not self.ins
+            and not self.dels
+            and not self.expire
+            and self.chunks is None
+            and self.table is None
+        )
+
+
+@dataclass(slots=True)
+class ChunkChange:
+    """Arrow chunks an Arrow window added (id, table) and removed (ids) at one instant."""
+
+    added: list[tuple[int, Any]] = field(default_factory=list)
+    removed: list[int] = field(default_factory=list)
+    order: list[int] = field(default_factory=list)  # ids of all current chunks, oldest first
 
 
 NO_CHANGE = Delta()

@@ -27,13 +27,14 @@ stopped and resumed (and, later, migrated) without changing its output.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
 from engines.row.aggregate import AggregateOp
+from engines.row.arrow_window import ArrowWindow
 from engines.row.base import Delta, RowOperator, Rows
 from engines.row.compile import (
     compile_filter,
@@ -55,6 +56,7 @@ from engines.row.windows import (
 )
 from optimizer.ir.errors import PlanError
 from optimizer.ir.expr import conjoin
+from optimizer.ir.placement import Group
 from optimizer.ir.plan import (
     R2S,
     Aggregate,
@@ -68,7 +70,21 @@ from optimizer.ir.plan import (
 )
 from optimizer.ir.plan import Source as SourceOp
 
-Emit = Callable[[int, Rows], None]
+Emit = Callable[[int, Any], None]  # (instant, rows or a pyarrow.Table)
+
+
+@dataclass(frozen=True)
+class GroupInput:
+    """One external input of a MIG group: the operator feeding it and how its data arrives."""
+
+    op_id: str
+    schema: Any  # optimizer.ir.schema.Schema
+    arrow: bool  # an Arrow window: chunks, no tuples
+    fifo: bool  # row deltas whose deletes are the oldest inserts (window-derived)
+
+
+#: ``make_group(group, inputs) -> RowOperator``: builds the MIG operator for a group.
+MakeGroup = Callable[[Group, list[GroupInput]], RowOperator]
 
 
 @dataclass
@@ -88,13 +104,21 @@ class RowExecutor:
         emit: Emit,
         on_late: Callable[[str, tuple[Any, ...], str], None] | None = None,
         panes: bool = True,
+        groups: Sequence[Group] = (),
+        make_group: MakeGroup | None = None,
     ) -> None:
         self.plan = plan
         self.use_panes = panes
+        self.groups = list(groups)
+        self.make_group = make_group
+        self._group_of = {op: g for g in self.groups for op in g.operators}
+        if self.groups and make_group is None:
+            raise PlanError("a placement with columnar groups needs a MIG factory")
+        self.arrow_windows_by_stream: dict[str, list[ArrowWindow]] = {}
         self.emit = emit
         self.nodes: list[_Node] = []
         self.windows_by_stream: dict[str, list[_WindowBase]] = {}
-        self.windows: list[_WindowBase] = []
+        self.windows: list[_WindowBase | ArrowWindow] = []
         self._paned_aggs: set[str] = set()
         self._build()
         self.r2s_pos = next(
@@ -127,17 +151,40 @@ class RowExecutor:
                 continue
             if op.kind == "sink":
                 continue
-            in_null = [x for i in ins for x in nulls[i]]
+            group = self._group_of.get(op_id)
+            if group is not None and op_id != group.top:
+                continue  # runs inside its group's MIG, created at the group's top
+            in_null = [x for i in ins for x in nulls[i]] if group is None else []
             node: RowOperator
             out_null = in_null
-            if isinstance(op, Window):
-                node = self._window(op, self._paned_aggregate(op_id))
+            positions: list[int] = []
+            if group is not None:
+                externals = self._group_inputs(group)
+                positions = [pos[i] for i in externals]
+                inputs = [
+                    GroupInput(
+                        op_id=i,
+                        schema=plan.op(i).schema,
+                        arrow=isinstance(self.nodes[pos[i]].op, ArrowWindow),
+                        fifo=fifo_window.get(i, False),
+                    )
+                    for i in externals
+                ]
+                assert self.make_group is not None
+                node = self.make_group(group, inputs)
+                out_null = [True] * len(op.schema)
+            elif isinstance(op, Window):
+                consumer = plan.consumers(op_id)[0]
                 stream = plan.op(ins[0])
                 assert isinstance(stream, SourceOp)
-                self.windows_by_stream.setdefault(stream.stream, []).append(node)
+                if consumer in self._group_of:
+                    node = self._arrow_window(op)
+                    self.arrow_windows_by_stream.setdefault(stream.stream, []).append(node)
+                else:
+                    node = self._window(op, self._paned_aggregate(op_id))
+                    self.windows_by_stream.setdefault(stream.stream, []).append(node)
                 self.windows.append(node)
                 fifo_window[op_id] = True
-                positions: list[int] = []
             else:
                 positions = [pos[i] for i in ins]
                 rep_in = [replace[i] for i in ins]
@@ -189,6 +236,24 @@ class RowExecutor:
                 _Node(node, positions, out_null, counts=not isinstance(node, PushedSelectOp))
             )
 
+    def _group_inputs(self, group: Group) -> list[str]:
+        """External inputs of a group: in topological order of its operators, port order
+        (the order ``engines.sqlgen.group_sql`` names them in0, in1, ...)."""
+        seen: list[str] = []
+        members = set(group.operators)
+        for op_id in group.operators:
+            for i in self.plan.inputs(op_id):
+                if i not in members and i not in seen:
+                    seen.append(i)
+        return seen
+
+    @staticmethod
+    def _arrow_window(op: Window) -> ArrowWindow:
+        slide = 1 if op.slide_rows else op.slide
+        return ArrowWindow(
+            op.id, op.time_column, op.window.value, op.size, slide, count_mode=op.slide_rows
+        )
+
     def _can_push_select(self, input_id: str, below: RowOperator) -> bool:
         """A select may filter inside its input window when the window is time-based, has no
         other consumer and no filter yet (for ROWS windows filtering first would change which
@@ -227,6 +292,8 @@ class RowExecutor:
             if len(consumers) != 1:
                 return None
             cur = consumers[0]
+            if cur in self._group_of:
+                return None  # a MIG consumes tuples (or chunks), not panes
             nxt = plan.op(cur)
             if isinstance(nxt, Select | Project):
                 continue
@@ -283,19 +350,44 @@ class RowExecutor:
     # -- ingest -----------------------------------------------------------------------------
 
     def ingest(self, stream: str, batch: pa.RecordBatch | pa.Table, time_column: int) -> int:
-        """Push one Arrow batch of ``stream``; returns the number of tuples accepted."""
-        n = batch.num_rows
-        if n == 0:
+        """Push one Arrow batch of ``stream``; returns the number of tuples accepted.
+
+        Tuples are built only if a row window reads the stream; Arrow windows (feeding MIGs)
+        take the batch as it is.
+        """
+        if batch.num_rows == 0:
             return 0
-        windows = self.windows_by_stream.get(stream)
-        if windows is None:
+        row_ws = self.windows_by_stream.get(stream, [])
+        arrow_ws = self.arrow_windows_by_stream.get(stream, [])
+        if not row_ws and not arrow_ws:
             return 0
-        rows = batch_to_rows(batch)
+        if self.count_slide is not None:
+            return self._ingest_count_arrow(batch, row_ws, arrow_ws, time_column)
         ts_col = batch.column(time_column)
-        return self.ingest_rows(stream, rows, time_column, _is_sorted(ts_col))
+        ts_sorted = _is_sorted(ts_col)
+        lo, hi = _min_max(ts_col)
+        if not (ts_sorted and (self.last_fired is None or lo > self.last_fired)):
+            keep = self._late_mask(stream, ts_col.to_pylist(), lambda idx: _row_at(batch, idx))
+            if not all(keep):
+                batch = batch.filter(pa.array(keep, pa.bool_()))
+                if batch.num_rows == 0:
+                    return 0
+                lo, hi = _min_max(batch.column(time_column))
+            ts_sorted = ts_sorted and all(keep)
+        if row_ws:
+            rows = batch_to_rows(batch)
+            for w in row_ws:
+                w.push(rows, ts_sorted=ts_sorted)
+        for aw in arrow_ws:
+            aw.push_arrow(batch)
+        self._advance(lo, hi)
+        return int(batch.num_rows)
 
     def ingest_rows(self, stream: str, rows: Rows, time_column: int, ts_sorted: bool) -> int:
-        """Push tuples that are already Python tuples (benchmarks, and other engines' output)."""
+        """Push tuples that are already Python tuples (benchmarks, and other engines' output).
+
+        Only row windows are fed: Arrow windows need Arrow batches (``ingest``).
+        """
         windows = self.windows_by_stream.get(stream)
         if windows is None or not rows:
             return 0
@@ -306,46 +398,52 @@ class RowExecutor:
         else:
             lo = min(r[time_column] for r in rows)
             hi = max(r[time_column] for r in rows)
-        in_order = ts_sorted
-        if in_order and (self.last_fired is None or lo > self.last_fired):
-            accepted = rows  # fast path: nothing late
-        else:
-            accepted, hi = self._filter_late(stream, rows, time_column)
-            in_order = False
-            if not accepted:
-                return 0
-            lo = min(r[time_column] for r in accepted)
+        if not (ts_sorted and (self.last_fired is None or lo > self.last_fired)):
+            keep = self._late_mask(stream, [r[time_column] for r in rows], rows.__getitem__)
+            if not all(keep):
+                rows = [r for r, k in zip(rows, keep, strict=True) if k]
+                if not rows:
+                    return 0
+                lo = min(r[time_column] for r in rows)
+                hi = max(r[time_column] for r in rows)
+                ts_sorted = False
         for w in windows:
-            w.push(accepted, ts_sorted=in_order)
+            w.push(rows, ts_sorted=ts_sorted)
+        self._advance(lo, hi)
+        return len(rows)
+
+    def _advance(self, lo: int, hi: int) -> None:
+        """Account for accepted tuples with timestamps in [lo, hi] and fire what is due."""
         if self.last_fired is None and (self.min_ts is None or lo < self.min_ts):
             self.min_ts = lo  # before the first instant fires, the clock starts at the minimum
         if self.max_ts is None or hi > self.max_ts:
             self.max_ts = hi
         self._fire_before(self.max_ts)
-        return len(accepted)
 
-    def _filter_late(self, stream: str, rows: Rows, t: int) -> tuple[Rows, int]:
-        """Per-tuple lateness for a disordered batch: ts <= the last instant fired on arrival."""
-        accepted: Rows = []
+    def _late_mask(
+        self, stream: str, timestamps: list[int], row_at: Callable[[int], tuple[Any, ...]]
+    ) -> list[bool]:
+        """Per-tuple lateness of a disordered batch: a tuple is late when its timestamp is not
+        later than the last instant that had fired when it arrived (instants fire as soon as a
+        later timestamp has been seen). Late tuples are counted and reported to ``on_late``."""
+        keep: list[bool] = []
         running = self.max_ts
         min_ts = self.min_ts
-        for r in rows:
-            ts = r[t]
+        for idx, ts in enumerate(timestamps):
             fired = self._last_instant_before(running, min_ts) if running is not None else None
             if fired is not None and ts <= fired:
+                keep.append(False)
                 self.late_count += 1
                 if self.on_late is not None:
-                    self.on_late(
-                        stream, r, f"late: timestamp {ts} <= last emitted instant {fired}"
-                    )
+                    reason = f"late: timestamp {ts} <= last emitted instant {fired}"
+                    self.on_late(stream, row_at(idx), reason)
                 continue
-            accepted.append(r)
+            keep.append(True)
             if running is None or ts > running:
                 running = ts
             if fired is None and (min_ts is None or ts < min_ts):
                 min_ts = ts
-        hi = max((r[t] for r in accepted), default=running if running is not None else 0)
-        return accepted, hi
+        return keep
 
     def _last_instant_before(self, bound: int, min_ts: int | None) -> int | None:
         """The largest plan instant < bound that has (or would have) fired, or None."""
@@ -374,6 +472,34 @@ class RowExecutor:
             if self._count_seen % m == 0:
                 self._step(chunk[-1][t])
         return len(rows)
+
+    def _ingest_count_arrow(
+        self,
+        batch: pa.RecordBatch | pa.Table,
+        row_ws: list[_WindowBase],
+        arrow_ws: list[ArrowWindow],
+        t: int,
+    ) -> int:
+        """Count mode over an Arrow batch: an instant after every m-th tuple."""
+        m = self.count_slide
+        assert m is not None
+        n = batch.num_rows
+        i = 0
+        ts_col = batch.column(t)
+        while i < n:
+            need = m - self._count_seen % m
+            piece = batch.slice(i, need)
+            if row_ws:
+                rows = batch_to_rows(piece)
+                for w in row_ws:
+                    w.push(rows, ts_sorted=False)
+            for aw in arrow_ws:
+                aw.push_arrow(piece)
+            self._count_seen += piece.num_rows
+            i += piece.num_rows
+            if self._count_seen % m == 0:
+                self._step(int(ts_col[i - 1].as_py()))
+        return n
 
     # -- firing -----------------------------------------------------------------------------
 
@@ -435,8 +561,8 @@ class RowExecutor:
             deltas.append(out)
         self.last_fired = instant
         self.instants_fired += 1
-        rows = deltas[self.r2s_pos].ins
-        self.emit(instant, rows)
+        out = deltas[self.r2s_pos]
+        self.emit(instant, out.table if out.table is not None else out.ins)
 
     # -- state ------------------------------------------------------------------------------
 
@@ -495,6 +621,17 @@ def _plain(col: pa.Array | pa.ChunkedArray) -> bool:
     """Numeric without nulls: numpy's tolist builds the Python objects fastest."""
     t = col.type
     return col.null_count == 0 and (pa.types.is_integer(t) or pa.types.is_floating(t))
+
+
+def _min_max(col: pa.Array | pa.ChunkedArray) -> tuple[int, int]:
+    import pyarrow.compute as pc
+
+    mm = pc.min_max(col)
+    return int(mm["min"].as_py()), int(mm["max"].as_py())
+
+
+def _row_at(batch: pa.RecordBatch | pa.Table, idx: int) -> tuple[Any, ...]:
+    return tuple(c[idx].as_py() for c in batch.columns)
 
 
 def _is_sorted(col: pa.Array | pa.ChunkedArray) -> bool:

@@ -4,6 +4,10 @@ With incremental deltas ``ISTREAM = ins - dels`` and ``DSTREAM = dels - ins`` (b
 differences: a tuple deleted and re-inserted in the same instant is not new), and RSTREAM
 keeps the whole relation as a multiset to emit it at every instant. With replacing deltas
 the relation at T is the delta itself and ISTREAM/DSTREAM compare it with the previous one.
+
+When a MIG feeds the R2S operator its result arrives as an Arrow table (``Delta.table``):
+RSTREAM passes it to the sink untouched (no tuples are built) and ISTREAM/DSTREAM take the
+bag difference with the previous result.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from collections import Counter
 from itertools import repeat
 from typing import Any
 
+from engines.row.arrow_ops import bag_minus
 from engines.row.base import Delta, Row, RowOperator, Rows
 
 
@@ -40,9 +45,14 @@ class IStreamOp(RowOperator):
         super().__init__(op_id)
         self.replace_in = replace_in
         self.prev: Rows = []
+        self.prev_table: Any = None  # the previous Arrow result (MIG input)
 
     def step(self, instant: int, inputs: list[Delta]) -> Delta:
         d = inputs[0]
+        if d.table is not None:
+            prev = self.prev_table if self.prev_table is not None else d.table.slice(0, 0)
+            self.prev_table = d.table
+            return Delta(table=bag_minus(d.table, prev))
         if d.empty:
             return Delta()
         if d.replace:
@@ -55,10 +65,11 @@ class IStreamOp(RowOperator):
         return {"previous_relation": len(self.prev)}
 
     def snapshot(self) -> dict[str, Any]:
-        return {"prev": list(self.prev)}
+        return {"prev": list(self.prev), "prev_table": self.prev_table}
 
     def restore(self, snap: dict[str, Any]) -> None:
         self.prev = list(snap["prev"])
+        self.prev_table = snap.get("prev_table")
 
 
 class DStreamOp(RowOperator):
@@ -70,9 +81,14 @@ class DStreamOp(RowOperator):
         super().__init__(op_id)
         self.replace_in = replace_in
         self.prev: Rows = []
+        self.prev_table: Any = None  # the previous Arrow result (MIG input)
 
     def step(self, instant: int, inputs: list[Delta]) -> Delta:
         d = inputs[0]
+        if d.table is not None:
+            prev = self.prev_table if self.prev_table is not None else d.table.slice(0, 0)
+            self.prev_table = d.table
+            return Delta(table=bag_minus(prev, d.table))
         if d.empty:
             return Delta()
         if d.replace:
@@ -85,10 +101,11 @@ class DStreamOp(RowOperator):
         return {"previous_relation": len(self.prev)}
 
     def snapshot(self) -> dict[str, Any]:
-        return {"prev": list(self.prev)}
+        return {"prev": list(self.prev), "prev_table": self.prev_table}
 
     def restore(self, snap: dict[str, Any]) -> None:
         self.prev = list(snap["prev"])
+        self.prev_table = snap.get("prev_table")
 
 
 class RStreamOp(RowOperator):
@@ -100,11 +117,16 @@ class RStreamOp(RowOperator):
         super().__init__(op_id)
         self.replace_in = replace_in
         self.current: Rows = []  # replace mode: the relation as a list
+        self.current_table: Any = None  # replace mode with a MIG input: the Arrow relation
         self.bag: dict[Row, int] = {}  # delta mode: the relation as a multiset
         self._multi = 0  # rows of the bag occurring more than once
 
     def step(self, instant: int, inputs: list[Delta]) -> Delta:
         d = inputs[0]
+        if d.table is not None or (self.replace_in and self.current_table is not None):
+            if d.table is not None:
+                self.current_table = d.table
+            return Delta(table=self.current_table)
         if self.replace_in:
             if d.replace:
                 self.current = d.ins
@@ -141,9 +163,14 @@ class RStreamOp(RowOperator):
         return {"relation": len(self.current) if self.replace_in else sum(self.bag.values())}
 
     def snapshot(self) -> dict[str, Any]:
-        return {"current": list(self.current), "bag": dict(self.bag)}
+        return {
+            "current": list(self.current),
+            "bag": dict(self.bag),
+            "current_table": self.current_table,
+        }
 
     def restore(self, snap: dict[str, Any]) -> None:
         self.current = list(snap["current"])
+        self.current_table = snap.get("current_table")
         self.bag = dict(snap["bag"])
         self._multi = sum(1 for n in self.bag.values() if n > 1)

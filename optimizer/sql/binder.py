@@ -193,7 +193,9 @@ class Binder:
             top, schema = self.bind_select(select)
         except RecursionError:
             raise self.error(
-                UnsupportedError, "the query is nested too deeply", select,
+                UnsupportedError,
+                "the query is nested too deeply",
+                select,
                 "simplify the expression or split it over derived tables",
             ) from None
         r2s = self.builder.add(lambda i: R2S(i, schema, mode), top)
@@ -206,7 +208,10 @@ class Binder:
         if len(modes) > 1:
             offset, length = self._modifier_span(select, 1)
             raise QuerySyntaxError(
-                f"conflicting output modes {', '.join(modes)}", self.src, offset, length,
+                f"conflicting output modes {', '.join(modes)}",
+                self.src,
+                offset,
+                length,
                 "write one of ISTREAM, DSTREAM or RSTREAM",
             )
         return StreamMode(modes[0].lower()) if modes else StreamMode.RSTREAM
@@ -266,7 +271,9 @@ class Binder:
             if key == "distinct":
                 if value.args.get("on"):
                     raise self.error(
-                        UnsupportedError, "DISTINCT ON is not supported", value.args["on"],
+                        UnsupportedError,
+                        "DISTINCT ON is not supported",
+                        value.args["on"],
                         "use GROUP BY",
                     )
                 continue
@@ -277,7 +284,10 @@ class Binder:
             if group.args.get("all") is True:
                 offset, length = self._keyword_span(select, r"\bGROUP\s+BY\s+ALL\b")
                 raise UnsupportedError(
-                    "GROUP BY ALL is not supported", self.src, offset, length,
+                    "GROUP BY ALL is not supported",
+                    self.src,
+                    offset,
+                    length,
                     "list the grouping columns: GROUP BY a, b",
                 )
             for key in ("grouping_sets", "cube", "rollup"):
@@ -297,12 +307,17 @@ class Binder:
         if not select.expressions:
             offset, length = self._keyword_span(select, r"\bSELECT\b")
             raise QuerySyntaxError(
-                "the SELECT list is empty", self.src, offset, length,
+                "the SELECT list is empty",
+                self.src,
+                offset,
+                length,
                 "name the output columns: SELECT a, COUNT(*) FROM ...",
             )
         if not select.args.get("from_"):
             raise self.error(
-                BindError, "the query has no FROM clause", select,
+                BindError,
+                "the query has no FROM clause",
+                select,
                 "continuous queries read a stream: FROM readings [RANGE 1 MINUTE]",
             )
 
@@ -325,7 +340,9 @@ class Binder:
                 key = qualifier.lower()
                 if key in seen:
                     raise self.error(
-                        BindError, f"duplicate table alias '{qualifier}'", rel,
+                        BindError,
+                        f"duplicate table alias '{qualifier}'",
+                        rel,
                         "give each FROM item its own alias: FROM readings [...] AS a, "
                         "readings [...] AS b",
                     )
@@ -340,17 +357,23 @@ class Binder:
         if side or kind in ("OUTER", "SEMI", "ANTI", "ASOF", "POSITIONAL"):
             what = " ".join(x for x in (side, kind) if x) or "this"
             raise self.error(
-                UnsupportedError, f"{what} JOIN is not supported", join.this,
+                UnsupportedError,
+                f"{what} JOIN is not supported",
+                join.this,
                 "hycq supports inner joins (JOIN ... ON, or FROM a, b WHERE ...)",
             )
         if join.args.get("method"):
             raise self.error(
-                UnsupportedError, f"{join.args['method'].upper()} JOIN is not supported",
-                join.this, "write the join condition explicitly with ON",
+                UnsupportedError,
+                f"{join.args['method'].upper()} JOIN is not supported",
+                join.this,
+                "write the join condition explicitly with ON",
             )
         if join.args.get("using"):
             raise self.error(
-                UnsupportedError, "JOIN ... USING is not supported", join.this,
+                UnsupportedError,
+                "JOIN ... USING is not supported",
+                join.this,
                 "write ON a.col = b.col",
             )
         if kind not in ("", "INNER", "CROSS"):
@@ -367,8 +390,11 @@ class Binder:
             if mods:
                 offset, length = self._modifier_span(inner, 0)
                 raise UnsupportedError(
-                    f"{mods[0]} is only allowed in the outermost SELECT", self.src, offset,
-                    length, "a derived table is a relation; drop the keyword",
+                    f"{mods[0]} is only allowed in the outermost SELECT",
+                    self.src,
+                    offset,
+                    length,
+                    "a derived table is a relation; drop the keyword",
                 )
             node, schema = self.bind_select(inner)
             alias = rel.alias or None
@@ -377,16 +403,22 @@ class Binder:
             return node, alias, schema.requalify(alias)
         if isinstance(rel, exp.Subquery):
             raise self.error(
-                UnsupportedError, "this kind of derived table is not supported", rel,
+                UnsupportedError,
+                "this kind of derived table is not supported",
+                rel,
                 "use (SELECT ...) AS name",
             )
         if isinstance(rel, exp.Table):
             raise self.error(
-                UnsupportedError, "table functions in FROM are not supported", rel,
+                UnsupportedError,
+                "table functions in FROM are not supported",
+                rel,
                 "FROM takes streams with windows and derived tables",
             )
         raise self.error(
-            UnsupportedError, f"{rel.key.upper()} in FROM is not supported", rel,
+            UnsupportedError,
+            f"{rel.key.upper()} in FROM is not supported",
+            rel,
             "FROM takes streams with windows and derived tables",
         )
 
@@ -398,15 +430,19 @@ class Binder:
             what = _REL_MODIFIERS.get(key, key.upper().rstrip("_").replace("_", " "))
             at = value[0] if isinstance(value, list) else value
             raise self.error(
-                UnsupportedError, f"{what} is not supported", at if isinstance(at, exp.Expression)
-                else rel, "FROM takes streams with windows and derived tables",
+                UnsupportedError,
+                f"{what} is not supported",
+                at if isinstance(at, exp.Expression) else rel,
+                "FROM takes streams with windows and derived tables",
             )
 
     def _check_column_aliases(self, rel: exp.Subquery) -> None:
         alias = rel.args.get("alias")
         if alias is not None and alias.args.get("columns"):
             raise self.error(
-                UnsupportedError, "column aliases on derived tables are not supported", rel,
+                UnsupportedError,
+                "column aliases on derived tables are not supported",
+                rel,
                 "alias the columns inside the subquery's SELECT list",
             )
 
@@ -414,26 +450,34 @@ class Binder:
         name = table.name
         if table.args.get("db") or table.args.get("catalog"):
             raise self.error(
-                BindError, f"qualified stream names are not supported: '{table.sql()}'", table,
+                BindError,
+                f"qualified stream names are not supported: '{table.sql()}'",
+                table,
                 "refer to the stream by its catalog name",
             )
         stream = self.catalog.get(name)
         if stream is None:
             known = [s.name for s in self.catalog.streams.values()]
             raise self.error(
-                BindError, f"unknown stream '{name}'", table.this,
+                BindError,
+                f"unknown stream '{name}'",
+                table.this,
                 did_you_mean(name, known) or f"streams in the catalog: {', '.join(known)}",
             )
         window_ast = table.args.get("cql_window")
         if window_ast is None:
             raise self.error(
-                BindError, f"stream '{name}' needs a window", table.this,
+                BindError,
+                f"stream '{name}' needs a window",
+                table.this,
                 f"add one after the name, e.g. {name} [RANGE 5 MINUTES SLIDE 1 SECOND], "
                 f"{name} [NOW] or {name} [UNBOUNDED]",
             )
         if table.args.get("alias") is not None and table.args["alias"].args.get("columns"):
             raise self.error(
-                UnsupportedError, "column aliases on streams are not supported", table,
+                UnsupportedError,
+                "column aliases on streams are not supported",
+                table,
                 "rename columns in the SELECT list",
             )
         src_id = self._sources.get(stream.name)
@@ -448,8 +492,15 @@ class Binder:
         win = self._window(window_ast, stream)
         win_id = self.builder.add(
             lambda i: Window(
-                i, qualified, win[0], win[1], win[2], win[3], stream.time_index,
-                stream.time_unit, window_ast.args["text"],
+                i,
+                qualified,
+                win[0],
+                win[1],
+                win[2],
+                win[3],
+                stream.time_index,
+                stream.time_unit,
+                window_ast.args["text"],
             ),
             src_id,
         )
@@ -493,17 +544,23 @@ class Binder:
         for amount, what in ((size, "range"), (slide, "slide")):
             if amount is not None and amount > _MAX_TICKS:
                 raise self.error(
-                    BindError, f"window {what} is too large", w,
+                    BindError,
+                    f"window {what} is too large",
+                    w,
                     "windows span at most a few thousand years",
                 )
         if kind is WindowKind.RANGE and size is not None and not slide_rows and slide > size:
             raise self.error(
-                BindError, "window slide is larger than its range", w,
+                BindError,
+                "window slide is larger than its range",
+                w,
                 "a slide larger than the range skips tuples; use SLIDE <= RANGE",
             )
         if kind is WindowKind.ROWS and slide_rows and size is not None and slide > size:
             raise self.error(
-                BindError, "window slide is larger than its row count", w,
+                BindError,
+                "window slide is larger than its row count",
+                w,
                 "use SLIDE <= ROWS",
             )
         return kind, size, slide, slide_rows
@@ -551,9 +608,7 @@ class Binder:
 
     # -- SELECT list, GROUP BY, HAVING ----------------------------------------------------
 
-    def _bind_projection(
-        self, select: exp.Select, scope: _Scope, node: str
-    ) -> tuple[str, Schema]:
+    def _bind_projection(self, select: exp.Select, scope: _Scope, node: str) -> tuple[str, Schema]:
         combined = scope.schema
         items = self._expand_stars(select, scope)
         group = select.args.get("group")
@@ -566,7 +621,9 @@ class Binder:
         if group is None and not has_aggs:
             if having is not None:
                 raise self.error(
-                    BindError, "HAVING needs GROUP BY or an aggregate", having.this,
+                    BindError,
+                    "HAVING needs GROUP BY or an aggregate",
+                    having.this,
                     "use WHERE for conditions on single rows",
                 )
             exprs = [self.expr(e, combined) for e, _ in items]
@@ -627,9 +684,7 @@ class Binder:
         if in_order and isinstance(op, Aggregate):
             # A pure renaming of this level's aggregate output: name the aggregate's columns
             # instead of adding a project (the dissertation's plans have no such operator).
-            self.builder.replace(
-                Aggregate(op.id, out_schema, op.group_by, op.aggs)
-            )
+            self.builder.replace(Aggregate(op.id, out_schema, op.group_by, op.aggs))
             return node
         return self.builder.add(lambda i: Project(i, out_schema, tuple(exprs)), node)
 
@@ -650,7 +705,9 @@ class Binder:
                     if star.args.get(key):
                         word = "EXCLUDE" if key == "except_" else key.upper()
                         raise self.error(
-                            UnsupportedError, f"SELECT * {word} is not supported", item,
+                            UnsupportedError,
+                            f"SELECT * {word} is not supported",
+                            item,
                             "list the columns you want",
                         )
             if isinstance(item, exp.Star):
@@ -667,7 +724,9 @@ class Binder:
                 if not hits:
                     quals = [it.qualifier for it in scope.items if it.qualifier]
                     raise self.error(
-                        BindError, f"unknown table alias '{qual}'", item,
+                        BindError,
+                        f"unknown table alias '{qual}'",
+                        item,
                         did_you_mean(qual, quals),
                     )
                 out += [(self._column_ast(f, hits[0]), None) for f in hits[0].schema]
@@ -717,14 +776,18 @@ class Binder:
                 raise self.error(BindError, "GROUP BY position must be an integer", g) from None
             if not 1 <= n <= len(items):
                 raise self.error(
-                    BindError, f"GROUP BY position {n} is not in the SELECT list", g,
+                    BindError,
+                    f"GROUP BY position {n} is not in the SELECT list",
+                    g,
                     f"positions run from 1 to {len(items)}",
                 )
             return items[n - 1][0]
         if isinstance(g, exp.Column) and not g.table:
             for ast, alias in items:
-                if alias and alias.lower() == g.name.lower() and not (
-                    isinstance(ast, exp.Column) and ast.name.lower() == g.name.lower()
+                if (
+                    alias
+                    and alias.lower() == g.name.lower()
+                    and not (isinstance(ast, exp.Column) and ast.name.lower() == g.name.lower())
                 ):
                     return ast
         return g
@@ -750,7 +813,9 @@ class Binder:
         if func is None:
             name = node.sql_name() if hasattr(node, "sql_name") else node.key.upper()
             raise self.error(
-                UnsupportedError, f"aggregate function {name} is not supported", node,
+                UnsupportedError,
+                f"aggregate function {name} is not supported",
+                node,
                 "supported: COUNT, SUM, AVG, MIN, MAX, MEDIAN, COUNT(DISTINCT ...)",
             )
         arg_ast = node.this
@@ -758,7 +823,9 @@ class Binder:
         if isinstance(arg_ast, exp.Distinct):
             if func != "COUNT":
                 raise self.error(
-                    UnsupportedError, f"{func}(DISTINCT ...) is not supported", node,
+                    UnsupportedError,
+                    f"{func}(DISTINCT ...) is not supported",
+                    node,
                     "only COUNT(DISTINCT ...) is supported",
                 )
             if len(arg_ast.expressions) != 1:
@@ -769,15 +836,19 @@ class Binder:
             arg_ast = arg_ast.expressions[0]
             if isinstance(arg_ast, exp.Star):
                 raise self.error(
-                    UnsupportedError, "COUNT(DISTINCT *) is not supported", node,
+                    UnsupportedError,
+                    "COUNT(DISTINCT *) is not supported",
+                    node,
                     "count one column: COUNT(DISTINCT col)",
                 )
         if func == "MEDIAN" and node.args.get("expression") is not None:
             raise self.error(BindError, "MEDIAN takes one argument", node)
-        for inner in (arg_ast.walk() if arg_ast is not None else []):
+        for inner in arg_ast.walk() if arg_ast is not None else []:
             if isinstance(inner, exp.AggFunc):
                 raise self.error(
-                    BindError, "aggregate functions cannot be nested", inner,
+                    BindError,
+                    "aggregate functions cannot be nested",
+                    inner,
                     "compute the inner aggregate in a derived table",
                 )
         if arg_ast is None or isinstance(arg_ast, exp.Star):
@@ -876,7 +947,9 @@ class Binder:
             left, right = sub(node.this), sub(node.expression)
             if not comparable(left.dtype, right.dtype):
                 raise self.error(
-                    BindError, f"cannot compare {left.dtype} with {right.dtype}", node,
+                    BindError,
+                    f"cannot compare {left.dtype} with {right.dtype}",
+                    node,
                     "compare values of the same kind, or CAST one side",
                 )
             return Binary(op, left, right, DataType.BOOLEAN)
@@ -899,9 +972,7 @@ class Binder:
             return Unary("NEG", inner, inner.dtype)
         if isinstance(node, exp.Is):
             if not isinstance(node.expression, exp.Null):
-                raise self.error(
-                    UnsupportedError, "only IS NULL / IS NOT NULL are supported", node
-                )
+                raise self.error(UnsupportedError, "only IS NULL / IS NOT NULL are supported", node)
             return Unary("IS NULL", sub(node.this), DataType.BOOLEAN)
         if isinstance(node, exp.Between):
             value, low, high = sub(node.this), sub(node.args["low"]), sub(node.args["high"])
@@ -919,7 +990,9 @@ class Binder:
         if isinstance(node, exp.In):
             if node.args.get("query") is not None or node.args.get("field") is not None:
                 raise self.error(
-                    UnsupportedError, "IN with a subquery is not supported", node,
+                    UnsupportedError,
+                    "IN with a subquery is not supported",
+                    node,
                     "join with a derived table instead",
                 )
             value = sub(node.this)
@@ -945,13 +1018,17 @@ class Binder:
             dtype = TYPE_NAMES.get(tname)
             if dtype is None:
                 raise self.error(
-                    UnsupportedError, f"CAST to {tname} is not supported", node,
+                    UnsupportedError,
+                    f"CAST to {tname} is not supported",
+                    node,
                     "cast to BIGINT, INTEGER, DOUBLE, BOOLEAN or VARCHAR",
                 )
             return Cast(sub(node.this), dtype)
         if isinstance(node, exp.Subquery | exp.Exists | exp.Select):
             raise self.error(
-                UnsupportedError, "subqueries in expressions are not supported", node,
+                UnsupportedError,
+                "subqueries in expressions are not supported",
+                node,
                 "move the subquery to FROM as a derived table and join it",
             )
         if isinstance(node, exp.Func):
@@ -959,7 +1036,9 @@ class Binder:
         if isinstance(node, exp.Star):
             raise self.error(BindError, "'*' is not allowed here", node)
         raise self.error(
-            UnsupportedError, f"unsupported expression: {node.sql(dialect='duckdb')}", node,
+            UnsupportedError,
+            f"unsupported expression: {node.sql(dialect='duckdb')}",
+            node,
             "hycq supports arithmetic, comparisons, AND/OR/NOT, CASE, CAST, IN, BETWEEN "
             "and a few functions",
         )
@@ -967,7 +1046,9 @@ class Binder:
     def _case(self, node: exp.Case, sub: _Sub) -> Expr:
         if node.this is not None:
             raise self.error(
-                UnsupportedError, "simple CASE x WHEN ... is not supported", node,
+                UnsupportedError,
+                "simple CASE x WHEN ... is not supported",
+                node,
                 "write CASE WHEN x = ... THEN ...",
             )
         whens = []
@@ -984,7 +1065,8 @@ class Binder:
         result = _unify(types)
         if result is None:
             raise self.error(
-                BindError, f"CASE branches have incompatible types {', '.join(map(str, types))}",
+                BindError,
+                f"CASE branches have incompatible types {', '.join(map(str, types))}",
                 node,
             )
         return Case(tuple(whens), default, result)
@@ -1000,7 +1082,9 @@ class Binder:
         spec = FUNCTIONS.get(name)
         if spec is None:
             raise self.error(
-                UnsupportedError, f"unknown function {raw}", node,
+                UnsupportedError,
+                f"unknown function {raw}",
+                node,
                 did_you_mean(raw, list(FUNCTIONS)) or f"supported: {', '.join(FUNCTIONS)}",
             )
         if not isinstance(node, exp.Anonymous) and node.this is None:
@@ -1016,8 +1100,10 @@ class Binder:
                 f"{name} cannot take ({', '.join(str(b.dtype) for b in bound)})",
                 node,
             )
-        if name == "ROUND" and len(bound) == 2 and not (
-            isinstance(bound[1], Literal) and isinstance(bound[1].value, int)
+        if (
+            name == "ROUND"
+            and len(bound) == 2
+            and not (isinstance(bound[1], Literal) and isinstance(bound[1].value, int))
         ):
             raise self.error(BindError, "ROUND's second argument must be an integer literal", node)
         return Func(name, tuple(bound), dtype)
@@ -1032,13 +1118,15 @@ class Binder:
             quals = {f.qualifier for f in schema if f.qualifier}
             if qual.lower() not in {q.lower() for q in quals}:
                 raise self.error(
-                    BindError, f"unknown table alias '{qual}'", node,
-                    did_you_mean(qual, quals) or (
-                        f"aliases in scope: {', '.join(sorted(quals))}" if quals else None
-                    ),
+                    BindError,
+                    f"unknown table alias '{qual}'",
+                    node,
+                    did_you_mean(qual, quals)
+                    or (f"aliases in scope: {', '.join(sorted(quals))}" if quals else None),
                 )
             cands = [
-                i for i, f in enumerate(schema)
+                i
+                for i, f in enumerate(schema)
                 if f.qualifier
                 and f.qualifier.lower() == qual.lower()
                 and f.name.lower() == name.lower()
@@ -1048,7 +1136,9 @@ class Binder:
                     f.name for f in schema if f.qualifier and f.qualifier.lower() == qual.lower()
                 ]
                 raise self.error(
-                    BindError, f"unknown column '{name}' in '{qual}'", node,
+                    BindError,
+                    f"unknown column '{name}' in '{qual}'",
+                    node,
                     did_you_mean(name, names) or f"columns of '{qual}': {', '.join(names)}",
                 )
         else:
@@ -1056,14 +1146,18 @@ class Binder:
             if not cands:
                 names = [f.name for f in schema]
                 raise self.error(
-                    BindError, f"unknown column '{name}'", node,
+                    BindError,
+                    f"unknown column '{name}'",
+                    node,
                     did_you_mean(name, names)
                     or (f"available columns: {', '.join(dict.fromkeys(names))}" if names else None),
                 )
         if len(cands) > 1:
             options = " or ".join(f"{schema[i].qualifier}.{schema[i].name}" for i in cands)
             raise self.error(
-                BindError, f"column reference '{node.sql()}' is ambiguous", node,
+                BindError,
+                f"column reference '{node.sql()}' is ambiguous",
+                node,
                 f"qualify it: {options}",
             )
         i = cands[0]
@@ -1093,7 +1187,9 @@ class Binder:
     def _require_boolean(self, e: Expr, ast: exp.Expression, clause: str) -> None:
         if e.dtype not in (DataType.BOOLEAN, DataType.NULL):
             raise self.error(
-                BindError, f"{clause} needs a BOOLEAN condition, got {e.dtype}", ast,
+                BindError,
+                f"{clause} needs a BOOLEAN condition, got {e.dtype}",
+                ast,
                 "compare the value, e.g. value > 0",
             )
 

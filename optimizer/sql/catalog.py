@@ -101,7 +101,7 @@ def _parse_stream(sname: str, body: Any, name: str, base: Path | None) -> Stream
         if required not in body:
             raise CatalogError(
                 f"{name}: {where} is missing '{required}'",
-                hint=f"add [{where}.columns] with name = \"TYPE\" lines"
+                hint=f'add [{where}.columns] with name = "TYPE" lines'
                 if required == "columns"
                 else 'name the event-time column: timestamp = "ts"',
             )

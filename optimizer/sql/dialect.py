@@ -132,7 +132,8 @@ class CQLParser(DuckDBParser):
                 did_you_mean(word.text.upper(), WINDOW_KEYWORDS) or _WINDOW_HINT,
             )
         what = (
-            "empty window clause" if word.token_type == TokenType.R_BRACKET
+            "empty window clause"
+            if word.token_type == TokenType.R_BRACKET
             else "expected RANGE, ROWS, NOW or UNBOUNDED after '['"
         )
         raise self._fail(what, self._curr, _WINDOW_HINT)
@@ -201,8 +202,10 @@ class CQLParser(DuckDBParser):
             args["unit"] = self._window_unit(required=True)
         elif keyword == "ROWS":
             args["size"] = self._window_int("window row count")
-        if keyword in ("RANGE", "ROWS", "UNBOUNDED") and self._curr and (
-            self._curr.text.upper() == "SLIDE"
+        if (
+            keyword in ("RANGE", "ROWS", "UNBOUNDED")
+            and self._curr
+            and (self._curr.text.upper() == "SLIDE")
         ):
             self._advance()
             args["slide"] = self._window_int("window slide")

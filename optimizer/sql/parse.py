@@ -106,8 +106,8 @@ def _token_error(err: TokenError, text: str) -> tuple[str, int, str]:
         return (
             f"unterminated {what}: missing closing {delimiter}",
             offset,
-            f"close it with {delimiter}" + (" (write '' for a quote inside a string)"
-                                           if delimiter == "'" else ""),
+            f"close it with {delimiter}"
+            + (" (write '' for a quote inside a string)" if delimiter == "'" else ""),
         )
     m = re.search(r"Numeric string contains invalid characters from \d+:(\d+)", str(cause))
     if m:
@@ -123,9 +123,7 @@ def parse_select(source: Source) -> exp.Select:
     tokens = tokenize(source)
     meaningful = [t for t in tokens if t.token_type != TokenType.SEMICOLON]
     if not meaningful:
-        raise QuerySyntaxError(
-            "the query is empty", source, 0, hint="write a SELECT statement"
-        )
+        raise QuerySyntaxError("the query is empty", source, 0, hint="write a SELECT statement")
     first = meaningful[0]
     if first.text.upper() in _STATEMENT_WORDS:
         raise UnsupportedError(
@@ -151,7 +149,10 @@ def parse_select(source: Source) -> exp.Select:
         raise _from_sqlglot(err, source) from None
     except RecursionError:
         raise QuerySyntaxError(
-            "the query is nested too deeply", source, first.start, len(first.text),
+            "the query is nested too deeply",
+            source,
+            first.start,
+            len(first.text),
             hint="simplify the expression or split it over derived tables",
         ) from None
     # A comment after the last ';' comes back as a Semicolon "statement".
@@ -195,9 +196,14 @@ def _check_parens(tokens: list[Token], source: Source) -> None:
     ``FLOOR(x`` unclosed and drops the empty item of ``a,, b`` or ``f(, x)``."""
     opened: list[Token] = []
     for prev, tok in zip([None, *tokens], tokens, strict=False):
-        if tok.token_type == TokenType.COMMA and prev is not None and prev.token_type in (
-            TokenType.COMMA,
-            TokenType.L_PAREN,
+        if (
+            tok.token_type == TokenType.COMMA
+            and prev is not None
+            and prev.token_type
+            in (
+                TokenType.COMMA,
+                TokenType.L_PAREN,
+            )
         ):
             raise QuerySyntaxError(
                 "unexpected ','", source, tok.start, 1, hint="a list item is missing here"

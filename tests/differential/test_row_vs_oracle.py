@@ -11,6 +11,7 @@ The module is skipped while ``hycq.api.execute`` does not exist yet.
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import pyarrow as pa
@@ -103,7 +104,7 @@ def _count_sliding(query: str, catalog: Catalog) -> bool:
 
 
 @settings(
-    max_examples=40,
+    max_examples=int(os.environ.get("HYCQ_DIFF_EXAMPLES", "40")),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

@@ -1,0 +1,54 @@
+"""The interface every columnar engine implements for MIG operators.
+
+A MIG keeps its inputs as Arrow chunks on the Python side (the source of truth, so an engine
+can always be rebuilt) and mirrors them into the engine with ``set_input``; then it runs the
+group's SQL with ``query``. Engines raise :class:`EngineFault` for anything that went wrong
+inside them (a query error, a dead JVM), which the MIG answers by ``restart`` and replay.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from optimizer.ir.errors import HycqError
+
+
+class EngineFault(HycqError):
+    """A columnar engine failed while running a MIG's work (recoverable by a restart)."""
+
+
+class ColumnarEngine(ABC):
+    """One embedded or remote columnar engine, shared by every MIG of a run."""
+
+    name: str = "columnar"
+    dialect: str = "duckdb"
+
+    @abstractmethod
+    def set_input(
+        self, table: str, chunks: Sequence[tuple[int, pa.Table]], schema: pa.Schema
+    ) -> None:
+        """Make ``table`` hold exactly the rows of ``chunks`` (id, Arrow table), in order.
+
+        Chunk ids are unique per table and stable, so an engine may keep what it already has
+        and ship only new chunks.
+        """
+
+    @abstractmethod
+    def query(self, sql: str) -> pa.Table:
+        """Run one SELECT and return its result as Arrow."""
+
+    @abstractmethod
+    def restart(self) -> None:
+        """Throw away the engine's state (connection, session) and start a fresh one."""
+
+    def close(self) -> None:
+        """Release the engine's resources."""
+        return None
+
+    def info(self) -> dict[str, Any]:
+        """Settings worth reporting in metrics."""
+        return {"engine": self.name}

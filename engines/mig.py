@@ -1,0 +1,273 @@
+"""The MIG operator: runs one migration candidate (a group of R2R operators) on a columnar engine.
+
+Dissertation, section 6.2: a migration candidate becomes one SQL query; a MIG operator in the
+row engine wraps it. At every instant where one of its inputs changed, the MIG
+
+1. mirrors its inputs into the engine as Arrow (``ColumnarEngine.set_input``):
+   * an Arrow window's chunks as they are (no per-tuple work at all),
+   * deltas from row operators converted column by column: window-derived ("FIFO") inputs
+     become one chunk per instant and expire whole chunks from the front; any other input
+     is kept as a multiset and re-shipped when it changes;
+2. re-executes the group's SQL (``ColumnarEngine.query``);
+3. hands the result relation back: as an Arrow table to an R2S operator (which writes it to
+   the sink without building tuples), or as tuples (a replacing delta) to a row operator.
+
+The MIG keeps every input as Arrow data on the Python side, so when the engine fails (a query
+error, the Spark JVM killed) it restarts the engine, re-ships its inputs and re-runs the
+instant; if the engine keeps failing it moves the group to a fallback engine. Each fault is
+recorded; the instant's output is produced exactly once, so the result stream stays complete
+and duplicate-free.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from engines.arrow_types import arrow_schema
+from engines.columnar import ColumnarEngine, EngineFault
+from engines.row.arrow_ops import table_of
+from engines.row.base import NO_CHANGE, Delta, RowOperator
+from engines.row.executor import GroupInput, batch_to_rows
+from optimizer.ir.placement import Group
+
+
+@dataclass
+class _Input:
+    """The Python-side copy of one MIG input: Arrow chunks (id, table), oldest first."""
+
+    table_name: str
+    schema: pa.Schema  # positional column names c0..c{n-1}
+    arrow: bool
+    fifo: bool
+    chunks: deque[tuple[int, pa.Table]] = field(default_factory=deque)
+    bag: dict[tuple[Any, ...], int] = field(default_factory=dict)
+    next_id: int = 0
+    rows: int = 0
+
+    def new_id(self) -> int:
+        self.next_id += 1
+        return self.next_id
+
+
+@dataclass
+class MigStats:
+    """Where a MIG's time goes (seconds) and what it moved."""
+
+    transfer_in_s: float = 0.0
+    sql_s: float = 0.0
+    transfer_out_s: float = 0.0
+    rows_shipped: int = 0
+    queries: int = 0
+    faults: list[dict[str, Any]] = field(default_factory=list)
+
+
+class MigOp(RowOperator):
+    """A migration candidate executed as one SQL query on a columnar engine."""
+
+    kind = "mig"
+
+    def __init__(
+        self,
+        group: Group,
+        sql_for: Callable[[str], str],
+        engine: ColumnarEngine,
+        inputs: list[GroupInput],
+        input_tables: list[str],
+        to_arrow: bool,
+        fallback: Callable[[], ColumnarEngine] | None = None,
+        max_retries: int = 2,
+    ) -> None:
+        super().__init__(f"mig[{group.top}]", replace_out=True)
+        self.group = group
+        self.sql_for = sql_for
+        self.engine = engine
+        self.sql = sql_for(engine.dialect)
+        self.to_arrow = to_arrow
+        self.fallback = fallback
+        self.max_retries = max_retries
+        self.stats = MigStats()
+        self._started = False
+        self.inputs = [
+            _Input(name, _positional(gi.schema), gi.arrow, gi.fifo)
+            for gi, name in zip(inputs, input_tables, strict=True)
+        ]
+
+    # -- input upkeep -----------------------------------------------------------------------
+
+    def _apply(self, inp: _Input, d: Delta) -> bool:
+        """Fold one input delta into the Python-side copy; True if the relation changed."""
+        if d.empty:
+            return False
+        if d.chunks is not None:
+            have = dict(inp.chunks)
+            for cid in d.chunks.removed:
+                have.pop(cid, None)
+            for cid, table in d.chunks.added:
+                have[cid] = table.rename_columns(inp.schema.names)
+            inp.chunks = deque((cid, have[cid]) for cid in d.chunks.order)
+            inp.rows = sum(t.num_rows for _, t in inp.chunks)
+            return True
+        if d.table is not None:  # another MIG's result
+            inp.chunks = deque([(inp.new_id(), d.table.rename_columns(inp.schema.names))])
+            inp.rows = d.table.num_rows
+            return True
+        if d.replace:
+            inp.chunks = deque([(inp.new_id(), table_of(d.ins, inp.schema))]) if d.ins else deque()
+            inp.rows = len(d.ins)
+            return True
+        if inp.fifo:
+            self._apply_fifo(inp, d)
+        else:
+            self._apply_bag(inp, d)
+        return True
+
+    def _apply_fifo(self, inp: _Input, d: Delta) -> None:
+        """Window-derived deltas: deletes are the oldest inserted tuples, in order."""
+        drop = len(d.dels)
+        while drop > 0 and inp.chunks:
+            cid, table = inp.chunks[0]
+            if table.num_rows <= drop:
+                inp.chunks.popleft()
+                drop -= table.num_rows
+                inp.rows -= table.num_rows
+            else:
+                inp.chunks[0] = (cid, table.slice(drop))
+                inp.rows -= drop
+                drop = 0
+        if d.ins:
+            inp.chunks.append((inp.new_id(), table_of(d.ins, inp.schema)))
+            inp.rows += len(d.ins)
+
+    def _apply_bag(self, inp: _Input, d: Delta) -> None:
+        bag = inp.bag
+        for r in d.ins:
+            bag[r] = bag.get(r, 0) + 1
+        for r in d.dels:
+            n = bag[r] - 1
+            if n:
+                bag[r] = n
+            else:
+                del bag[r]
+        rows = [r for r, n in bag.items() for _ in range(n)]
+        inp.chunks = deque([(inp.new_id(), table_of(rows, inp.schema))]) if rows else deque()
+        inp.rows = len(rows)
+
+    # -- execution --------------------------------------------------------------------------
+
+    def step(self, instant: int, inputs: list[Delta]) -> Delta:
+        changed = [self._apply(inp, d) for inp, d in zip(self.inputs, inputs, strict=True)]
+        if self._started and not any(changed):
+            return NO_CHANGE
+        first = not self._started
+        self._started = True
+        result = self._run(instant, [c or first for c in changed])
+        if self.to_arrow:
+            return Delta(table=result)
+        t0 = time.perf_counter()
+        rows = batch_to_rows(result)
+        self.stats.transfer_out_s += time.perf_counter() - t0
+        return Delta(rows, [], replace=True)
+
+    def _ship(self, which: list[bool]) -> None:
+        t0 = time.perf_counter()
+        for inp, ship in zip(self.inputs, which, strict=True):
+            if ship:
+                self.engine.set_input(inp.table_name, list(inp.chunks), inp.schema)
+                self.stats.rows_shipped += inp.rows
+        self.stats.transfer_in_s += time.perf_counter() - t0
+
+    def _run(self, instant: int, which: list[bool]) -> pa.Table:
+        attempt = 0
+        while True:
+            try:
+                self._ship(which)
+                t0 = time.perf_counter()
+                result = self.engine.query(self.sql)
+                self.stats.sql_s += time.perf_counter() - t0
+                self.stats.queries += 1
+                return result
+            except EngineFault as err:
+                attempt += 1
+                self.stats.faults.append(
+                    {"instant": instant, "engine": self.engine.name, "error": str(err)[:500]}
+                )
+                which = [True] * len(self.inputs)  # the new engine holds nothing yet
+                if attempt <= self.max_retries:
+                    warnings.warn(
+                        f"{self.op_id}: {self.engine.name} failed at instant {instant} "
+                        f"({str(err).splitlines()[0][:200]}); restarting it and replaying "
+                        "the instant from the retained Arrow inputs",
+                        RuntimeWarning,
+                        stacklevel=2,
+                    )
+                    self.engine.restart()
+                    continue
+                if self.fallback is None:
+                    raise
+                old = self.engine.name
+                self.engine = self.fallback()
+                self.sql = self.sql_for(self.engine.dialect)
+                self.fallback = None
+                warnings.warn(
+                    f"{self.op_id}: {old} keeps failing; moved the group to {self.engine.name}",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+                attempt = 0
+
+    # -- state ------------------------------------------------------------------------------
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "engine": self.engine.name,
+            "operators": list(self.group.operators),
+            "inputs": {
+                i.table_name: {"tuples": i.rows, "chunks": len(i.chunks)} for i in self.inputs
+            },
+            "queries": self.stats.queries,
+            "faults": len(self.stats.faults),
+        }
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "inputs": [
+                {"chunks": list(i.chunks), "bag": dict(i.bag), "next_id": i.next_id, "rows": i.rows}
+                for i in self.inputs
+            ],
+            "started": self._started,
+        }
+
+    def restore(self, snap: dict[str, Any]) -> None:
+        for inp, s in zip(self.inputs, snap["inputs"], strict=True):
+            inp.chunks = deque(s["chunks"])
+            inp.bag = dict(s["bag"])
+            inp.next_id = s["next_id"]
+            inp.rows = s["rows"]
+        self._started = snap["started"]
+        self._ship([True] * len(self.inputs))
+
+    def mig_metrics(self) -> dict[str, Any]:
+        s = self.stats
+        return {
+            "engine": self.engine.name,
+            "operators": list(self.group.operators),
+            "transfer_in_s": s.transfer_in_s,
+            "sql_s": s.sql_s,
+            "transfer_out_s": s.transfer_out_s,
+            "rows_shipped": s.rows_shipped,
+            "queries": s.queries,
+            "faults": s.faults,
+        }
+
+
+def _positional(schema: Any) -> pa.Schema:
+    """The Arrow schema of an IR schema with positional column names c0..c{n-1}."""
+    base = arrow_schema(schema)
+    return pa.schema([pa.field(f"c{i}", f.type) for i, f in enumerate(base)])

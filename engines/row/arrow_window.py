@@ -1,0 +1,196 @@
+"""Arrow windows: window contents kept as Arrow chunks, for windows that feed a MIG.
+
+When a window's consumer runs on a columnar engine, its tuples never need to become Python
+objects: the window buffers the arriving Arrow batches and, at each of its slide instants,
+cuts the visible rows into one *chunk* (a ``pyarrow.Table``) per slide. Expiry drops whole
+chunks (and trims the oldest one when the range is not a multiple of the slide). The window
+reports ``ChunkChange(added, removed)`` and the MIG mirrors the chunk set into its engine
+(DuckDB scans a registered ring of Arrow chunks without copying them).
+
+Semantics are exactly those of the tuple windows in ``engines.row.windows``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engines.row.base import NO_CHANGE, ChunkChange, Delta, RowOperator
+
+
+class ArrowWindow(RowOperator):
+    """A RANGE / NOW / UNBOUNDED / ROWS window over Arrow batches (see module docstring)."""
+
+    kind = "window"
+
+    def __init__(
+        self,
+        op_id: str,
+        time_column: int,
+        window: str,
+        size: int | None,
+        slide: int,
+        count_mode: bool = False,
+    ) -> None:
+        super().__init__(op_id, replace_out=False)
+        self.ts = time_column
+        self.window = window  # "range" | "now" | "unbounded" | "rows"
+        self.size = size
+        self.slide = slide
+        self.count_mode = count_mode
+        self._pending: list[pa.RecordBatch] = []
+        self._pending_max: int | None = None
+        self.chunks: deque[tuple[int, int, pa.Table]] = deque()  # (id, label instant, rows)
+        self.rows = 0
+        self._next_id = 0
+        self.last_instant: int | None = None
+
+    def own_instant(self, instant: int) -> bool:
+        return self.count_mode or instant % self.slide == 0
+
+    def push_arrow(self, batch: pa.RecordBatch) -> None:
+        if batch.num_rows == 0:
+            return
+        self._pending.append(batch)
+        hi = pc.max(batch.column(self.ts)).as_py()
+        if self._pending_max is None or hi > self._pending_max:
+            self._pending_max = hi
+
+    def _take_visible(self, instant: int) -> pa.Table | None:
+        if not self._pending:
+            return None
+        table = pa.Table.from_batches(self._pending)
+        if self.count_mode or (self._pending_max is not None and self._pending_max <= instant):
+            self._pending, self._pending_max = [], None
+            visible = table
+        else:
+            ts = table.column(self.ts)
+            keep = pc.less_equal(ts, instant)
+            visible = table.filter(keep)
+            rest = table.filter(pc.invert(keep))
+            self._pending = rest.to_batches()
+            self._pending_max = pc.max(rest.column(self.ts)).as_py() if rest.num_rows else None
+        if visible.num_rows == 0:
+            return None
+        if not self.count_mode:
+            # Timestamp order (stable: ties keep arrival order), as the tuple windows see it.
+            ts = visible.column(self.ts)
+            if visible.num_rows > 1 and not _sorted(ts):
+                visible = visible.take(
+                    pc.sort_indices(visible, [(visible.schema.names[self.ts], "ascending")])
+                )
+        return visible.combine_chunks()
+
+    def _add(self, label: int, table: pa.Table, change: ChunkChange) -> None:
+        cid = self._next_id
+        self._next_id += 1
+        self.chunks.append((cid, label, table))
+        self.rows += table.num_rows
+        change.added.append((cid, table))
+
+    def _drop_left(self, change: ChunkChange) -> tuple[int, int, pa.Table]:
+        cid, label, table = self.chunks.popleft()
+        self.rows -= table.num_rows
+        change.removed.append(cid)
+        return cid, label, table
+
+    def step(self, instant: int, inputs: list[Delta]) -> Delta:
+        if not self.own_instant(instant):
+            return NO_CHANGE
+        self.last_instant = instant
+        visible = self._take_visible(instant)
+        change = ChunkChange()
+        if self.window in ("now",) or (
+            self.window == "range" and self.size == self.slide and not self.count_mode
+        ):
+            while self.chunks:  # tumbling: the relation is replaced
+                self._drop_left(change)
+            if visible is not None:
+                self._add(instant, visible, change)
+        elif self.window == "range":
+            if visible is not None:
+                self._add(instant, visible, change)
+            assert self.size is not None
+            bound = instant - self.size
+            while self.chunks and self.chunks[0][1] <= bound:
+                self._drop_left(change)
+            if self.chunks:  # a chunk straddling the bound (range not a multiple of slide)
+                _, label, table = self.chunks[0]
+                ts = table.column(self.ts)
+                if pc.min(ts).as_py() <= bound:
+                    self._drop_left(change)
+                    kept = table.filter(pc.greater(ts, bound))
+                    self.chunks.appendleft((self._next_id, label, kept))
+                    self.rows += kept.num_rows
+                    change.added.insert(0, (self._next_id, kept))
+                    self._next_id += 1
+        elif self.window == "unbounded":
+            if visible is not None:
+                self._add(instant, visible, change)
+        else:  # rows
+            assert self.size is not None
+            if visible is not None:
+                self._add(instant, visible, change)
+            excess = self.rows - self.size
+            while excess > 0 and self.chunks:
+                _, label, table = self.chunks[0]
+                if table.num_rows <= excess:
+                    self._drop_left(change)
+                    excess -= table.num_rows
+                else:
+                    self._drop_left(change)
+                    kept = table.slice(excess)
+                    self.chunks.appendleft((self._next_id, label, kept))
+                    self.rows += kept.num_rows
+                    change.added.insert(0, (self._next_id, kept))
+                    self._next_id += 1
+                    excess = 0
+        if not change.added and not change.removed:
+            return NO_CHANGE
+        change.order = [cid for cid, _, _ in self.chunks]
+        return Delta(chunks=change)
+
+    def contents(self) -> list[tuple[int, pa.Table]]:
+        """The current chunks (id, table), oldest first."""
+        return [(cid, t) for cid, _, t in self.chunks]
+
+    def state(self) -> dict[str, Any]:
+        oldest = newest = None
+        if self.chunks:
+            oldest = pc.min(self.chunks[0][2].column(self.ts)).as_py()
+            newest = pc.max(self.chunks[-1][2].column(self.ts)).as_py()
+        return {
+            "tuples": self.rows,
+            "chunks": len(self.chunks),
+            "oldest_ts": oldest,
+            "newest_ts": newest,
+            "pending": sum(b.num_rows for b in self._pending),
+            "last_instant": self.last_instant,
+        }
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "pending": list(self._pending),
+            "pending_max": self._pending_max,
+            "chunks": list(self.chunks),
+            "rows": self.rows,
+            "next_id": self._next_id,
+            "last_instant": self.last_instant,
+        }
+
+    def restore(self, snap: dict[str, Any]) -> None:
+        self._pending = list(snap["pending"])
+        self._pending_max = snap["pending_max"]
+        self.chunks = deque(snap["chunks"])
+        self.rows = snap["rows"]
+        self._next_id = snap["next_id"]
+        self.last_instant = snap["last_instant"]
+
+
+def _sorted(col: pa.ChunkedArray | pa.Array) -> bool:
+    arr = col.to_numpy() if isinstance(col, pa.ChunkedArray) else col.to_numpy(zero_copy_only=False)
+    return bool(np.all(arr[1:] >= arr[:-1]))

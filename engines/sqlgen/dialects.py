@@ -1,0 +1,342 @@
+"""Per-dialect SQL for the scalar and aggregate semantics of docs/semantics.md.
+
+The IR's semantics are DuckDB's, so :class:`DuckDBDialect` mostly emits the plain construct
+and :class:`SparkDialect` rewrites what Spark SQL evaluates differently. Every method takes
+and returns sqlglot expression trees built from our generated names and typed IR literal
+values: no query text is ever formatted into SQL. Arguments are owned by the callee (a tree
+used twice is copied).
+
+=================================  =========================  ==================================
+IR semantics                       DuckDB                     Spark SQL
+=================================  =========================  ==================================
+``a / b`` IEEE (x/0 = +-inf, NaN)  ``a / b`` (IEEE already;  ``CASE WHEN b = 0 THEN a * +-inf
+                                   ``a * +-inf`` for a        ELSE a / b END`` (Spark: NULL;
+                                   constant zero b)           sign of b: ``CAST(b AS STRING)``)
+integer ``a % b``, NULL if b = 0   ``a % NULLIF(b, 0)``       same
+DOUBLE ``a % b``, NaN if b = 0     ``a % b`` (C fmod)         ``CASE WHEN b = 0 THEN a * NaN
+                                                              ELSE a % b END`` (Spark: NULL)
+CAST DOUBLE -> int, half to even   ``CAST(x AS INT)``         ``CAST(BROUND(x) AS INT)``
+                                                              (Spark's cast truncates)
+ROUND(x, n) half away from zero    ``ROUND(x, n)``            scaled ``ROUND(ABS(.))*SIGNUM(x)``
+                                                              (Spark rounds the decimal text)
+FLOOR / CEIL return DOUBLE         ``FLOOR(x)``, ``CEIL(x)``  via BIGINT below 2**52 only
+                                                              (Spark returns BIGINT)
+MEDIAN exact, mean of middle two   ``MEDIAN(x)``              ``MEDIAN(x)`` (exact percentile)
+DOUBLE / BIGINT literals           ``CAST(0.9 AS DOUBLE)``    same
+VARCHAR literals                   ``'it''s'``                ``'it\\'s'`` (backslashes escaped)
+=================================  =========================  ==================================
+
+Both dialects: integer arithmetic is computed in BIGINT (operands cast) and ``/`` in DOUBLE;
+LEAST / GREATEST ignore NULLs natively in both engines; NaN equals itself and is greater than
+every other number in both engines, as DuckDB defines. Spark must run with its default
+``spark.sql.parser.escapedStringLiterals=false`` (sqlglot escapes backslashes for it).
+"""
+
+from __future__ import annotations
+
+import math
+from enum import Enum
+
+from sqlglot import exp
+
+from optimizer.ir.errors import PlanError, UnsupportedError
+from optimizer.ir.types import DataType
+
+#: SQL type names of the IR types (sqlglot renders VARCHAR as TEXT / STRING as appropriate).
+_TYPE_NAMES = {
+    DataType.BOOLEAN: "BOOLEAN",
+    DataType.INTEGER: "INT",
+    DataType.BIGINT: "BIGINT",
+    DataType.DOUBLE: "DOUBLE",
+    DataType.VARCHAR: "VARCHAR",
+}
+
+#: 2**52: every double at least this large in magnitude is an integer.
+_EXACT_INTEGER_DOUBLE = 4503599627370496.0
+
+
+def sql_type(dtype: DataType) -> exp.DataType:
+    """The sqlglot type node of an IR type (NULL has no SQL type and is rejected)."""
+    name = _TYPE_NAMES.get(dtype)
+    if name is None:
+        raise PlanError(f"no SQL type for the IR type {dtype}")
+    return exp.DataType.build(name)
+
+
+def cast(e: exp.Expr, dtype: DataType) -> exp.Cast:
+    """``CAST(e AS dtype)``."""
+    return exp.Cast(this=e, to=sql_type(dtype))
+
+
+def paren(e: exp.Expr) -> exp.Expr:
+    """``e`` in parentheses unless it is atomic (sqlglot does not parenthesise by precedence)."""
+    if isinstance(e, exp.Column | exp.Literal | exp.Null | exp.Boolean | exp.Paren):
+        return e
+    if isinstance(e, exp.Func) and not isinstance(e, exp.Binary | exp.Unary):
+        return e  # calls, CAST and CASE render as one closed unit
+    return exp.Paren(this=e)
+
+
+def number(value: int) -> exp.Expr:
+    """An integer constant of ours (comparisons with zero, ROUND digits)."""
+    return exp.Literal.number(value)
+
+
+def special_double(text: str) -> exp.Cast:
+    """``CAST('NaN' | 'Infinity' | '-Infinity' | '-0.0' AS DOUBLE)``: constants of ours."""
+    return cast(exp.Literal.string(text), DataType.DOUBLE)
+
+
+def double_literal(value: float) -> exp.Expr:
+    """A DOUBLE constant: ``CAST(<repr> AS DOUBLE)`` for finite values, else a string cast.
+
+    ``repr`` is the shortest text that round-trips; both engines read it as a DECIMAL (or a
+    DOUBLE in exponent form) and the cast yields exactly the same double. NaN, the
+    infinities and -0.0 (which a DECIMAL cannot carry) go through ``CAST('...' AS DOUBLE)``.
+    """
+    if math.isnan(value):
+        return special_double("NaN")
+    if math.isinf(value):
+        return special_double("Infinity" if value > 0 else "-Infinity")
+    if value == 0.0 and math.copysign(1.0, value) < 0:
+        return special_double("-0.0")
+    return cast(exp.Literal.number(repr(value)), DataType.DOUBLE)
+
+
+def bigint_literal(value: int, dtype: DataType = DataType.BIGINT) -> exp.Cast:
+    """An integer constant typed exactly: ``CAST(5 AS BIGINT)``."""
+    return cast(exp.Literal.number(value), dtype)
+
+
+class Divisor(Enum):
+    """What is statically known about a divisor (Spark needs it to emulate IEEE x / 0)."""
+
+    NONZERO = "nonzero"  # a non-zero (or NULL) constant
+    ZERO = "zero"  # the constant 0 or +0.0
+    NEGATIVE_ZERO = "negative zero"  # the constant -0.0
+    NO_NEGATIVE_ZERO = "no negative zero"  # an integer value cast to DOUBLE: never -0.0
+    ANY = "any"  # any DOUBLE
+
+
+def _fn(name: str, *args: exp.Expr) -> exp.Anonymous:
+    """A call of a built-in function by its (fixed, ours) name, rendered as written."""
+    return exp.Anonymous(this=name, expressions=list(args))
+
+
+def _is_zero(e: exp.Expr) -> exp.EQ:
+    return exp.EQ(this=paren(e), expression=number(0))
+
+
+class SqlDialect:
+    """The DuckDB rendering of every construct; :class:`SparkDialect` overrides what differs.
+
+    ``name`` is the sqlglot dialect that renders the final statement.
+    """
+
+    name = "duckdb"
+
+    # -- arithmetic -------------------------------------------------------------------------
+
+    def divide(self, a: exp.Expr, b: exp.Expr, divisor: Divisor) -> exp.Expr:
+        """IEEE division of two DOUBLE operands; ``divisor`` is what is known about ``b``.
+
+        A constant zero divisor becomes ``a * +-inf`` (the same IEEE value). DuckDB needs it:
+        its common-subexpression elimination takes ``x / 0.0`` and ``x / -0.0`` in one SELECT
+        for the same expression (the constants compare equal), so one of them gets the other's
+        sign.
+        """
+        if divisor in (Divisor.ZERO, Divisor.NEGATIVE_ZERO):
+            sign = -1.0 if divisor is Divisor.NEGATIVE_ZERO else 1.0
+            return exp.Mul(this=paren(a), expression=double_literal(sign * math.inf))
+        return exp.Div(this=paren(a), expression=paren(b))
+
+    def int_mod(self, a: exp.Expr, b: exp.Expr) -> exp.Expr:
+        """Integer ``a % b`` (BIGINT operands): NULL for a zero divisor, sign of the dividend.
+
+        ``NULLIF`` makes a zero divisor NULL, so neither engine's division-by-zero behaviour
+        (DuckDB raises unless ``error_on_division_by_zero`` is off) is ever reached, and the
+        operands are not repeated as in ``CASE WHEN b = 0 THEN NULL ELSE a % b END``.
+        """
+        return exp.Mod(this=paren(a), expression=exp.Nullif(this=b, expression=number(0)))
+
+    def float_mod(self, a: exp.Expr, b: exp.Expr, divisor: Divisor) -> exp.Expr:
+        """DOUBLE ``a % b`` (C fmod): NaN for a zero divisor or an infinite dividend."""
+        return exp.Mod(this=paren(a), expression=paren(b))
+
+    # -- functions --------------------------------------------------------------------------
+
+    def floor(self, x: exp.Expr) -> exp.Expr:
+        """FLOOR of a DOUBLE, as a DOUBLE."""
+        return exp.Floor(this=x)
+
+    def ceil(self, x: exp.Expr) -> exp.Expr:
+        """CEIL of a DOUBLE, as a DOUBLE."""
+        return exp.Ceil(this=x)
+
+    def round(self, x: exp.Expr, digits: int) -> exp.Expr:
+        """ROUND of a DOUBLE to ``digits`` decimals, half away from zero (DuckDB's ROUND)."""
+        if digits == 0:
+            return exp.Round(this=x)
+        return exp.Round(this=x, decimals=number(digits))
+
+    def least_greatest(self, name: str, args: list[exp.Expr]) -> exp.Expr:
+        """LEAST / GREATEST ignoring NULLs (both engines do natively; one argument is itself).
+
+        Emitted as a plain call: sqlglot's own ``exp.Least`` would be rewritten for DuckDB
+        into a NULL-propagating CASE.
+        """
+        if len(args) == 1:
+            return args[0]
+        return _fn(name, *args)
+
+    # -- casts ------------------------------------------------------------------------------
+
+    def double_to_integer(self, x: exp.Expr, dtype: DataType) -> exp.Expr:
+        """CAST of a DOUBLE to an integer type, rounding half to even (DuckDB's cast)."""
+        return cast(x, dtype)
+
+    def check_cast(self, src: DataType, dst: DataType) -> None:
+        """Raise UnsupportedError for a cast this dialect cannot give DuckDB's result for."""
+
+    # -- aggregates -------------------------------------------------------------------------
+
+    def median(self, x: exp.Expr) -> exp.Expr:
+        """Exact median of a DOUBLE argument (mean of the two middle values for even counts)."""
+        return exp.Median(this=x)
+
+
+class DuckDBDialect(SqlDialect):
+    """DuckDB: the reference semantics, so constructs are emitted as they are."""
+
+    name = "duckdb"
+
+
+class SparkDialect(SqlDialect):
+    """Spark SQL 4 (ANSI mode off, though no rewrite here depends on it).
+
+    ``MEDIAN`` needs no rewrite: in Spark 4 it is the exact ``percentile(x, 0.5)``, which
+    interpolates between the two middle values (``percentile_approx`` is the approximate one).
+    """
+
+    name = "spark"
+
+    def divide(self, a: exp.Expr, b: exp.Expr, divisor: Divisor) -> exp.Expr:
+        # Spark yields NULL for x / 0. IEEE gives a * (+-inf): +-inf for a non-zero a, NaN for
+        # a zero or NaN a, and a NULL a stays NULL. The sign of a zero divisor needs a run-time
+        # test only for DOUBLE expressions: CAST(-0.0 AS STRING) is '-0.0'.
+        if divisor in (Divisor.NONZERO, Divisor.ZERO, Divisor.NEGATIVE_ZERO):
+            return super().divide(a, b, divisor)
+        inf: exp.Expr = double_literal(math.inf)
+        if divisor is Divisor.ANY:
+            negative = exp.Like(
+                this=cast(b.copy(), DataType.VARCHAR), expression=exp.Literal.string("-%")
+            )
+            inf = exp.Case(ifs=[exp.If(this=negative, true=double_literal(-math.inf))], default=inf)
+        return exp.Case(
+            ifs=[
+                exp.If(
+                    this=_is_zero(b.copy()),
+                    true=exp.Mul(this=paren(a.copy()), expression=paren(inf)),
+                )
+            ],
+            default=exp.Div(this=paren(a), expression=paren(b)),
+        )
+
+    def float_mod(self, a: exp.Expr, b: exp.Expr, divisor: Divisor) -> exp.Expr:
+        # Spark yields NULL for x % 0.0; fmod gives NaN (a * NaN keeps a NULL dividend NULL).
+        if divisor in (Divisor.ZERO, Divisor.NEGATIVE_ZERO):
+            return exp.Mul(this=paren(a), expression=double_literal(math.nan))
+        if divisor is Divisor.NONZERO:
+            return exp.Mod(this=paren(a), expression=paren(b))
+        return exp.Case(
+            ifs=[
+                exp.If(
+                    this=_is_zero(b.copy()),
+                    true=exp.Mul(this=paren(a.copy()), expression=double_literal(math.nan)),
+                )
+            ],
+            default=exp.Mod(this=paren(a), expression=paren(b)),
+        )
+
+    @staticmethod
+    def _integral(x: exp.Expr, value: exp.Expr) -> exp.Expr:
+        """``value`` (computed through BIGINT) where that is exact, else ``x`` itself.
+
+        Every double of magnitude >= 2**52 is an integer and NaN / +-inf are their own floor
+        and ceiling (NaN is larger than any number in Spark, so ``ABS(NaN) < 2**52`` is
+        false); a zero is its own floor and ceiling and keeps its sign, as in C.
+        """
+        exact = exp.And(
+            this=exp.LT(
+                this=exp.Abs(this=x.copy()), expression=double_literal(_EXACT_INTEGER_DOUBLE)
+            ),
+            expression=exp.NEQ(this=paren(x.copy()), expression=number(0)),
+        )
+        return exp.Case(ifs=[exp.If(this=exact, true=value)], default=x)
+
+    def floor(self, x: exp.Expr) -> exp.Expr:
+        # Spark's FLOOR returns BIGINT (saturating at 2**63, NaN -> 0).
+        return self._integral(x, cast(exp.Floor(this=x.copy()), DataType.DOUBLE))
+
+    def ceil(self, x: exp.Expr) -> exp.Expr:
+        # CEIL(x) = -FLOOR(-x), so that CEIL of (-1, 0) is -0.0 as in C (CAST(0 AS DOUBLE)
+        # would be +0.0).
+        floor_neg = cast(exp.Floor(this=exp.Neg(this=paren(x.copy()))), DataType.DOUBLE)
+        return self._integral(x, exp.Neg(this=floor_neg))
+
+    def round(self, x: exp.Expr, digits: int) -> exp.Expr:
+        # DuckDB computes r = round(x * 10^n) / 10^n (n >= 0) or round(x / 10^-n) * 10^-n
+        # (n < 0) with C's round (half away from zero), and returns x when r is not finite.
+        # Spark's ROUND(x, n) rounds the *decimal text* of x (ROUND(1.005, 2) is 1.01, DuckDB
+        # says 1.0), so only rounding to an integer is left to Spark: rounding the shortest
+        # decimal text of y half up is exactly C's round of y. ROUND(ABS(y)) * SIGNUM(x)
+        # keeps the sign of a zero result (Spark's ROUND(-0.4) is 0.0, C's round is -0.0).
+        sign = _fn("SIGNUM", x.copy())
+        if digits == 0:
+            return exp.Mul(this=exp.Round(this=exp.Abs(this=x)), expression=sign)
+        scale = 10.0 ** abs(digits)
+        scaled: exp.Expr
+        if digits > 0:
+            scaled = exp.Mul(this=paren(x.copy()), expression=double_literal(scale))
+            rounded = exp.Mul(this=exp.Round(this=exp.Abs(this=scaled.copy())), expression=sign)
+            value: exp.Expr = exp.Div(this=paren(rounded), expression=double_literal(scale))
+            # For a finite x the result is not finite exactly when x * 10^n overflows; a NaN
+            # or infinite x gives itself either way.
+            overflow = exp.EQ(this=exp.Abs(this=scaled), expression=double_literal(math.inf))
+        else:
+            scaled = exp.Div(this=paren(x.copy()), expression=double_literal(scale))
+            rounded = exp.Mul(this=exp.Round(this=exp.Abs(this=scaled)), expression=sign)
+            value = exp.Mul(this=paren(rounded), expression=double_literal(scale))
+            overflow = exp.EQ(this=exp.Abs(this=value.copy()), expression=double_literal(math.inf))
+        return exp.Case(ifs=[exp.If(this=overflow, true=x)], default=value)
+
+    def double_to_integer(self, x: exp.Expr, dtype: DataType) -> exp.Expr:
+        # Spark's cast truncates; BROUND rounds half to even first, as DuckDB's cast does.
+        return cast(_fn("BROUND", x), dtype)
+
+    def check_cast(self, src: DataType, dst: DataType) -> None:
+        if src is DataType.VARCHAR and dst is not DataType.VARCHAR:
+            raise UnsupportedError(
+                f"CAST from VARCHAR to {dst} is not supported on Spark",
+                hint="Spark parses numbers and booleans from text differently from DuckDB "
+                "(invalid text is NULL, not an error); run this operator on DuckDB",
+            )
+        if src is DataType.DOUBLE and dst is DataType.VARCHAR:
+            raise UnsupportedError(
+                "CAST from DOUBLE to VARCHAR is not supported on Spark",
+                hint="Spark formats doubles differently from DuckDB (1.0E20 vs 1e+20); "
+                "run this operator on DuckDB",
+            )
+
+
+DIALECTS: dict[str, SqlDialect] = {"duckdb": DuckDBDialect(), "spark": SparkDialect()}
+
+
+def get_dialect(name: str) -> SqlDialect:
+    """The dialect called ``name`` (``duckdb`` or ``spark``, case-insensitive)."""
+    dialect = DIALECTS.get(name.lower()) if isinstance(name, str) else None
+    if dialect is None:
+        raise PlanError(
+            f"unknown SQL dialect {name!r}", hint=f"use one of: {', '.join(sorted(DIALECTS))}"
+        )
+    return dialect

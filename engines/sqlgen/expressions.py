@@ -1,0 +1,293 @@
+"""Translate bound IR expressions into sqlglot expression trees for one dialect.
+
+The translation is structural and typed: a :class:`~optimizer.ir.expr.ColumnRef` becomes the
+column the caller maps its index to (``s.c3``, ``l.c0``, ``r.c2``), literals are built from
+their typed Python values (never from query text), and every operator whose meaning depends
+on SQL typing is given explicitly typed operands, so DuckDB and Spark compute the IR's result
+type and value:
+
+* ``+ - *`` on integers run in BIGINT (operands cast), so neither engine overflows at INT;
+  with a DOUBLE operand both sides are cast to DOUBLE;
+* ``/`` casts both operands to DOUBLE (IEEE division, dialect-specific for x / 0);
+* ``%`` is integer or floating (fmod) by the IR result type, with the dialect's zero rule;
+* NEG and ABS of an integer run in BIGINT (no INT overflow at -2**31);
+* COALESCE / LEAST / GREATEST / CASE arguments are cast to the unified result type;
+* ROUND's argument is cast to DOUBLE (its IR result type); FLOOR / CEIL of a DOUBLE give a
+  DOUBLE, and of an integer the integer itself in the IR's declared result type.
+
+Example:
+    >>> from optimizer.ir.expr import Binary, ColumnRef, Literal
+    >>> from optimizer.ir.types import DataType
+    >>> from sqlglot import exp
+    >>> from engines.sqlgen.dialects import get_dialect
+    >>> t = ExprTranslator(get_dialect("duckdb"), lambda i: exp.column(f"c{i}", table="s"))
+    >>> e = Binary(">", ColumnRef(2, "value", DataType.DOUBLE),
+    ...            Literal(0.9, DataType.DOUBLE), DataType.BOOLEAN)
+    >>> t.scalar(e).sql(dialect="duckdb")
+    's.c2 > CAST(0.9 AS DOUBLE)'
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from sqlglot import exp
+
+from engines.sqlgen.dialects import (
+    Divisor,
+    SqlDialect,
+    bigint_literal,
+    cast,
+    double_literal,
+    paren,
+    sql_type,
+)
+from optimizer.ir.errors import PlanError, UnsupportedError
+from optimizer.ir.expr import (
+    AggCall,
+    Binary,
+    Case,
+    Cast,
+    ColumnRef,
+    Expr,
+    Func,
+    Literal,
+    Unary,
+)
+from optimizer.ir.types import DataType
+
+_COMPARE: dict[str, type[exp.Binary]] = {
+    "=": exp.EQ,
+    "<>": exp.NEQ,
+    "<": exp.LT,
+    "<=": exp.LTE,
+    ">": exp.GT,
+    ">=": exp.GTE,
+}
+_ARITH: dict[str, type[exp.Binary]] = {"+": exp.Add, "-": exp.Sub, "*": exp.Mul}
+
+#: Column resolver: input column index -> the SQL column expression.
+ColumnFn = Callable[[int], exp.Expr]
+
+
+class ExprTranslator:
+    """IR expression -> sqlglot tree, over the input columns given by ``column``."""
+
+    def __init__(self, dialect: SqlDialect, column: ColumnFn) -> None:
+        self.dialect = dialect
+        self.column = column
+
+    # -- typing helpers ---------------------------------------------------------------------
+
+    def typed(self, e: Expr, dtype: DataType) -> exp.Expr:
+        """``e`` translated and cast to ``dtype`` unless it already has that type.
+
+        A bare NULL (IR type NULL) becomes ``CAST(NULL AS dtype)``; a target of type NULL
+        (nothing known) leaves the expression as it is.
+        """
+        out = self.scalar(e)
+        if dtype is DataType.NULL or e.dtype == dtype:
+            return out
+        if isinstance(out, exp.Cast) and out.to == sql_type(dtype):
+            return out
+        return cast(out, dtype)
+
+    # -- scalar expressions -----------------------------------------------------------------
+
+    def scalar(self, e: Expr) -> exp.Expr:
+        """The SQL expression computing ``e`` (an aggregate call is rejected)."""
+        if isinstance(e, Literal):
+            return self._literal(e)
+        if isinstance(e, ColumnRef):
+            return self.column(e.index)
+        if isinstance(e, Binary):
+            return self._binary(e)
+        if isinstance(e, Unary):
+            return self._unary(e)
+        if isinstance(e, Func):
+            return self._func(e)
+        if isinstance(e, Cast):
+            return self._cast(e)
+        if isinstance(e, Case):
+            return self._case(e)
+        if isinstance(e, AggCall):
+            raise PlanError(f"aggregate {e.display()} outside an aggregate operator")
+        raise PlanError(f"cannot translate expression {e!r} to SQL")
+
+    def _literal(self, e: Literal) -> exp.Expr:
+        v, t = e.value, e.dtype
+        if v is None:
+            return exp.Null() if t is DataType.NULL else cast(exp.Null(), t)
+        if t is DataType.BOOLEAN and isinstance(v, bool):
+            return exp.Boolean(this=v)
+        if t.is_integer and isinstance(v, int) and not isinstance(v, bool):
+            return bigint_literal(v, t)
+        if t is DataType.DOUBLE and isinstance(v, int | float) and not isinstance(v, bool):
+            return double_literal(float(v))
+        if t is DataType.VARCHAR and isinstance(v, str):
+            # sqlglot escapes quotes (and, for Spark, backslashes) when rendering.
+            return exp.Literal.string(v)
+        raise PlanError(f"literal {v!r} does not fit its type {t}")
+
+    def _binary(self, e: Binary) -> exp.Expr:
+        op = e.op
+        if op in ("AND", "OR"):
+            node = exp.And if op == "AND" else exp.Or
+            return node(
+                this=paren(self.typed(e.left, DataType.BOOLEAN)),
+                expression=paren(self.typed(e.right, DataType.BOOLEAN)),
+            )
+        if op in _COMPARE:
+            # Numeric comparisons coerce to the wider type in both engines, as in the IR.
+            return _COMPARE[op](
+                this=paren(self.scalar(e.left)), expression=paren(self.scalar(e.right))
+            )
+        if op in _ARITH:
+            target = e.dtype if e.dtype is not DataType.NULL else DataType.BIGINT
+            return _ARITH[op](
+                this=paren(self.typed(e.left, target)),
+                expression=paren(self.typed(e.right, target)),
+            )
+        if op == "/":
+            return self.dialect.divide(
+                self.typed(e.left, DataType.DOUBLE),
+                self.typed(e.right, DataType.DOUBLE),
+                _divisor(e.right),
+            )
+        if op == "%":
+            if e.dtype is DataType.DOUBLE:
+                return self.dialect.float_mod(
+                    self.typed(e.left, DataType.DOUBLE),
+                    self.typed(e.right, DataType.DOUBLE),
+                    _divisor(e.right),
+                )
+            return self.dialect.int_mod(
+                self.typed(e.left, DataType.BIGINT), self.typed(e.right, DataType.BIGINT)
+            )
+        raise PlanError(f"unknown binary operator {op!r}")
+
+    def _unary(self, e: Unary) -> exp.Expr:
+        if e.op == "IS NULL":
+            return exp.Is(this=paren(self.scalar(e.operand)), expression=exp.Null())
+        if e.op == "IS NOT NULL":
+            return exp.Not(
+                this=exp.Paren(
+                    this=exp.Is(this=paren(self.scalar(e.operand)), expression=exp.Null())
+                )
+            )
+        if e.op == "NOT":
+            return exp.Not(this=paren(self.typed(e.operand, DataType.BOOLEAN)))
+        if e.op == "NEG":
+            return exp.Neg(this=paren(self.typed(e.operand, _widened(e.dtype))))
+        raise PlanError(f"unknown unary operator {e.op!r}")
+
+    def _func(self, e: Func) -> exp.Expr:
+        name, args = e.name, e.args
+        if name == "ABS":
+            return exp.Abs(this=self.typed(args[0], _widened(e.dtype)))
+        if name == "COALESCE":
+            typed = [self.typed(a, e.dtype) for a in args]
+            return exp.Coalesce(this=typed[0], expressions=typed[1:])
+        if name in ("LEAST", "GREATEST"):
+            return self.dialect.least_greatest(name, [self.typed(a, e.dtype) for a in args])
+        if name in ("FLOOR", "CEIL"):
+            if args[0].dtype.is_integer or args[0].dtype is DataType.NULL:
+                # An integer is its own floor and ceiling, in the declared result type (the
+                # IR types FLOOR(INTEGER) as INTEGER; DuckDB's FLOOR would give a DOUBLE).
+                return self.typed(args[0], e.dtype)
+            x = self.typed(args[0], DataType.DOUBLE)
+            return self.dialect.floor(x) if name == "FLOOR" else self.dialect.ceil(x)
+        if name == "ROUND":
+            digits = 0
+            if len(args) > 1:
+                d = args[1]
+                if not (isinstance(d, Literal) and isinstance(d.value, int)):
+                    raise UnsupportedError(
+                        "ROUND's second argument must be an integer literal in SQL generation"
+                    )
+                if isinstance(d.value, bool):
+                    raise UnsupportedError("ROUND's second argument must be an integer")
+                digits = d.value
+            return self.dialect.round(self.typed(args[0], DataType.DOUBLE), digits)
+        raise UnsupportedError(f"function {name} has no SQL translation")
+
+    def _cast(self, e: Cast) -> exp.Expr:
+        src, dst = e.operand.dtype, e.dtype
+        if src == dst:
+            return self.scalar(e.operand)
+        if dst is DataType.NULL:
+            raise PlanError("CAST to the NULL type")
+        if src is DataType.NULL:
+            return cast(exp.Null(), dst)
+        self.dialect.check_cast(src, dst)
+        operand = self.scalar(e.operand)
+        if src is DataType.DOUBLE and dst.is_integer:
+            return self.dialect.double_to_integer(operand, dst)
+        return cast(operand, dst)
+
+    def _case(self, e: Case) -> exp.Expr:
+        ifs = [
+            exp.If(this=self.typed(c, DataType.BOOLEAN), true=self.typed(v, e.dtype))
+            for c, v in e.whens
+        ]
+        default = self.typed(e.default, e.dtype)
+        return exp.Case(ifs=ifs, default=default)
+
+    # -- aggregates -------------------------------------------------------------------------
+
+    def aggregate(self, call: AggCall) -> exp.Expr:
+        """The SQL aggregate computing ``call`` over the operator's input columns."""
+        func = call.func
+        if call.distinct and func != "COUNT":
+            raise UnsupportedError(
+                f"{func}(DISTINCT ...) is not supported", hint="only COUNT(DISTINCT ...) is"
+            )
+        if call.arg is None:
+            if func != "COUNT":
+                raise PlanError(f"{func}(*) is not a valid aggregate")
+            return exp.Count(this=exp.Star())
+        if call.arg.dtype is DataType.NULL:
+            # A bare NULL argument: give it the result type (Spark rejects SUM(NULL)).
+            arg_type = DataType.BIGINT if func == "COUNT" else call.dtype
+            call = AggCall(func, Cast(call.arg, arg_type), call.distinct, call.dtype)
+        assert call.arg is not None
+        if func == "COUNT":
+            arg = self.scalar(call.arg)
+            if call.distinct:
+                return exp.Count(this=exp.Distinct(expressions=[arg]))
+            return exp.Count(this=arg)
+        if func == "SUM":
+            return exp.Sum(this=self.scalar(call.arg))
+        if func == "AVG":
+            return exp.Avg(this=self.typed(call.arg, DataType.DOUBLE))
+        if func == "MIN":
+            return exp.Min(this=self.scalar(call.arg))
+        if func == "MAX":
+            return exp.Max(this=self.scalar(call.arg))
+        if func == "MEDIAN":
+            return self.dialect.median(self.typed(call.arg, DataType.DOUBLE))
+        raise UnsupportedError(f"aggregate function {func} has no SQL translation")
+
+
+def _widened(dtype: DataType) -> DataType:
+    """The type integer arithmetic runs in: BIGINT for integers, the type itself otherwise."""
+    if dtype.is_integer or dtype is DataType.NULL:
+        return DataType.BIGINT
+    return dtype
+
+
+def _divisor(e: Expr) -> Divisor:
+    """What is statically known about a divisor (after its cast to DOUBLE)."""
+    if isinstance(e, Literal):
+        v = e.value
+        if v is None or isinstance(v, bool) or not isinstance(v, int | float):
+            return Divisor.NONZERO  # NULL: the division is NULL in every engine
+        if v != 0:
+            return Divisor.NONZERO
+        if isinstance(v, float) and math.copysign(1.0, v) < 0:
+            return Divisor.NEGATIVE_ZERO
+        return Divisor.ZERO
+    if e.dtype is not DataType.DOUBLE:
+        return Divisor.NO_NEGATIVE_ZERO  # an integer cast to DOUBLE is never -0.0
+    return Divisor.ANY

@@ -1,0 +1,180 @@
+"""Placements: which engine runs each operator, what each engine can run, and the groups.
+
+A *placement* maps every operator id to an engine name. Sources, windows (S2R), R2S
+operators and the sink always run on the row engine: it is the gateway that hosts the
+streams (dissertation, section 6.2). R2R operators may run on a columnar engine; a maximal
+connected set of R2R operators on the same columnar engine is a *migration candidate*
+(group), executed as one SQL query wrapped by a MIG operator.
+
+Engine capabilities are data (``CAPABILITIES``), so the optimizer and the plan builder can
+reject an operator an engine cannot run before anything executes.
+
+Example:
+    >>> from optimizer.sql import plan_query
+    >>> from optimizer.sql.catalog import load_catalog
+    >>> from pathlib import Path
+    >>> cat = load_catalog(Path(__file__).parents[2] / "queries/smartplug/catalog.toml")
+    >>> plan = plan_query("SELECT plug_id, AVG(value) AS a FROM readings [RANGE 1 MINUTE] "
+    ...                   "WHERE property = 1 GROUP BY plug_id", cat)
+    >>> p = uniform_placement(plan, "duckdb")
+    >>> [(g.engine, g.operators) for g in groups(plan, p)]
+    [('duckdb', ('select1', 'aggregate1'))]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import networkx as nx
+
+from optimizer.ir.errors import PlanError, did_you_mean
+from optimizer.ir.expr import AggCall, Func, Unary
+from optimizer.ir.plan import Aggregate, Category, LogicalPlan
+
+ROW = "row"
+COLUMNAR_ENGINES = ("duckdb", "spark")
+ENGINES = (ROW, *COLUMNAR_ENGINES)
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What one engine can run: operator kinds, aggregate functions, scalar functions."""
+
+    operators: frozenset[str]
+    aggregates: frozenset[str]
+    functions: frozenset[str]
+    distinct_aggregates: frozenset[str] = frozenset({"COUNT"})
+
+
+_ALL_FUNCS = frozenset({"ABS", "COALESCE", "LEAST", "GREATEST", "FLOOR", "CEIL", "ROUND"})
+_ALL_AGGS = frozenset({"COUNT", "SUM", "AVG", "MIN", "MAX", "MEDIAN"})
+_R2R = frozenset({"select", "project", "join", "aggregate"})
+
+#: Declared capabilities per engine. The row engine also runs every S2R/R2S operator.
+CAPABILITIES: dict[str, Capabilities] = {
+    ROW: Capabilities(
+        _R2R | {"source", "window", "istream", "dstream", "rstream", "sink"}, _ALL_AGGS, _ALL_FUNCS
+    ),
+    "duckdb": Capabilities(_R2R, _ALL_AGGS, _ALL_FUNCS),
+    "spark": Capabilities(_R2R, _ALL_AGGS, _ALL_FUNCS),
+}
+
+
+@dataclass(frozen=True)
+class Group:
+    """A migration candidate: connected R2R operators on one columnar engine.
+
+    ``operators`` are in topological order; ``top`` is the one whose output leaves the group.
+    """
+
+    engine: str
+    operators: tuple[str, ...]
+    top: str
+
+
+def uniform_placement(plan: LogicalPlan, engine: str) -> dict[str, str]:
+    """Every R2R operator on ``engine``, everything else on the row engine."""
+    return {
+        op_id: engine if plan.op(op_id).category is Category.R2R else ROW
+        for op_id in plan.topological()
+    }
+
+
+def complete_placement(plan: LogicalPlan, partial: Mapping[str, str]) -> dict[str, str]:
+    """A full placement from a partial one (unnamed operators run on the row engine),
+    validated: known ids and engines, gateway operators on the row engine, capabilities."""
+    ids = plan.topological()
+    for op_id, engine in partial.items():
+        if op_id not in plan:
+            raise PlanError(
+                f"placement names unknown operator '{op_id}'",
+                hint=did_you_mean(op_id, ids) or "use the ids printed by 'hycq explain'",
+            )
+        if engine not in ENGINES:
+            raise PlanError(
+                f"placement puts '{op_id}' on unknown engine '{engine}'",
+                hint=did_you_mean(engine, ENGINES) or f"engines: {', '.join(ENGINES)}",
+            )
+    placement = {op_id: partial.get(op_id, ROW) for op_id in ids}
+    check_placement(plan, placement)
+    return placement
+
+
+def check_placement(plan: LogicalPlan, placement: Mapping[str, str]) -> None:
+    """Raise PlanError if an operator is placed on an engine that cannot run it."""
+    for op_id in plan.topological():
+        op = plan.op(op_id)
+        engine = placement[op_id]
+        caps = CAPABILITIES[engine]
+        if op.kind not in caps.operators:
+            where = (
+                "the row engine (the gateway hosting streams, windows and output)"
+                if op.category is not Category.R2R
+                else "an engine that supports it"
+            )
+            raise PlanError(
+                f"{engine} cannot run {op_id} ({op.kind})",
+                hint=f"place {op_id} on {where}",
+            )
+        if isinstance(op, Aggregate):
+            for call in op.aggs:
+                _check_agg(op_id, engine, caps, call)
+        for expr in _expressions(op):
+            for node in expr.walk():
+                if isinstance(node, Func) and node.name not in caps.functions:
+                    raise PlanError(f"{engine} cannot evaluate {node.name} in {op_id}")
+                if isinstance(node, Unary) and node.op not in (
+                    "NOT",
+                    "NEG",
+                    "IS NULL",
+                    "IS NOT NULL",
+                ):
+                    raise PlanError(f"{engine} cannot evaluate {node.op} in {op_id}")
+
+
+def _check_agg(op_id: str, engine: str, caps: Capabilities, call: AggCall) -> None:
+    if call.func not in caps.aggregates:
+        raise PlanError(f"{engine} cannot compute {call.func} in {op_id}")
+    if call.distinct and call.func not in caps.distinct_aggregates:
+        raise PlanError(f"{engine} cannot compute {call.func}(DISTINCT ...) in {op_id}")
+
+
+def _expressions(op: object) -> list[Any]:
+    from optimizer.ir.plan import Join, Project, Select
+
+    if isinstance(op, Select):
+        return [op.predicate]
+    if isinstance(op, Project):
+        return list(op.exprs)
+    if isinstance(op, Join):
+        return [op.condition] if op.condition is not None else []
+    if isinstance(op, Aggregate):
+        return [*op.group_by, *(a for a in op.aggs)]
+    return []
+
+
+def groups(plan: LogicalPlan, placement: Mapping[str, str]) -> list[Group]:
+    """The migration candidates of a placement, in topological order of their tops."""
+    columnar = [
+        i
+        for i in plan.topological()
+        if placement.get(i, ROW) != ROW and plan.op(i).category is Category.R2R
+    ]
+    g = nx.Graph()
+    g.add_nodes_from(columnar)
+    for i in columnar:
+        for j in plan.inputs(i):
+            if j in g and placement[j] == placement[i]:
+                g.add_edge(i, j)
+    order = {op_id: k for k, op_id in enumerate(plan.topological())}
+    out = []
+    for comp in nx.connected_components(g):
+        ops = tuple(sorted(comp, key=order.__getitem__))
+        tops = [o for o in ops if not any(c in comp for c in plan.consumers(o))]
+        if len(tops) != 1:  # pragma: no cover - every R2R operator has one consumer
+            raise PlanError(f"group {ops} has {len(tops)} outputs")
+        out.append(Group(placement[ops[0]], ops, tops[0]))
+    out.sort(key=lambda grp: order[grp.top])
+    return out
