@@ -111,31 +111,44 @@ def _greatest(*args: Any) -> Any:
 
 
 def _round_half_away(x: float) -> float:
+    """C's round(): to the nearest integer, halves away from zero, computed exactly."""
     if math.isinf(x) or x != x:
         return x
-    return math.copysign(math.floor(abs(x) + 0.5), x)
+    a = abs(x)
+    f = math.floor(a)
+    r = f + 1 if a - f >= 0.5 else f  # a - f is exact for every double
+    return math.copysign(float(r), x)
 
 
 def _round(x: Any, n: int = 0) -> Any:
+    """DuckDB's ROUND of a DOUBLE: scale, round half away from zero, unscale; on overflow
+    the input itself."""
     if x is None:
         return None
-    if isinstance(x, int) and not isinstance(x, bool):
-        if n >= 0:
-            return x
-        p = 10 ** (-n)
-        return int(_round_half_away(x / p)) * p
+    x = float(x)
     if n == 0:
         return _round_half_away(x)
-    p = 10.0**n
-    return _round_half_away(x * p) / p
+    if n > 0:
+        p = 10.0**n
+        out = _round_half_away(x * p) / p
+    else:
+        p = 10.0 ** (-n)
+        out = _round_half_away(x / p) * p
+    return x if (math.isinf(out) or out != out) else out
 
 
 def _floor(x: float) -> float:
-    return x if (math.isinf(x) or x != x) else float(math.floor(x))
+    if math.isinf(x) or x != x:
+        return x
+    r = math.floor(x)
+    return math.copysign(0.0, x) if r == 0 else float(r)  # floor(-0.0) is -0.0, as in C
 
 
 def _ceil(x: float) -> float:
-    return x if (math.isinf(x) or x != x) else float(math.ceil(x))
+    if math.isinf(x) or x != x:
+        return x
+    r = math.ceil(x)
+    return math.copysign(0.0, x) if r == 0 else float(r)  # ceil(-0.5) is -0.0, as in C
 
 
 def _to_int(x: Any) -> int:
@@ -270,6 +283,9 @@ class _Gen:
         raise TypeError(f"unknown operator {op}")
 
     def _unary(self, e: Unary) -> str:
+        if isinstance(e.operand, Literal) and e.op in ("IS NULL", "IS NOT NULL"):
+            is_null = e.operand.value is None  # folded: no `<literal> is None` in the code
+            return repr(is_null if e.op == "IS NULL" else not is_null)
         if e.op == "IS NULL":
             return f"({self.gen(e.operand)} is None)"
         if e.op == "IS NOT NULL":

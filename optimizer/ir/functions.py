@@ -46,7 +46,7 @@ def _unify(types: Sequence[DataType]) -> DataType | None:
 
 
 def _floor_ceil(types: Sequence[DataType]) -> DataType | None:
-    return types[0] if types[0].is_numeric else None
+    return DataType.DOUBLE if types[0].is_numeric else None  # DOUBLE even for integers
 
 
 FUNCTIONS: dict[str, FunctionSpec] = {
