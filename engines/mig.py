@@ -66,6 +66,8 @@ class MigStats:
     rows_shipped: int = 0
     queries: int = 0
     faults: list[dict[str, Any]] = field(default_factory=list)
+    #: (instant, seconds) of every step that ran the query: ship + SQL + hand-back.
+    slides: list[tuple[int, float]] = field(default_factory=list)
 
 
 class MigOp(RowOperator):
@@ -167,12 +169,15 @@ class MigOp(RowOperator):
             return NO_CHANGE
         first = not self._started
         self._started = True
+        start = time.perf_counter()
         result = self._run(instant, [c or first for c in changed])
         if self.to_arrow:
+            self.stats.slides.append((instant, time.perf_counter() - start))
             return Delta(table=result)
         t0 = time.perf_counter()
         rows = batch_to_rows(result)
         self.stats.transfer_out_s += time.perf_counter() - t0
+        self.stats.slides.append((instant, time.perf_counter() - start))
         return Delta(rows, [], replace=True)
 
     def _ship(self, which: list[bool]) -> None:
@@ -255,7 +260,12 @@ class MigOp(RowOperator):
 
     def mig_metrics(self) -> dict[str, Any]:
         s = self.stats
+        times = sorted(t for _, t in s.slides)
+        pct = (lambda q: 1e3 * times[min(len(times) - 1, int(q * len(times)))]) if times else None
         return {
+            "slide_ms": {"p50": pct(0.5), "p99": pct(0.99), "max": 1e3 * times[-1]}
+            if pct is not None
+            else None,
             "engine": self.engine.name,
             "operators": list(self.group.operators),
             "transfer_in_s": s.transfer_in_s,

@@ -446,6 +446,8 @@ class RunResult:
 
     table: pa.Table | None
     metrics: dict[str, Any]
+    #: Live objects of the run (e.g. its MIG operators) for benchmarks and tests; not JSON.
+    extras: dict[str, Any] = field(default_factory=dict)
 
     @property
     def dead_letter(self) -> int:

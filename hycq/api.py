@@ -342,4 +342,5 @@ def _run(
         )
     finally:
         pool.close()
+    result.extras["migs"] = migs
     return result

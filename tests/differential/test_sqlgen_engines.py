@@ -535,7 +535,8 @@ def typed_expr(draw: st.DrawFn, t: DataType, depth: int) -> Expr:
             x = sub(t)
             if kind == "neg":
                 return Unary("NEG", x, x.dtype)
-            # Typed as the binder types them (optimizer/ir/functions.py): FLOOR/CEIL are DOUBLE.
+            if kind in ("floor", "ceil") and t is not DOUBLE:
+                kind = "abs"  # FLOOR/CEIL are DOUBLE (optimizer/ir/functions.py): type t needed
             return Func(kind.upper(), (x,), DOUBLE if kind in ("floor", "ceil") else x.dtype)
         if kind == "round":
             digits = draw(st.sampled_from([0, 0, 1, 2, -1]))
