@@ -1,0 +1,135 @@
+"""The cost-model interface and the evaluation of a placement's cost (Eq. 6.4-6.6).
+
+A :class:`CostModel` prices work; it never estimates cardinalities (those come from
+``optimizer.estimate`` and are shared by all models, so swapping models keeps experiments
+comparable). It answers two questions:
+
+* ``unit_cost(op, engine, est)``: seconds per input tuple for an operator run tuple-at-a-time
+  by the row engine (``c_ji`` of Eq. 6.4, the same for every input of the operator);
+* ``group_cost(group, estimates)``: seconds per invocation of a columnar group (a DB-op /
+  migration candidate) = transfer in + SQL + transfer out + fixed per-invocation overhead;
+  the group is invoked once per slide.
+
+:class:`PlanCoster` turns those into utilizations and a :class:`~optimizer.ir.cost.Cost`:
+a row operator's ``u = sum_i lambda_i^in * c`` (Eq. 6.4); a group's
+``u = invocations per second * seconds per invocation``. With ``shared_row_core=True`` every
+row-engine operator's u is charged to one shared core (the row engine runs in one Python
+thread), so their sum is one term of the bottleneck; otherwise each operator is its own unit
+as in the dissertation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Protocol
+
+from optimizer.estimate import Estimates, OpEstimate
+from optimizer.ir.cost import INFEASIBLE, ZERO, Cost, merge
+from optimizer.ir.placement import ROW, Group
+from optimizer.ir.plan import Category, LogicalPlan, Operator
+
+
+class CostModel(Protocol):
+    """Prices row operators per tuple and columnar groups per invocation."""
+
+    name: str
+
+    def unit_cost(self, op: Operator, engine: str, estimates: OpEstimate) -> float:
+        """Seconds per input tuple for ``op`` on the row engine (``engine`` is ``"row"``)."""
+        ...
+
+    def group_cost(self, group: Group, estimates: Estimates) -> float:
+        """Seconds per invocation of ``group`` on ``group.engine`` (inf if it cannot run)."""
+        ...
+
+
+def operator_utilization(model: CostModel, op: Operator, est: OpEstimate) -> float:
+    """Eq. 6.4: ``u = sum_i lambda_i^in * c`` for a row operator."""
+    lam = est.total_in
+    if lam.is_absent:
+        return float("inf")
+    return lam.value * model.unit_cost(op, ROW, est)
+
+
+def group_utilization(model: CostModel, group: Group, estimates: Estimates) -> float:
+    """A group's u: invocations per second (one per slide of its top) times seconds each."""
+    per_call = model.group_cost(group, estimates)
+    return estimates[group.top].invocations_per_second * per_call
+
+
+def external_inputs(group: Group, plan: LogicalPlan) -> list[str]:
+    """Operators outside ``group`` that feed it, in port order of their consumers."""
+    members = set(group.operators)
+    return [i for o in group.operators for i in plan.inputs(o) if i not in members]
+
+
+class PlanCoster:
+    """Costs placements of one plan under one model and one set of estimates (cached)."""
+
+    def __init__(
+        self, estimates: Estimates, model: CostModel, shared_row_core: bool = False
+    ) -> None:
+        self.estimates = estimates
+        self.plan = estimates.plan
+        self.model = model
+        self.shared_row_core = shared_row_core
+        self._row: dict[str, Cost] = {}
+        self._groups: dict[tuple[str, tuple[str, ...]], Cost] = {}
+        self._order = {op_id: k for k, op_id in enumerate(self.plan.topological())}
+        self.fixed = merge(
+            self.row_cost(i)
+            for i in self.plan.topological()
+            if self.plan.op(i).category is not Category.R2R
+        )
+        """Cost of the gateway operators (sources, windows, R2S, sink): always row."""
+
+    def row_cost(self, op_id: str) -> Cost:
+        """Cost of ``op_id`` run by the row engine."""
+        if op_id not in self._row:
+            u = operator_utilization(self.model, self.plan.op(op_id), self.estimates[op_id])
+            self._row[op_id] = Cost.on_core(u) if self.shared_row_core else Cost.unit(u)
+        return self._row[op_id]
+
+    def group_cost(self, engine: str, operators: Iterable[str]) -> Cost:
+        """Cost of running ``operators`` (a connected set with one top) as one group."""
+        ops = tuple(sorted(operators, key=self._order.__getitem__))
+        key = (engine, ops)
+        if key not in self._groups:
+            members = set(ops)
+            tops = [o for o in ops if not any(c in members for c in self.plan.consumers(o))]
+            group = Group(engine, ops, tops[-1])
+            u = group_utilization(self.model, group, self.estimates)
+            self._groups[key] = INFEASIBLE if u == float("inf") else Cost.unit(u)
+        return self._groups[key]
+
+    def placement_cost(self, placement: Mapping[str, str]) -> Cost:
+        """Cost of a complete placement (Eq. 6.5/6.6), gateway operators included."""
+        return self.fixed + self.r2r_cost(placement)
+
+    def r2r_cost(self, placement: Mapping[str, str]) -> Cost:
+        """Cost of the R2R operators of a placement (row operators plus groups)."""
+        total = ZERO
+        parent: dict[str, str] = {}
+
+        def find(x: str) -> str:
+            while parent[x] != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
+        r2r = self.plan.r2r_ids()
+        for op_id in r2r:
+            engine = placement.get(op_id, ROW)
+            if engine == ROW:
+                total = total + self.row_cost(op_id)
+                continue
+            parent[op_id] = op_id
+            for i in self.plan.inputs(op_id):
+                if i in parent and placement.get(i, ROW) == engine:
+                    parent[find(i)] = find(op_id)
+        members: dict[str, list[str]] = {}
+        for op_id in parent:
+            members.setdefault(find(op_id), []).append(op_id)
+        for ops in members.values():
+            total = total + self.group_cost(placement[ops[0]], ops)
+        return total

@@ -1,0 +1,516 @@
+"""Source-driven estimation (dissertation section 6.3.2), shared by every cost model.
+
+For each operator of a logical plan this computes, from the sources' arrival rates:
+
+* ``lambda_in``: per input port, tuples arriving per unit (second) of source time;
+* ``lambda_out``: the source-driven output size, output tuples per second of source
+  arrivals (*not* an output rate): Eq. 6.1 ``f * lambda_in`` for select/project (f = 1 for
+  projections); Eq. 6.2 ``lambda_L * f * |w_R| + lambda_R * f * |w_L|`` for joins; Eq. 6.3
+  ``n_slide * n_group`` for aggregates;
+* ``cardinality`` (|w|): the size of the operator's relation at one slide instant, cascaded
+  from the windows as in [AN04]: RANGE ``rate * size_seconds``; ROWS ``n``; NOW
+  ``rate * one tick``; UNBOUNDED ``rate * horizon`` (configurable, default one hour); select
+  ``f * |w|``; join ``f * |w_L| * |w_R|``; aggregate ``n_group``;
+* ``slide_seconds``: how often the relation changes (the smallest slide upstream; count-based
+  slides are ``slide_rows / rate`` seconds, so ``n_slide = r / beta``);
+* ``selectivity`` and ``groups`` where they apply.
+
+Every number is an :class:`~optimizer.ir.cost.Estimate` carrying its precision: declared
+rates and catalog statistics are Exact, defaults and anything derived from them Estimated.
+
+Defaults (used when neither the catalog's ``selectivity`` table, keyed by the predicate's
+display text, nor a measured sample gives a selectivity):
+
+* ``col = literal`` 0.1; ``<>`` 0.9; ranges ``< <= > >=`` 1/3; ``IS NULL`` 0.1,
+  ``IS NOT NULL`` 0.9; ``NOT p`` 1 - s(p); ``p AND q`` s(p) * s(q); ``p OR q``
+  s(p) + s(q) - s(p) * s(q) (inclusion-exclusion, independence); TRUE 1, FALSE 0; anything
+  else 1/3.
+* Equi-join conjuncts ``l = r`` across the two sides are grouped by the pair of operators
+  their columns come from (looking through joins); each group is one composite key with
+  selectivity ``1 / max(d_l, d_r)``, ``d`` being the key's distinct count: the product of its
+  columns' distinct counts (traced to the catalog, else ``default_distinct``) capped by that
+  operator's cardinality. Other join conjuncts use the predicate defaults. Because every
+  group depends only on the operators it connects, the selectivity of a multi-way join does
+  not depend on the join order (Phase One relies on this).
+* Group counts: the product over the GROUP BY columns of their distinct counts (catalog
+  ``distinct`` traced through the plan, else ``default_distinct`` = 100 per column), capped
+  by the input cardinality; 1 without GROUP BY.
+
+Example:
+    >>> from pathlib import Path
+    >>> from optimizer.sql import plan_query
+    >>> from optimizer.sql.catalog import load_catalog
+    >>> cat = load_catalog(Path(__file__).parents[1] / "queries/smartplug/catalog.toml")
+    >>> plan = plan_query("SELECT plug_id, AVG(value) AS a FROM readings [RANGE 1 MINUTE] "
+    ...                   "WHERE property = 1 GROUP BY plug_id", cat)
+    >>> est = estimate(plan, cat)
+    >>> print(est["window1"].cardinality, est["select1"].lambda_out, est["aggregate1"].groups)
+    1.2e+05 ~200 ~100
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from optimizer.ir.catalog import TIME_UNITS_MS, Catalog
+from optimizer.ir.cost import Estimate
+from optimizer.ir.expr import Binary, ColumnRef, Expr, Literal, Unary, conjuncts
+from optimizer.ir.plan import (
+    Aggregate,
+    Join,
+    LogicalPlan,
+    Operator,
+    Project,
+    Select,
+    Source,
+    Window,
+    WindowKind,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
+
+#: Default selectivities of section "Defaults" above.
+EQUALITY = 0.1
+INEQUALITY = 0.9
+RANGE = 1.0 / 3.0
+IS_NULL = 0.1
+OTHER = 1.0 / 3.0
+#: Default distinct count of a column nobody told us about.
+DEFAULT_DISTINCT = 100.0
+#: Seconds of history an UNBOUNDED window is assumed to hold.
+DEFAULT_HORIZON = 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class OpEstimate:
+    """The estimates of one operator (see the module docstring for each field)."""
+
+    lambda_in: tuple[Estimate, ...]
+    lambda_out: Estimate
+    cardinality: Estimate
+    input_cardinality: tuple[Estimate, ...]
+    slide_seconds: float
+    selectivity: Estimate | None = None
+    groups: Estimate | None = None
+
+    @property
+    def total_in(self) -> Estimate:
+        """Sum of the input arrivals (per source second)."""
+        total = Estimate.exact(0.0)
+        for lam in self.lambda_in:
+            total = total + lam
+        return total
+
+    @property
+    def invocations_per_second(self) -> float:
+        """Slides per second of source time (``n_slide`` of Eq. 6.3)."""
+        return 1.0 / self.slide_seconds if self.slide_seconds > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class Estimates:
+    """Per-operator estimates of one plan under one set of rates."""
+
+    plan: LogicalPlan
+    ops: Mapping[str, OpEstimate]
+    rates: Mapping[str, float] = field(default_factory=dict)
+    declared: Mapping[str, float] = field(default_factory=dict)
+    """Every declared or measured selectivity, by predicate display text."""
+    key_distinct: Callable[[str, list[int]], Estimate] | None = None
+    """Distinct count of a composite key of an operator (see :meth:`_Estimator.key_distinct`)."""
+
+    def __getitem__(self, op_id: str) -> OpEstimate:
+        return self.ops[op_id]
+
+
+def estimate(
+    plan: LogicalPlan,
+    catalog: Catalog | None = None,
+    rates: Mapping[str, float] | float | None = None,
+    selectivities: Mapping[str, float] | None = None,
+    horizon: float = DEFAULT_HORIZON,
+    default_distinct: float = DEFAULT_DISTINCT,
+    distinct: Mapping[str, float] | None = None,
+) -> Estimates:
+    """Estimate every operator of ``plan`` bottom-up from the sources.
+
+    ``rates`` overrides the catalog rate: one number for every stream, or a mapping stream
+    name -> tuples per second. ``selectivities`` (predicate display text -> fraction, e.g.
+    from :func:`sample_selectivities`) override the catalog's table and the defaults;
+    ``distinct`` (source column name -> distinct count) overrides the catalog's counts.
+    """
+    est = _Estimator(plan, catalog, rates, selectivities, horizon, default_distinct)
+    est.distinct_override = dict(distinct or {})
+    return est.run()
+
+
+class _Estimator:
+    def __init__(
+        self,
+        plan: LogicalPlan,
+        catalog: Catalog | None,
+        rates: Mapping[str, float] | float | None,
+        selectivities: Mapping[str, float] | None,
+        horizon: float,
+        default_distinct: float,
+    ) -> None:
+        self.plan = plan
+        self.catalog = catalog
+        self.rate_override = rates
+        self.measured = dict(selectivities or {})
+        self.horizon = horizon
+        self.default_distinct = default_distinct
+        self.out: dict[str, OpEstimate] = {}
+        self.stream_rates: dict[str, float] = {}
+        self._distinct: dict[tuple[str, int], Estimate] = {}
+        self.distinct_override: dict[str, float] = {}
+
+    # -- driver ---------------------------------------------------------------------------
+
+    def run(self) -> Estimates:
+        for op_id in self.plan.topological():
+            self.out[op_id] = self._op(op_id, self.plan.op(op_id))
+        declared: dict[str, float] = {}
+        for sink in [self.plan.sink]:
+            declared.update(self._declared(sink))
+        return Estimates(
+            self.plan, dict(self.out), dict(self.stream_rates), declared, self.key_distinct
+        )
+
+    def _op(self, op_id: str, op: Operator) -> OpEstimate:
+        ins = [self.out[i] for i in self.plan.inputs(op_id)]
+        lam_in = tuple(e.lambda_out for e in ins)
+        card_in = tuple(e.cardinality for e in ins)
+        slide = min((e.slide_seconds for e in ins), default=1.0)
+        if isinstance(op, Source):
+            rate = self._rate(op.stream)
+            return OpEstimate((), rate, Estimate.absent(), (), 1.0)
+        if isinstance(op, Window):
+            rate = lam_in[0]
+            card, slide = self._window(op, rate)
+            return OpEstimate(lam_in, rate, card, card_in, slide)
+        if isinstance(op, Select):
+            f = self.predicate_selectivity(op_id, op.predicate)
+            return OpEstimate(lam_in, lam_in[0] * f, card_in[0] * f, card_in, slide, f)
+        if isinstance(op, Project):
+            one = Estimate.exact(1.0)
+            return OpEstimate(lam_in, lam_in[0], card_in[0], card_in, slide, one)
+        if isinstance(op, Join):
+            f = self.join_selectivity(op_id, op)
+            lam_out, card = join_output(lam_in[0], card_in[0], lam_in[1], card_in[1], f)
+            return OpEstimate(lam_in, lam_out, card, card_in, slide, f)
+        if isinstance(op, Aggregate):
+            groups = self.group_count(op_id, op)
+            lam_out = groups * (1.0 / slide)  # Eq. 6.3: n_slide * n_group
+            return OpEstimate(lam_in, lam_out, groups, card_in, slide, None, groups)
+        # R2S and sink pass their input through.
+        return OpEstimate(lam_in, lam_in[0], card_in[0], card_in, slide)
+
+    def _rate(self, stream: str) -> Estimate:
+        override = self.rate_override
+        if isinstance(override, int | float):
+            value: float | None = float(override)
+        elif override is not None and stream in override:
+            value = float(override[stream])
+        else:
+            sdef = self.catalog.get(stream) if self.catalog is not None else None
+            value = sdef.rate if sdef is not None else None
+        if value is None:
+            raise ValueError(f"no arrival rate for stream '{stream}': give rates= or a catalog")
+        self.stream_rates[stream] = value
+        return Estimate.exact(value)
+
+    def _window(self, op: Window, rate: Estimate) -> tuple[Estimate, float]:
+        tick = TIME_UNITS_MS.get(op.time_unit, 1000) / 1000.0
+        if op.slide_rows:
+            slide = op.slide / rate.value if rate.value > 0 else float("inf")
+        else:
+            slide = op.slide * tick
+        if op.window is WindowKind.RANGE:
+            card = rate * ((op.size or 0) * tick)
+        elif op.window is WindowKind.ROWS:
+            card = Estimate.exact(float(op.size or 0))
+        elif op.window is WindowKind.NOW:
+            card = rate * tick
+        else:
+            card = (rate * self.horizon).to_estimated()
+        return card, slide
+
+    # -- selectivities --------------------------------------------------------------------
+
+    def _declared(self, op_id: str) -> dict[str, float]:
+        """Catalog selectivities of every stream upstream of ``op_id``, then measured ones."""
+        table: dict[str, float] = {}
+        if self.catalog is not None:
+            for src in self._upstream_streams(op_id):
+                sdef = self.catalog.get(src)
+                if sdef is not None:
+                    table.update(dict(sdef.selectivity))
+        table.update(self.measured)
+        return table
+
+    def _upstream_streams(self, op_id: str) -> list[str]:
+        out: list[str] = []
+        stack = [op_id]
+        seen: set[str] = set()
+        while stack:
+            cur = stack.pop()
+            if cur in seen:
+                continue
+            seen.add(cur)
+            op = self.plan.op(cur)
+            if isinstance(op, Source):
+                out.append(op.stream)
+            stack.extend(self.plan.inputs(cur))
+        return sorted(out)
+
+    def predicate_selectivity(self, op_id: str, predicate: Expr) -> Estimate:
+        return predicate_selectivity(predicate, self._declared(op_id))
+
+    def join_selectivity(self, op_id: str, op: Join) -> Estimate:
+        """Product over conjuncts; equi-conjuncts are grouped by the pair of operators their
+        columns come from (through joins) and each group is one composite key."""
+        if op.condition is None:
+            return Estimate.exact(1.0)
+        declared = self._declared(op_id)
+        if op.condition.display() in declared:
+            return Estimate.exact(declared[op.condition.display()])
+        left, right = self.plan.inputs(op_id)
+        keys: dict[tuple[str, str], tuple[list[int], list[int]]] = {}
+        f = Estimate.exact(1.0)
+        for c in conjuncts(op.condition):
+            pair = equi_pair(c, op.left_width)
+            if pair is None or c.display() in declared:
+                f = f * predicate_selectivity(c, declared)
+                continue
+            lo, lc = self.origin(left, pair[0])
+            ro, rc = self.origin(right, pair[1])
+            cols = keys.setdefault((lo, ro), ([], []))
+            cols[0].append(lc)
+            cols[1].append(rc)
+        for (lo, ro), (lcols, rcols) in keys.items():
+            f = f * key_selectivity(self.key_distinct(lo, lcols), self.key_distinct(ro, rcols))
+        return f
+
+    def origin(self, op_id: str, column: int) -> tuple[str, int]:
+        """The first non-join operator (and its column) a join column comes from."""
+        op = self.plan.op(op_id)
+        while isinstance(op, Join):
+            left, right = self.plan.inputs(op_id)
+            if column < op.left_width:
+                op_id = left
+            else:
+                op_id, column = right, column - op.left_width
+            op = self.plan.op(op_id)
+        return op_id, column
+
+    def key_distinct(self, op_id: str, columns: list[int]) -> Estimate:
+        """Distinct values of a composite key of ``op_id``: the product of the columns'
+        distinct counts (default ``default_distinct``), capped by the cardinality."""
+        return composite_distinct(
+            [self.distinct(op_id, c) for c in columns],
+            self.out[op_id].cardinality,
+            self.default_distinct,
+        )
+
+    # -- distinct counts and groups -------------------------------------------------------
+
+    def distinct(self, op_id: str, column: int) -> Estimate:
+        """Distinct values of ``column`` of ``op_id``'s output, traced to the catalog."""
+        key = (op_id, column)
+        if key not in self._distinct:
+            self._distinct[key] = self._trace_distinct(op_id, column)
+        return self._distinct[key]
+
+    def _trace_distinct(self, op_id: str, column: int) -> Estimate:
+        op = self.plan.op(op_id)
+        ins = self.plan.inputs(op_id)
+        est = self.out.get(op_id)
+        cap = est.cardinality if est is not None else Estimate.absent()
+
+        def capped(d: Estimate) -> Estimate:
+            return d if d.is_absent or cap.is_absent else d.min(cap)
+
+        if isinstance(op, Source):
+            sdef = self.catalog.get(op.stream) if self.catalog is not None else None
+            known: dict[str, float] = dict(sdef.distinct) if sdef is not None else {}
+            known.update(self.distinct_override)
+            name = op.schema[column].name
+            return Estimate.exact(known[name]) if name in known else Estimate.absent()
+        if isinstance(op, Project):
+            e = op.exprs[column]
+            if isinstance(e, ColumnRef):
+                return capped(self.distinct(ins[0], e.index))
+            return Estimate.absent()
+        if isinstance(op, Join):
+            if column < op.left_width:
+                return capped(self.distinct(ins[0], column))
+            return capped(self.distinct(ins[1], column - op.left_width))
+        if isinstance(op, Aggregate):
+            if column < len(op.group_by):
+                e = op.group_by[column]
+                if isinstance(e, ColumnRef):
+                    return capped(self.distinct(ins[0], e.index))
+            return Estimate.absent()
+        if ins:  # window, select, R2S, sink: same columns
+            return capped(self.distinct(ins[0], column))
+        return Estimate.absent()  # pragma: no cover
+
+    def group_count(self, op_id: str, op: Aggregate) -> Estimate:
+        (inp,) = self.plan.inputs(op_id)
+        card_in = self.out[inp].cardinality
+        if not op.group_by:
+            return Estimate.exact(1.0)
+        return composite_distinct(
+            [
+                self.distinct(inp, e.index) if isinstance(e, ColumnRef) else Estimate.absent()
+                for e in op.group_by
+            ],
+            card_in,
+            self.default_distinct,
+        )
+
+
+def join_output(
+    lam_l: Estimate, card_l: Estimate, lam_r: Estimate, card_r: Estimate, f: Estimate
+) -> tuple[Estimate, Estimate]:
+    """Eq. 6.2: ``(lambda_out, |w_out|)`` of a windowed join with selectivity ``f``.
+
+    Every left arrival probes the right relation (``f * |w_R|`` matches) and vice versa; the
+    joined relation holds ``f * |w_L| * |w_R|`` tuples.
+    """
+    lam_out = lam_l * f * card_r + lam_r * f * card_l
+    return lam_out, f * card_l * card_r
+
+
+def predicate_selectivity(predicate: Expr, declared: Mapping[str, float]) -> Estimate:
+    """Selectivity of a filter predicate: a declared value for its display text (or for
+    each conjunct's / disjunct's text), else the defaults of the module docstring."""
+    text = predicate.display()
+    if text in declared:
+        return Estimate.exact(declared[text])
+    if isinstance(predicate, Binary):
+        if predicate.op == "AND":
+            return predicate_selectivity(predicate.left, declared) * predicate_selectivity(
+                predicate.right, declared
+            )
+        if predicate.op == "OR":
+            a = predicate_selectivity(predicate.left, declared)
+            b = predicate_selectivity(predicate.right, declared)
+            return a + b - a * b
+        if predicate.op == "=":
+            return Estimate.estimated(EQUALITY)
+        if predicate.op == "<>":
+            return Estimate.estimated(INEQUALITY)
+        if predicate.op in ("<", "<=", ">", ">="):
+            return Estimate.estimated(RANGE)
+    if isinstance(predicate, Unary):
+        if predicate.op == "NOT":
+            return 1.0 - predicate_selectivity(predicate.operand, declared)
+        if predicate.op == "IS NULL":
+            return Estimate.estimated(IS_NULL)
+        if predicate.op == "IS NOT NULL":
+            return Estimate.estimated(1.0 - IS_NULL)
+    if isinstance(predicate, Literal) and isinstance(predicate.value, bool):
+        return Estimate.exact(1.0 if predicate.value else 0.0)
+    return Estimate.estimated(OTHER)
+
+
+def equi_pair(conjunct: Expr, left_width: int) -> tuple[int, int] | None:
+    """``(left column, right column)`` if ``conjunct`` is ``l = r`` across a join's sides."""
+    if (
+        isinstance(conjunct, Binary)
+        and conjunct.op == "="
+        and isinstance(conjunct.left, ColumnRef)
+        and isinstance(conjunct.right, ColumnRef)
+        and (conjunct.left.index < left_width) != (conjunct.right.index < left_width)
+    ):
+        a, b = sorted((conjunct.left.index, conjunct.right.index))
+        return a, b - left_width
+    return None
+
+
+def composite_distinct(
+    distincts: list[Estimate], cardinality: Estimate, default: float = DEFAULT_DISTINCT
+) -> Estimate:
+    """Distinct values of a composite key: product of per-column counts (absent ones get
+    ``default``, as an estimate), capped by the relation's cardinality when known."""
+    n = Estimate.exact(1.0)
+    for d in distincts:
+        n = n * d.or_default(Estimate.estimated(default))
+    return n if cardinality.is_absent else n.min(cardinality.max(1.0))
+
+
+def key_selectivity(d_left: Estimate, d_right: Estimate) -> Estimate:
+    """Selectivity of an equi-join on a (composite) key: ``1 / max(d_l, d_r)``."""
+    return 1.0 / d_left.max(d_right)
+
+
+# -- measured selectivities ---------------------------------------------------------------
+
+
+def sample_selectivities(plan: LogicalPlan, sample: pa.Table) -> dict[str, float]:
+    """Measure each Select predicate of ``plan`` on a pyarrow sample of its input stream.
+
+    Only predicates built from comparisons, AND/OR/NOT, IS [NOT] NULL over columns named in
+    the sample and literals are measured; others are left to the defaults. The result maps
+    predicate display text to the fraction of sample rows that satisfy it (pass it as
+    ``estimate(..., selectivities=...)``). pyarrow is imported only when this is called.
+    """
+    import pyarrow.compute as pc
+
+    out: dict[str, float] = {}
+    if sample.num_rows == 0:
+        return out
+    for op in plan.operators():
+        if not isinstance(op, Select):
+            continue
+        try:
+            mask = _arrow_eval(op.predicate, sample, pc)
+        except (KeyError, NotImplementedError):
+            continue
+        hits = pc.sum(pc.fill_null(mask, False)).as_py() or 0
+        out[op.predicate.display()] = hits / sample.num_rows
+    return out
+
+
+_ARROW_OPS = {
+    "=": "equal",
+    "<>": "not_equal",
+    "<": "less",
+    "<=": "less_equal",
+    ">": "greater",
+    ">=": "greater_equal",
+    "AND": "and_kleene",
+    "OR": "or_kleene",
+    "+": "add",
+    "-": "subtract",
+    "*": "multiply",
+    "/": "divide",
+}
+
+
+def _arrow_eval(e: Expr, table: Any, pc: Any) -> Any:
+    if isinstance(e, ColumnRef):
+        name = e.name.split(".")[-1]
+        if name not in table.column_names:
+            raise KeyError(name)
+        return table.column(name)
+    if isinstance(e, Literal):
+        return e.value
+    if isinstance(e, Binary) and e.op in _ARROW_OPS:
+        return pc.call_function(
+            _ARROW_OPS[e.op], [_arrow_eval(e.left, table, pc), _arrow_eval(e.right, table, pc)]
+        )
+    if isinstance(e, Unary):
+        inner = _arrow_eval(e.operand, table, pc)
+        if e.op == "NOT":
+            return pc.invert(inner)
+        if e.op == "IS NULL":
+            return pc.is_null(inner)
+        if e.op == "IS NOT NULL":
+            return pc.is_valid(inner)
+    raise NotImplementedError(e.display())
