@@ -36,76 +36,57 @@ def _bag_minus(a: Rows, b: Rows) -> Rows:
     return out
 
 
-class IStreamOp(RowOperator):
+class _DifferenceOp(RowOperator):
+    """ISTREAM and DSTREAM: a bag difference between the relation now and before.
+
+    ``entered`` selects the direction: rows that entered (ISTREAM) or left (DSTREAM).
+    """
+
+    entered: bool = True
+
+    def __init__(self, op_id: str, replace_in: bool) -> None:
+        super().__init__(op_id)
+        self.replace_in = replace_in
+        self.prev: Rows = []
+        self.prev_table: Any = None  # the previous Arrow result (MIG input)
+
+    def step(self, instant: int, inputs: list[Delta]) -> Delta:
+        d = inputs[0]
+        if d.table is not None:
+            prev = self.prev_table if self.prev_table is not None else d.table.slice(0, 0)
+            self.prev_table = d.table
+            now = d.table
+            return Delta(table=bag_minus(now, prev) if self.entered else bag_minus(prev, now))
+        if d.empty:
+            return Delta()
+        if d.replace:
+            before, self.prev = self.prev, d.ins
+            return Delta(_bag_minus(d.ins, before) if self.entered else _bag_minus(before, d.ins))
+        return Delta(_bag_minus(d.ins, d.dels) if self.entered else _bag_minus(d.dels, d.ins))
+
+    def state(self) -> dict[str, Any]:
+        return {"previous_relation": len(self.prev)}
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"prev": list(self.prev), "prev_table": self.prev_table}
+
+    def restore(self, snap: dict[str, Any]) -> None:
+        self.prev = list(snap["prev"])
+        self.prev_table = snap.get("prev_table")
+
+
+class IStreamOp(_DifferenceOp):
     """Tuples that entered the relation at this instant."""
 
     kind = "istream"
-
-    def __init__(self, op_id: str, replace_in: bool) -> None:
-        super().__init__(op_id)
-        self.replace_in = replace_in
-        self.prev: Rows = []
-        self.prev_table: Any = None  # the previous Arrow result (MIG input)
-
-    def step(self, instant: int, inputs: list[Delta]) -> Delta:
-        d = inputs[0]
-        if d.table is not None:
-            prev = self.prev_table if self.prev_table is not None else d.table.slice(0, 0)
-            self.prev_table = d.table
-            return Delta(table=bag_minus(d.table, prev))
-        if d.empty:
-            return Delta()
-        if d.replace:
-            out = _bag_minus(d.ins, self.prev)
-            self.prev = d.ins
-            return Delta(out)
-        return Delta(_bag_minus(d.ins, d.dels))
-
-    def state(self) -> dict[str, Any]:
-        return {"previous_relation": len(self.prev)}
-
-    def snapshot(self) -> dict[str, Any]:
-        return {"prev": list(self.prev), "prev_table": self.prev_table}
-
-    def restore(self, snap: dict[str, Any]) -> None:
-        self.prev = list(snap["prev"])
-        self.prev_table = snap.get("prev_table")
+    entered = True
 
 
-class DStreamOp(RowOperator):
+class DStreamOp(_DifferenceOp):
     """Tuples that left the relation at this instant."""
 
     kind = "dstream"
-
-    def __init__(self, op_id: str, replace_in: bool) -> None:
-        super().__init__(op_id)
-        self.replace_in = replace_in
-        self.prev: Rows = []
-        self.prev_table: Any = None  # the previous Arrow result (MIG input)
-
-    def step(self, instant: int, inputs: list[Delta]) -> Delta:
-        d = inputs[0]
-        if d.table is not None:
-            prev = self.prev_table if self.prev_table is not None else d.table.slice(0, 0)
-            self.prev_table = d.table
-            return Delta(table=bag_minus(prev, d.table))
-        if d.empty:
-            return Delta()
-        if d.replace:
-            out = _bag_minus(self.prev, d.ins)
-            self.prev = d.ins
-            return Delta(out)
-        return Delta(_bag_minus(d.dels, d.ins))
-
-    def state(self) -> dict[str, Any]:
-        return {"previous_relation": len(self.prev)}
-
-    def snapshot(self) -> dict[str, Any]:
-        return {"prev": list(self.prev), "prev_table": self.prev_table}
-
-    def restore(self, snap: dict[str, Any]) -> None:
-        self.prev = list(snap["prev"])
-        self.prev_table = snap.get("prev_table")
+    entered = False
 
 
 class RStreamOp(RowOperator):
