@@ -470,7 +470,7 @@ def sample_selectivities(plan: LogicalPlan, sample: pa.Table) -> dict[str, float
             continue
         try:
             mask = _arrow_eval(op.predicate, sample, pc)
-        except (KeyError, NotImplementedError):
+        except (KeyError, _NotSampleable):
             continue
         hits = pc.sum(pc.fill_null(mask, False)).as_py() or 0
         out[op.predicate.display()] = hits / sample.num_rows
@@ -493,6 +493,10 @@ _ARROW_OPS = {
 }
 
 
+class _NotSampleable(Exception):
+    """A predicate the sample evaluator cannot compute: its selectivity stays estimated."""
+
+
 def _arrow_eval(e: Expr, table: Any, pc: Any) -> Any:
     if isinstance(e, ColumnRef):
         name = e.name.split(".")[-1]
@@ -513,4 +517,4 @@ def _arrow_eval(e: Expr, table: Any, pc: Any) -> Any:
             return pc.is_null(inner)
         if e.op == "IS NOT NULL":
             return pc.is_valid(inner)
-    raise NotImplementedError(e.display())
+    raise _NotSampleable(e.display())
