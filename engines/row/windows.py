@@ -219,7 +219,8 @@ class UnboundedWindow(_WindowBase):
 
 
 class RowsWindow(_WindowBase):
-    """``[ROWS n]``: the last n visible tuples in arrival order (FIFO expiry)."""
+    """``[ROWS n]``: the n most recent visible tuples (by timestamp, ties by arrival; FIFO
+    expiry)."""
 
     def __init__(self, op_id: str, time_column: int, rows: int, slide: int) -> None:
         super().__init__(op_id, time_column, slide, replace_out=False)
