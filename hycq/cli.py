@@ -136,7 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--placement",
         default="auto",
         metavar="auto|row|column|FILE.json",
-        help="operator placement: auto (the optimizer's plan), row, column, or a JSON file "
+        help="operator placement: auto (the optimizer's plan; until the optimizer is wired "
+        "in, the same as row), row, column, or a JSON file "
         '{"<op id>": "row"|"duckdb"|"spark"} (default: auto)',
     )
     rn.add_argument(
