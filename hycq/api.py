@@ -11,18 +11,23 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from hycq.planning import OptimizerOptions
 from optimizer.ir.catalog import Catalog
 from optimizer.ir.errors import OptionError, QueryError, UserError
 from optimizer.ir.plan import Category, LogicalPlan
 from optimizer.ir.plan import Source as SourceOp
 from optimizer.sql import plan_query
 from optimizer.sql.catalog import load_catalog
+
+if TYPE_CHECKING:  # pragma: no cover
+    from hycq.planning import Optimized
 
 #: The shipped queries (present in a source checkout).
 QUERIES = Path(__file__).resolve().parent.parent / "queries"
@@ -105,46 +110,109 @@ def explain(
     q: LoadedQuery,
     rate: float | None = None,
     engines: tuple[str, ...] = ("row", "duckdb"),
+    *,
+    cost_model: str | None = None,
+    exhaustive: bool = False,
+    feasibility: bool = True,
+    row_core: str = "per-operator",
+    optimized: Optimized | None = None,
 ) -> dict[str, Any]:
-    """The CONTRACT's ``explain --json`` object for a query.
+    """The CONTRACT's ``explain --json`` object: the optimizer's plan and how it was found.
 
-    Until the cost-based optimizer lands (issue 5) every operator is placed on the row
-    engine; fields that need cost estimation (``lambda_out``, ``u``, ``cost``,
-    ``feasible``) are null rather than invented.
+    Operators are those of the Phase-One plan (joins reordered); their ids are what
+    placement files and ``run --placement`` use. See :mod:`hycq.planning` for the
+    per-operator fields.
     """
-    plan = q.plan
-    placement = dict.fromkeys(plan.topological(), "row")
-    operators = [
-        {
-            "id": op.id,
-            "kind": op.kind,
-            "engine": placement[op.id],
-            "inputs": plan.inputs(op.id),
-            "detail": op.describe(),
-            "schema": [{"name": f.name, "type": f.dtype.value} for f in op.schema],
-            "lambda_out": None,
-            "u": None,
-        }
-        for op in plan.operators()
-    ]
+    from hycq.planning import OptimizerOptions, optimize
+
+    opt = optimized or optimize(
+        q,
+        OptimizerOptions(
+            rate=rate,
+            engines=engines,
+            cost_model=cost_model,
+            exhaustive=exhaustive,
+            feasibility=feasibility,
+            row_core=row_core,
+        ),
+    )
+    one, two = opt.phase_one, opt.phase_two
+    p1_ms, p2_ms = 1e3 * one.seconds, 1e3 * two.seconds
+    stream_rates = opt.estimates.rates
     return {
         "query": q.name,
         "rate": rate if rate is not None else _default_rate(q),
-        "engines": list(engines),
-        "operators": operators,
-        "groups": [],
-        "r2r_operators": len([o for o in plan.operators() if o.category is Category.R2R]),
-        "cost": {"bottleneck": None, "utilization": None},
-        "feasible": None,
-        "plans_examined": {"phase_one": 0, "phase_two": 0},
+        "stream_rates": dict(stream_rates),
+        "engines": list(opt.options.engines),
+        "cost_model": opt.model.name,
+        "row_core": opt.options.row_core,
+        "feasibility_check": opt.options.feasibility,
+        "operators": opt.operator_rows(),
+        "groups": [
+            {
+                "engine": g.engine,
+                "operators": list(g.operators),
+                "top": g.top,
+                "u": opt.coster.group_cost(g.engine, g.operators).utilization,
+                "seconds_per_invocation": opt.model.group_cost(g, opt.estimates),
+            }
+            for g in opt.groups
+        ],
+        "r2r_operators": len(opt.plan.r2r_ids()),
+        "cost": {"bottleneck": opt.cost.bottleneck, "utilization": opt.cost.utilization},
+        "feasible": opt.cost.feasible,
+        "max_feasible_rate": max_feasible_rate(opt),
+        "join_orders": [list(o) for o in one.orders],
+        "plans_examined": {
+            "phase_one": one.plans_examined,
+            "phase_two": two.plans_examined,
+            "phase_two_partial": two.partial_plans,
+        },
+        "search": {"exhaustive": two.exhaustive, "decomposed": two.decomposed},
+        "statistics": {
+            "source": opt.statistics_note,
+            **(opt.statistics.to_json() if opt.statistics is not None else {}),
+        },
         "optimization_ms": {
             "bind": round(q.bind_ms, 3),
-            "phase_one": 0.0,
-            "phase_two": 0.0,
-            "total": round(q.bind_ms, 3),
+            "sample": round(opt.sample_ms, 3),
+            "phase_one": round(p1_ms, 3),
+            "phase_two": round(p2_ms, 3),
+            "total": round(p1_ms + p2_ms, 3),
         },
-        "cost_model": None,
     }
+
+
+def max_feasible_rate(opt: Optimized) -> float | None:
+    """The input rate at which the chosen plan's predicted C_b reaches 1 (None if unbounded).
+
+    Every unit's u scales with the rate except the per-invocation overheads, so this
+    searches the rate (bisection on re-estimated costs of the same placement).
+    """
+    from optimizer.costmodel import PlanCoster
+    from optimizer.estimate import estimate
+
+    def cb(rate: float) -> float:
+        est = estimate(opt.plan, opt.query.catalog, rates=rate, sample=opt.statistics)
+        coster = PlanCoster(est, opt.model, opt.coster.shared_row_core)
+        return coster.placement_cost(opt.placement).bottleneck
+
+    base = opt.options.rate or _default_rate(opt.query) or 1000.0
+    lo, hi = 0.0, base
+    if cb(hi) <= 1.0:
+        while cb(hi) <= 1.0:
+            lo, hi = hi, hi * 4
+            if hi > 1e10:
+                return None
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        if cb(mid) <= 1.0:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-3 * hi:
+            break
+    return round(lo, 1)
 
 
 def _default_rate(q: LoadedQuery) -> float | None:
@@ -186,9 +254,11 @@ def resolve_placement(
         raise OptionError(f"unknown column engine '{column_engine}'", hint="use duckdb or spark")
     if isinstance(placement, dict):
         return complete_placement(plan, placement)
-    if placement in ("auto", "row"):
-        # Until the cost-based optimizer exists (issue 5), auto runs everything on the row
-        # engine, which is also what explain reports.
+    if placement == "auto":
+        raise OptionError(
+            "placement 'auto' needs the optimizer", hint="use hycq.api.run, which optimizes first"
+        )
+    if placement == "row":
         return uniform_placement(plan, ROW)
     if placement == "column":
         return complete_placement(plan, uniform_placement(plan, column_engine))
@@ -214,16 +284,34 @@ def execute(
     options: Any = None,
     column_engine: str = "duckdb",
     settings: EngineSettings | None = None,
+    optimizer: OptimizerOptions | None = None,
 ) -> Any:
     """Run ``plan`` over in-memory Arrow tables (one per stream) and return a RunResult.
 
-    The result table holds the query's output columns plus ``_ts``.
+    The result table holds the query's output columns plus ``_ts``. With ``placement="auto"``
+    the plan is optimized first (``optimizer`` options; statistics from the tables) and the
+    optimizer's plan and placement run.
     """
     import pyarrow as pa
 
     from engines.runtime import RunOptions, StreamInput
 
     opts = options if options is not None else RunOptions(keep_results=True)
+    extra = None
+    if placement == "auto":
+        from hycq.planning import SAMPLE_ROWS, optimize
+
+        tables = {
+            n: t if isinstance(t, pa.Table) else pa.Table.from_batches(list(t))
+            for n, t in inputs.items()
+        }
+        inputs = dict(tables)
+        q = LoadedQuery("", "<plan>", catalog, plan, 0.0)
+        samples = {n: t.slice(0, SAMPLE_ROWS) for n, t in tables.items()}
+        base = optimizer or OptimizerOptions(engines=("row", column_engine))
+        opt = optimize(q, base, samples=samples)
+        plan, placement = opt.plan, opt.placement
+        extra = {"cost_model": opt.model.name, "optimized": opt}
     streams = []
     for name, table in inputs.items():
         stream = catalog.get(name)
@@ -231,7 +319,7 @@ def execute(
             raise OptionError(f"no stream '{name}' in the catalog")
         batches = iter(table.to_batches()) if isinstance(table, pa.Table) else iter(table)
         streams.append(StreamInput(stream, batches, stream.rate, "in-memory table"))
-    return _run(plan, catalog, opts, placement, streams, column_engine, settings)
+    return _run(plan, catalog, opts, placement, streams, column_engine, settings, extra)
 
 
 def run(
@@ -240,9 +328,33 @@ def run(
     placement: str | dict[str, str] = "auto",
     column_engine: str = "duckdb",
     settings: EngineSettings | None = None,
+    optimizer: OptimizerOptions | None = None,
 ) -> Any:
-    """Run a loaded query with ``hycq run`` options (sources from --data or the catalog)."""
-    return _run(q.plan, q.catalog, options, placement, None, column_engine, settings)
+    """Run a loaded query with ``hycq run`` options (sources from --data or the catalog).
+
+    The plan that runs is always the optimizer's Phase-One plan (so operator ids match
+    ``explain`` with the same rate); ``auto`` runs its Phase-Two placement over the row
+    engine and ``column_engine``. Metrics carry the placement's predicted cost.
+    """
+    from hycq.planning import optimize
+
+    base = optimizer or OptimizerOptions(engines=("row", column_engine))
+    opt = optimize(
+        q,
+        dataclasses.replace(base, rate=options.rate, data=dict(options.data)),
+    )
+    chosen: str | dict[str, str] = opt.placement if placement == "auto" else placement
+    engines = resolve_placement(opt.plan, chosen, column_engine)
+    cost = opt.cost_of(engines)
+    predicted = {
+        "cost_model": opt.model.name,
+        "predicted": {
+            "bottleneck": cost.bottleneck,
+            "utilization": cost.utilization,
+            "feasible": cost.feasible,
+        },
+    }
+    return _run(opt.plan, q.catalog, options, engines, None, column_engine, settings, predicted)
 
 
 class _Engines:
@@ -280,6 +392,7 @@ def _run(
     inputs: Any,
     column_engine: str = "duckdb",
     settings: EngineSettings | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> Any:
     from engines.mig import MigOp
     from engines.row.executor import GroupInput, RowExecutor
@@ -338,6 +451,7 @@ def _run(
                 "groups": [{"engine": g.engine, "operators": list(g.operators)} for g in migration],
                 "faults": [f for mig in migs for f in mig.stats.faults],
                 "engines": pool.info(),
+                **(extra or {}),
             },
         )
     finally:

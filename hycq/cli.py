@@ -63,6 +63,37 @@ def _non_negative_int(text: str) -> int:
     return value
 
 
+def _optimizer_flags(p: argparse.ArgumentParser, placement: bool = False) -> None:
+    """The optimizer's flags, shared by explain and run (for --placement auto)."""
+    p.add_argument(
+        "--cost-model",
+        metavar="NAME|PATH",
+        help="cost model: analytical, calibrated, an installed plugin name, a module:attr "
+        "path, or a .toml file (default: calibrated when 'hycq calibrate' has written a "
+        "profile, else analytical)",
+    )
+    p.add_argument(
+        "--row-core",
+        choices=("per-operator", "shared"),
+        default="per-operator",
+        help="how row operators are charged: per-operator (each its own unit, the "
+        "dissertation's model) or shared (they share one Python thread) "
+        "(default: per-operator)",
+    )
+    if placement:
+        return
+    p.add_argument(
+        "--exhaustive",
+        action="store_true",
+        help="cost every placement instead of the pruned search (small plans only)",
+    )
+    p.add_argument(
+        "--no-feasibility",
+        action="store_true",
+        help="rank plans by total utilization only, ignoring whether they keep up (section 6.4.3)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="hycq",
@@ -91,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="engines the placement may use, comma-separated from row,duckdb,spark "
         "(default: row,duckdb)",
     )
+    _optimizer_flags(ex)
     ex.add_argument("--json", action="store_true", help="print one JSON object (see CONTRACT)")
     ex.add_argument("--schema", action="store_true", help="show every operator's output schema")
 
@@ -136,10 +168,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--placement",
         default="auto",
         metavar="auto|row|column|FILE.json",
-        help="operator placement: auto (the optimizer's plan; until the optimizer is wired "
-        "in, the same as row), row, column, or a JSON file "
-        '{"<op id>": "row"|"duckdb"|"spark"} (default: auto)',
+        help="operator placement: auto (the optimizer's plan over row and --column-engine), "
+        "row, column, or a JSON file "
+        '{"<op id>": "row"|"duckdb"|"spark"} with ids from explain (default: auto)',
     )
+    _optimizer_flags(rn, placement=True)
     rn.add_argument(
         "--output",
         metavar="PATH",
@@ -150,7 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--column-engine",
         choices=("duckdb", "spark"),
         default="duckdb",
-        help="the columnar engine of --placement column (default: duckdb, embedded)",
+        help="the columnar engine of --placement column and auto (default: duckdb, embedded)",
     )
     rn.add_argument(
         "--duckdb-threads", type=_positive_int, help="DuckDB worker threads (default: all cores)"
@@ -236,27 +269,72 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 def _explain(args: argparse.Namespace) -> int:
     from hycq import api
+    from hycq.planning import OptimizerOptions, optimize
     from optimizer.ir.display import render_plan
 
     engines = api.parse_engines(args.engines)
     q = api.load_query(args.query, args.catalog)
-    info = api.explain(q, rate=args.rate, engines=engines)
+    opt = optimize(
+        q,
+        OptimizerOptions(
+            rate=args.rate,
+            engines=engines,
+            cost_model=args.cost_model,
+            exhaustive=args.exhaustive,
+            feasibility=not args.no_feasibility,
+            row_core=args.row_core,
+        ),
+    )
+    info = api.explain(q, args.rate, engines, optimized=opt)
     if args.json:
         _print_json(info)
         return 0
-    placement = {op["id"]: op["engine"] for op in info["operators"]}
+    ops = {op["id"]: op for op in info["operators"]}
+
+    def tag(op_id: str) -> str:
+        op = ops[op_id]
+        text = f"[{op['engine']}"
+        if op["u"] is not None and op["kind"] not in ("source", "sink"):
+            text += f" u={op['u']:.3g}"
+            if op["unit"].startswith("g"):
+                text += f" {op['unit']}"
+        if op["bottleneck"]:
+            text += " bottleneck"
+        return text + "]"
+
     print(f"query: {q.name}")
     rate = info["rate"]
     print(f"rate: {rate:g} tuples/s" if rate is not None else "rate: (streams differ)")
-    print(f"engines: {', '.join(engines)}")
-    print()
-    print(render_plan(q.plan, annotate=lambda i: f"[{placement[i]}]", show_schema=args.schema))
-    print()
-    print(f"R2R operators: {info['r2r_operators']}")
     print(
-        "placement: every operator on the row engine (the cost-based optimizer is not yet "
-        "implemented)"
+        f"engines: {', '.join(engines)}; cost model: {info['cost_model']} "
+        f"(row core: {info['row_core']})"
     )
+    print(f"statistics: {info['statistics']['source']}")
+    print()
+    print(render_plan(opt.plan, annotate=tag, show_schema=args.schema))
+    print()
+    cost = info["cost"]
+    verdict = "feasible (keeps up)" if info["feasible"] else "NOT feasible (cannot keep up)"
+    print(f"cost: <C_b={cost['bottleneck']:.4g}, C_u={cost['utilization']:.4g}>  {verdict}")
+    limit = info["max_feasible_rate"]
+    print(
+        "feasible up to: "
+        + (f"{limit:,.0f} tuples/s (predicted)" if limit is not None else "any rate")
+    )
+    for k, g in enumerate(info["groups"]):
+        print(
+            f"group g{k} on {g['engine']}: {', '.join(g['operators'])} "
+            f"({1e3 * g['seconds_per_invocation']:.3g} ms per slide)"
+        )
+    pe, ms = info["plans_examined"], info["optimization_ms"]
+    search = "exhaustive" if info["search"]["exhaustive"] else "pruned"
+    if info["search"]["decomposed"]:
+        search += ", decomposed"
+    print(
+        f"plans examined: phase one {pe['phase_one']}, phase two {pe['phase_two']} ({search}); "
+        f"optimization {ms['phase_one']:.1f} + {ms['phase_two']:.1f} = {ms['total']:.1f} ms"
+    )
+    print(f"R2R operators: {info['r2r_operators']}")
     return 0
 
 
@@ -334,9 +412,14 @@ def _run(args: argparse.Namespace) -> int:
         spark_conf[key] = value
     settings = api.EngineSettings(args.duckdb_threads, spark_conf or None)
     q = api.load_query(args.query, args.catalog)
+    optimizer = api.OptimizerOptions(
+        engines=("row", args.column_engine),
+        cost_model=args.cost_model,
+        row_core=args.row_core,
+    )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RuntimeWarning)
-        result = api.run(q, options, placement, args.column_engine, settings)
+        result = api.run(q, options, placement, args.column_engine, settings, optimizer)
     for w in caught:
         sys.stderr.write(f"warning: {w.message}\n")
     m = result.metrics

@@ -72,6 +72,8 @@ from optimizer.ir.plan import (
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
 
+    from optimizer.statistics import SampleStatistics
+
 #: Default selectivities of section "Defaults" above.
 EQUALITY = 0.1
 INEQUALITY = 0.9
@@ -134,6 +136,7 @@ def estimate(
     horizon: float = DEFAULT_HORIZON,
     default_distinct: float = DEFAULT_DISTINCT,
     distinct: Mapping[str, float] | None = None,
+    sample: SampleStatistics | None = None,
 ) -> Estimates:
     """Estimate every operator of ``plan`` bottom-up from the sources.
 
@@ -141,9 +144,12 @@ def estimate(
     name -> tuples per second. ``selectivities`` (predicate display text -> fraction, e.g.
     from :func:`sample_selectivities`) override the catalog's table and the defaults;
     ``distinct`` (source column name -> distinct count) overrides the catalog's counts.
+    ``sample`` (:func:`optimizer.statistics.measure`) supplies Estimated selectivities and
+    distinct counts where the catalog declares none.
     """
     est = _Estimator(plan, catalog, rates, selectivities, horizon, default_distinct)
     est.distinct_override = dict(distinct or {})
+    est.sample = sample
     return est.run()
 
 
@@ -167,6 +173,7 @@ class _Estimator:
         self.stream_rates: dict[str, float] = {}
         self._distinct: dict[tuple[str, int], Estimate] = {}
         self.distinct_override: dict[str, float] = {}
+        self.sample: SampleStatistics | None = None
 
     # -- driver ---------------------------------------------------------------------------
 
@@ -268,7 +275,10 @@ class _Estimator:
         return sorted(out)
 
     def predicate_selectivity(self, op_id: str, predicate: Expr) -> Estimate:
-        return predicate_selectivity(predicate, self._declared(op_id))
+        return predicate_selectivity(predicate, self._declared(op_id), self._sampled())
+
+    def _sampled(self) -> Mapping[str, float]:
+        return self.sample.selectivities if self.sample is not None else {}
 
     def join_selectivity(self, op_id: str, op: Join) -> Estimate:
         """Product over conjuncts; equi-conjuncts are grouped by the pair of operators their
@@ -284,7 +294,7 @@ class _Estimator:
         for c in conjuncts(op.condition):
             pair = equi_pair(c, op.left_width)
             if pair is None or c.display() in declared:
-                f = f * predicate_selectivity(c, declared)
+                f = f * predicate_selectivity(c, declared, self._sampled())
                 continue
             lo, lc = self.origin(left, pair[0])
             ro, rc = self.origin(right, pair[1])
@@ -308,8 +318,12 @@ class _Estimator:
         return op_id, column
 
     def key_distinct(self, op_id: str, columns: list[int]) -> Estimate:
-        """Distinct values of a composite key of ``op_id``: the product of the columns'
-        distinct counts (default ``default_distinct``), capped by the cardinality."""
+        """Distinct values of a composite key of ``op_id``: measured on the sample when the
+        key comes from one stream, else the product of the columns' distinct counts
+        (default ``default_distinct``), capped by the cardinality."""
+        sampled = self._sampled_key(op_id, columns)
+        if sampled is not None:
+            return sampled
         return composite_distinct(
             [self.distinct(op_id, c) for c in columns],
             self.out[op_id].cardinality,
@@ -325,6 +339,28 @@ class _Estimator:
             self._distinct[key] = self._trace_distinct(op_id, column)
         return self._distinct[key]
 
+    def _sampled_key(self, op_id: str, columns: list[int]) -> Estimate | None:
+        """The sample's distinct count of a multi-column key of ``op_id`` (capped)."""
+        if self.sample is None or len(columns) < 2:
+            return None
+        from optimizer.statistics import source_column
+
+        origins = [source_column(self.plan, op_id, c) for c in columns]
+        streams = {o[0] for o in origins if o is not None}
+        if None in origins or len(streams) != 1:
+            return None
+        stream = streams.pop()
+        sdef = self.catalog.get(stream) if self.catalog is not None else None
+        names = tuple(o[1] for o in origins if o is not None)
+        if sdef is not None and any(n in dict(sdef.distinct) for n in names):
+            return None  # declared statistics win
+        d = self.sample.distinct_of(stream, names)
+        if d is None:
+            return None
+        cap = self.out[op_id].cardinality if op_id in self.out else Estimate.absent()
+        value = Estimate.estimated(d)
+        return value if cap.is_absent else value.min(cap.max(1.0))
+
     def _trace_distinct(self, op_id: str, column: int) -> Estimate:
         op = self.plan.op(op_id)
         ins = self.plan.inputs(op_id)
@@ -339,7 +375,10 @@ class _Estimator:
             known: dict[str, float] = dict(sdef.distinct) if sdef is not None else {}
             known.update(self.distinct_override)
             name = op.schema[column].name
-            return Estimate.exact(known[name]) if name in known else Estimate.absent()
+            if name in known:
+                return Estimate.exact(known[name])
+            d = self.sample.distinct_of(op.stream, (name,)) if self.sample is not None else None
+            return Estimate.estimated(d) if d is not None else Estimate.absent()
         if isinstance(op, Project):
             e = op.exprs[column]
             if isinstance(e, ColumnRef):
@@ -364,6 +403,11 @@ class _Estimator:
         card_in = self.out[inp].cardinality
         if not op.group_by:
             return Estimate.exact(1.0)
+        if all(isinstance(e, ColumnRef) for e in op.group_by):
+            cols = [e.index for e in op.group_by if isinstance(e, ColumnRef)]
+            sampled = self._sampled_key(inp, cols)
+            if sampled is not None:
+                return sampled
         return composite_distinct(
             [
                 self.distinct(inp, e.index) if isinstance(e, ColumnRef) else Estimate.absent()
@@ -386,20 +430,25 @@ def join_output(
     return lam_out, f * card_l * card_r
 
 
-def predicate_selectivity(predicate: Expr, declared: Mapping[str, float]) -> Estimate:
-    """Selectivity of a filter predicate: a declared value for its display text (or for
-    each conjunct's / disjunct's text), else the defaults of the module docstring."""
+def predicate_selectivity(
+    predicate: Expr, declared: Mapping[str, float], sampled: Mapping[str, float] | None = None
+) -> Estimate:
+    """Selectivity of a filter predicate: a declared value for its display text (Exact), a
+    sampled one (Estimated), recursively for each conjunct / disjunct, else the defaults of
+    the module docstring."""
     text = predicate.display()
     if text in declared:
         return Estimate.exact(declared[text])
+    if sampled and text in sampled:
+        return Estimate.estimated(sampled[text])
     if isinstance(predicate, Binary):
         if predicate.op == "AND":
-            return predicate_selectivity(predicate.left, declared) * predicate_selectivity(
-                predicate.right, declared
+            return predicate_selectivity(predicate.left, declared, sampled) * (
+                predicate_selectivity(predicate.right, declared, sampled)
             )
         if predicate.op == "OR":
-            a = predicate_selectivity(predicate.left, declared)
-            b = predicate_selectivity(predicate.right, declared)
+            a = predicate_selectivity(predicate.left, declared, sampled)
+            b = predicate_selectivity(predicate.right, declared, sampled)
             return a + b - a * b
         if predicate.op == "=":
             return Estimate.estimated(EQUALITY)
@@ -409,7 +458,7 @@ def predicate_selectivity(predicate: Expr, declared: Mapping[str, float]) -> Est
             return Estimate.estimated(RANGE)
     if isinstance(predicate, Unary):
         if predicate.op == "NOT":
-            return 1.0 - predicate_selectivity(predicate.operand, declared)
+            return 1.0 - predicate_selectivity(predicate.operand, declared, sampled)
         if predicate.op == "IS NULL":
             return Estimate.estimated(IS_NULL)
         if predicate.op == "IS NOT NULL":
@@ -460,21 +509,28 @@ def sample_selectivities(plan: LogicalPlan, sample: pa.Table) -> dict[str, float
     predicate display text to the fraction of sample rows that satisfy it (pass it as
     ``estimate(..., selectivities=...)``). pyarrow is imported only when this is called.
     """
+    out: dict[str, float] = {}
+    for op in plan.operators():
+        if isinstance(op, Select):
+            f = sample_selectivity(op.predicate, sample)
+            if f is not None:
+                out[op.predicate.display()] = f
+    return out
+
+
+def sample_selectivity(predicate: Expr, sample: pa.Table) -> float | None:
+    """Fraction of ``sample`` rows satisfying ``predicate`` (columns matched by name), or
+    None if the predicate uses columns or functions the sample evaluator does not have."""
     import pyarrow.compute as pc
 
-    out: dict[str, float] = {}
     if sample.num_rows == 0:
-        return out
-    for op in plan.operators():
-        if not isinstance(op, Select):
-            continue
-        try:
-            mask = _arrow_eval(op.predicate, sample, pc)
-        except (KeyError, _NotSampleable):
-            continue
-        hits = pc.sum(pc.fill_null(mask, False)).as_py() or 0
-        out[op.predicate.display()] = hits / sample.num_rows
-    return out
+        return None
+    try:
+        mask = _arrow_eval(predicate, sample, pc)
+    except (KeyError, _NotSampleable):
+        return None
+    hits = pc.sum(pc.fill_null(mask, False)).as_py() or 0
+    return float(hits) / sample.num_rows
 
 
 _ARROW_OPS = {

@@ -281,6 +281,8 @@ def optimize_join_order(
         orders.append(tuple(chain.leaves[k] for k in order))
         if list(order) != list(range(len(order))):
             new_plan = rewire_chain(new_plan, chain, cm, order)
+    # A plan without joins has one order: itself.
+    examined = max(examined, 1)
     return PhaseOneResult(new_plan, total, examined, time.perf_counter() - start, tuple(orders))
 
 

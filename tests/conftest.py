@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,13 @@ from optimizer.sql.catalog import load_catalog
 ROOT = Path(__file__).resolve().parent.parent
 QUERIES = ROOT / "queries"
 SHARED_DATA = ROOT.parent / "shared" / "data"
+
+# Tests never read this machine's calibration profile (the default cost model would then
+# depend on whether 'hycq calibrate' was run here): point it at a path that does not exist.
+# Tests of the calibrated model set HYCQ_CALIBRATION themselves.
+os.environ["HYCQ_CALIBRATION"] = str(
+    Path(tempfile.gettempdir()) / f"hycq-tests-{os.getpid()}" / "no-calibration.json"
+)
 
 
 @pytest.fixture(scope="session")

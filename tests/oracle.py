@@ -165,11 +165,7 @@ def _late_filter(ts: Sequence[int], ok: Sequence[bool], slides: Sequence[int]) -
             keep.append(False)
             continue
         if lo is not None and hi is not None:
-            emitted = [
-                last
-                for s in slides
-                if (last := ((hi - 1) // s) * s) >= _ceil_to(lo, s)
-            ]
+            emitted = [last for s in slides if (last := ((hi - 1) // s) * s) >= _ceil_to(lo, s)]
             if emitted and t <= max(emitted):
                 keep.append(False)
                 continue
@@ -640,4 +636,3 @@ def result_rows(table: pa.Table) -> list[tuple[Any, ...]]:
 def sort_stream(table: pa.Table) -> pa.Table:
     """The stream sorted by ``_ts`` (stable), for display."""
     return table.take(pc.sort_indices(table, sort_keys=[(TS, "ascending")]))
-

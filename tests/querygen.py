@@ -364,8 +364,7 @@ def _derived(draw: st.DrawFn, mode: str, exact: bool) -> str:
         if exact and ofunc == "SUM" and func not in ("COUNT",):
             ofunc = "MAX"
         return (
-            f"SELECT {mode}d.{outer_key}, {ofunc}(d.m) AS agg FROM {inner} "
-            f"GROUP BY d.{outer_key}"
+            f"SELECT {mode}d.{outer_key}, {ofunc}(d.m) AS agg FROM {inner} GROUP BY d.{outer_key}"
         )
     distinct = "DISTINCT " if draw(st.booleans()) else ""
     return f"SELECT {distinct}{mode}d.{outer_key}, d.m FROM {inner} WHERE d.m >= {draw(_literal())}"

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pytest
 
 from hycq.api import execute
+from hycq.planning import OptimizerOptions
 from optimizer.ir.catalog import Catalog
 from optimizer.ir.plan import Category, LogicalPlan
 from optimizer.sql import plan_query
@@ -71,13 +72,22 @@ def _run(
     span: tuple[int, float],
     engine: str = "duckdb",
     seed: int = 3,
-) -> None:
+    optimizer: OptimizerOptions | None = None,
+) -> dict:
     query, data, expected = _case(path, span[0], span[1], seed)
     catalog = _catalog_for(path)
     plan = plan_query(query, catalog, path.name)
-    result = execute(plan, catalog, {"readings": data}, placement=placement, column_engine=engine)
+    result = execute(
+        plan,
+        catalog,
+        {"readings": data},
+        placement=placement,
+        column_engine=engine,
+        optimizer=optimizer,
+    )
     assert_same_stream(result.table, expected)
     assert not result.metrics["faults"]
+    return result.metrics
 
 
 #: The 5- and 8-way joins' windows are up to 15 minutes long; their 1- and 3-minute windows
@@ -107,6 +117,24 @@ def test_random_mixed_placements(case: tuple[Path, tuple[int, float]]) -> None:
     assert len(placements) == min(5, 2**n_r2r - 2)  # every mixed one when fewer exist
     for p in placements:
         _run(path, p, MIXED_SPAN.get(path.stem, span))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rate", [2000.0, 40000.0])
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_optimizer_plan(path: Path, rate: float) -> None:
+    """``--placement auto``: the optimizer's plan (Phase-One join order included) at two
+    rates gives the oracle's stream; at 40k tuples/s Q1's and Q2's correlated aggregate
+    leaves the row engine (the dissertation's hybrid plan)."""
+    m = _run(
+        path,
+        "auto",
+        MIXED_SPAN.get(path.stem, SPAN),
+        optimizer=OptimizerOptions(rate=rate, cost_model="analytical"),
+    )
+    assert m["cost_model"] == "analytical"
+    if rate == 40000.0 and path.stem in ("q1", "q2"):
+        assert set(m["placement"].values()) == {"row", "duckdb"}
 
 
 #: Spark answers a query in ~0.1-1 s, so its cases use short spans: the shipped queries'

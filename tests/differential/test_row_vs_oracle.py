@@ -171,8 +171,16 @@ def _burst() -> pa.Table:
 
 def _late() -> pa.Table:
     # Late tuples: 1001 after 1003 arrived (late), 1003 again (fine), 999 (late).
-    rows = [(1000, 1.0, 0), (1002, 2.0, 1), (1003, 3.0, 0), (1001, 4.0, 1), (1003, 5.0, 1),
-            (1004, 6.0, 0), (999, 7.0, 0), (1005, 8.0, 2)]
+    rows = [
+        (1000, 1.0, 0),
+        (1002, 2.0, 1),
+        (1003, 3.0, 0),
+        (1001, 4.0, 1),
+        (1003, 5.0, 1),
+        (1004, 6.0, 0),
+        (999, 7.0, 0),
+        (1005, 8.0, 2),
+    ]
     return make_readings(rows)
 
 
@@ -206,8 +214,16 @@ def test_late_tuples_are_dead_lettered(smartplug: Catalog) -> None:
 
 
 def test_invalid_tuples_are_dead_lettered(smartplug: Catalog) -> None:
-    data = make_readings([(1000, 1.0), (1000, math.nan), (1001, math.inf), (1001, 2.0),
-                          (1002, -math.inf), (1002, 3.0)])
+    data = make_readings(
+        [
+            (1000, 1.0),
+            (1000, math.nan),
+            (1001, math.inf),
+            (1001, 2.0),
+            (1002, -math.inf),
+            (1002, 3.0),
+        ]
+    )
     data = data.set_column(4, "plug_id", pa.array([0, 0, 0, 0, 0, None], pa.int32()))
     check(EDGE_QUERIES["global_aggs"], smartplug, data)  # 4 rejected rows
 
@@ -219,8 +235,12 @@ def test_count_sliding(smartplug: Catalog, disorder: bool) -> None:
     data = random_readings(9, seconds=30, rate=3)
     if disorder:
         data = with_disorder(data, seed=9, moves=6)
-    check("SELECT MEDIAN(value) AS m, COUNT(*) AS n, MAX(plug_id) AS p "
-          "FROM readings [ROWS 5 SLIDE 2]", smartplug, data)
+    check(
+        "SELECT MEDIAN(value) AS m, COUNT(*) AS n, MAX(plug_id) AS p "
+        "FROM readings [ROWS 5 SLIDE 2]",
+        smartplug,
+        data,
+    )
 
 
 def test_rows_window_takes_the_most_recent_tuples_by_timestamp(smartplug: Catalog) -> None:

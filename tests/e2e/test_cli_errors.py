@@ -221,8 +221,8 @@ def test_explain_shipped_query(path: Path) -> None:
     assert set(info["cost"]) >= {"bottleneck", "utilization"}
     assert set(info["plans_examined"]) >= {"phase_one", "phase_two"}
     assert set(info["optimization_ms"]) >= {"phase_one", "phase_two", "total"}
-    # Until the cost-based optimizer lands these may be null (hycq/api.py explain()).
-    assert info["feasible"] is None or isinstance(info["feasible"], bool)
+    assert isinstance(info["feasible"], bool)
+    assert all(isinstance(info["cost"][k], float) for k in ("bottleneck", "utilization"))
 
 
 def test_explain_ids_are_stable() -> None:

@@ -62,7 +62,10 @@ def test_metrics_have_the_contract_fields(q5_parquet: tuple[pa.Table, dict]) -> 
     assert m["tuples_in"] == 40000 and m["rate"] == 2000 and m["dead_letter"] == 0
     assert m["kept_up"] is True and m["throughput"] > 2000
     assert set(m["latency_ms"]) == {"p50", "p99"} and m["latency_ms"]["p99"] >= 0
-    assert set(m["placement"].values()) == {"row"}
+    explained = json.loads(hycq("explain", str(Q5), "--json").stdout)
+    assert m["placement"] == {op["id"]: op["engine"] for op in explained["operators"]}
+    assert m["cost_model"] == explained["cost_model"]
+    assert m["predicted"]["feasible"] is explained["feasible"]
     for op_id, op in m["operators"].items():
         assert {"tuples_in", "tuples_out", "busy_s", "u", "engine"} <= set(op), op_id
 

@@ -37,8 +37,9 @@ FIVE = [(10, 1.0), (10, 2.0), (11, 4.0), (13, 8.0), (14, 16.0)]
 def test_range_slide_1(smartplug: Catalog) -> None:
     # Instants 10..14; the window at T holds T-3 < ts <= T.
     # T=10 {10,10}; 11 {10,10,11}; 12 (9,12] {10,10,11}; 13 (10,13] {11,13}; 14 (11,14] {13,14}
-    got = run(smartplug, "SELECT COUNT(*) AS n, SUM(value) AS s FROM readings [RANGE 3 SECONDS]",
-              FIVE)
+    got = run(
+        smartplug, "SELECT COUNT(*) AS n, SUM(value) AS s FROM readings [RANGE 3 SECONDS]", FIVE
+    )
     assert got == [(2, 3.0, 10), (3, 7.0, 11), (3, 7.0, 12), (2, 12.0, 13), (2, 24.0, 14)]
 
 
@@ -108,7 +109,12 @@ def test_gaps_and_union_of_instants(smartplug: Catalog) -> None:
     # Every second between the first and last tuple is an instant, also without data.
     q = "SELECT COUNT(*) AS n FROM readings [RANGE 1 SECOND]"
     assert run(smartplug, q, [(10, 1.0), (15, 1.0)]) == [
-        (1, 10), (0, 11), (0, 12), (0, 13), (0, 14), (1, 15),
+        (1, 10),
+        (0, 11),
+        (0, 12),
+        (0, 13),
+        (0, 14),
+        (1, 15),
     ]
     q = "SELECT plug_id, COUNT(*) AS n FROM readings [RANGE 1 SECOND] GROUP BY plug_id"
     assert run(smartplug, q, [(10, 1.0), (15, 1.0)]) == [(0, 1, 10), (0, 1, 15)]
@@ -125,13 +131,19 @@ def test_gaps_and_union_of_instants(smartplug: Catalog) -> None:
     )
     rows = [(10, 1.0), (11, 1.0), (13, 1.0), (17, 1.0)]
     assert run(smartplug, q, rows) == [
-        (1, 0, 10), (2, 2, 12), (2, 2, 14), (2, 1, 15), (1, 1, 16), (1, 1, 18),
+        (1, 0, 10),
+        (2, 2, 12),
+        (2, 2, 14),
+        (2, 1, 15),
+        (1, 1, 16),
+        (1, 1, 18),
     ]
 
 
 def test_no_input_no_output(smartplug: Catalog) -> None:
-    out = oracle("SELECT COUNT(*) AS n FROM readings [NOW]", smartplug,
-                 {"readings": make_readings([])})
+    out = oracle(
+        "SELECT COUNT(*) AS n FROM readings [NOW]", smartplug, {"readings": make_readings([])}
+    )
     assert out.num_rows == 0
     assert out.column_names == ["n", "_ts"]
 
@@ -141,8 +153,9 @@ def test_millisecond_stream() -> None:
         '[streams.readings]\ntimestamp = "ts"\ntime_unit = "ms"\n'
         '[streams.readings.columns]\nid = "BIGINT"\nts = "BIGINT"\nvalue = "DOUBLE"\n'
     )
-    data = pa.table({"id": [1, 2, 3, 4], "ts": [1000, 1500, 2999, 4000],
-                     "value": [1.0, 2.0, 3.0, 4.0]})
+    data = pa.table(
+        {"id": [1, 2, 3, 4], "ts": [1000, 1500, 2999, 4000], "value": [1.0, 2.0, 3.0, 4.0]}
+    )
     # RANGE 2 s = 2000 ticks, slide 1 s = 1000 ticks: instants 1000, 2000, 3000, 4000.
     # 1000 (-1000,1000] {1000}; 2000 (0,2000] {1000,1500}; 3000 {1500,2999}; 4000 {2999,4000}
     q = "SELECT COUNT(*) AS n FROM readings [RANGE 2 SECONDS SLIDE 1 SECOND]"
@@ -159,10 +172,17 @@ def test_istream_dstream_grouped(smartplug: Catalog) -> None:
     # RANGE 2: R(10) {(0,1),(1,1)}; R(11) {(0,2),(1,1)}; R(12) {(0,1)}; R(13) {(1,1)}
     body = "plug_id, COUNT(*) AS n FROM readings [RANGE 2 SECONDS] GROUP BY plug_id"
     assert run(smartplug, f"SELECT ISTREAM {body}", STREAM_ROWS) == [
-        (0, 1, 10), (1, 1, 10), (0, 2, 11), (0, 1, 12), (1, 1, 13),
+        (0, 1, 10),
+        (1, 1, 10),
+        (0, 2, 11),
+        (0, 1, 12),
+        (1, 1, 13),
     ]
     assert run(smartplug, f"SELECT DSTREAM {body}", STREAM_ROWS) == [
-        (0, 1, 11), (0, 2, 12), (1, 1, 12), (0, 1, 13),
+        (0, 1, 11),
+        (0, 2, 12),
+        (1, 1, 12),
+        (0, 1, 13),
     ]
     assert len(run(smartplug, f"SELECT RSTREAM {body}", STREAM_ROWS)) == 6
 
@@ -171,10 +191,15 @@ def test_istream_dstream_are_bag_differences(smartplug: Catalog) -> None:
     # R(10) {0,1}; R(11) {0,1,0}; R(12) {0}; R(13) {1}
     body = "plug_id FROM readings [RANGE 2 SECONDS]"
     assert run(smartplug, f"SELECT ISTREAM {body}", STREAM_ROWS) == [
-        (0, 10), (1, 10), (0, 11), (1, 13),
+        (0, 10),
+        (1, 10),
+        (0, 11),
+        (1, 13),
     ]
     assert run(smartplug, f"SELECT DSTREAM {body}", STREAM_ROWS) == [
-        (0, 12), (1, 12), (0, 13),
+        (0, 12),
+        (1, 12),
+        (0, 13),
     ]
 
 
@@ -191,7 +216,10 @@ def test_join(smartplug: Catalog) -> None:
         "readings [RANGE 2 SECONDS] AS b WHERE a.plug_id = b.plug_id AND a.id <> b.id"
     )
     assert run(smartplug, q, rows) == [
-        (0, 3.0, 1.0, 11), (0, 3.0, 4.0, 11), (0, 4.0, 1.0, 11), (0, 4.0, 3.0, 11),
+        (0, 3.0, 1.0, 11),
+        (0, 3.0, 4.0, 11),
+        (0, 4.0, 1.0, 11),
+        (0, 4.0, 3.0, 11),
     ]
     out = oracle(q, smartplug, {"readings": make_readings(rows)})
     assert out.column_names == ["plug_id", "value", "value_1", "_ts"]
@@ -263,9 +291,9 @@ def test_late_tuples_slide_5(smartplug: Catalog) -> None:
 
 def test_invalid_fields_rejected(smartplug: Catalog) -> None:
     data = make_readings([(10, 1.0), (10, math.nan), (11, math.inf), (11, 2.0)])
-    data = data.set_column(
-        4, "plug_id", pa.array([0, 0, 0, None], pa.int32())
-    ).append_column("dummy", pa.array([0, 0, 0, 0]))  # extra columns are ignored
+    data = data.set_column(4, "plug_id", pa.array([0, 0, 0, None], pa.int32())).append_column(
+        "dummy", pa.array([0, 0, 0, 0])
+    )  # extra columns are ignored
     q = "SELECT COUNT(*) AS n FROM readings [UNBOUNDED]"
     valid = valid_inputs(q, smartplug, {"readings": data})["readings"]
     assert valid.column("id").to_pylist() == [1]
@@ -317,8 +345,12 @@ def test_assert_same_stream_reports_first_difference() -> None:
 # -- the generators feed the oracle ---------------------------------------------------------------
 
 
-@settings(max_examples=15, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=15,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(query=cql_queries(), data=readings_tables(max_seconds=20, disorder=True))
 def test_random_queries_bind_and_run(smartplug: Catalog, query: str, data: pa.Table) -> None:
     assert binds(query)

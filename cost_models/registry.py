@@ -1,0 +1,204 @@
+"""Finding a cost model by name, entry point, dotted path or TOML file.
+
+``load_cost_model(spec)`` accepts:
+
+* ``None``: the default: ``calibrated`` when a calibration profile exists (see
+  ``cost_models.calibrated.default_profile_path``), else ``analytical``;
+* a built-in name: ``analytical``, ``calibrated``;
+* the name of an entry point in the group ``hycq.cost_models`` (installed plugins), e.g. a
+  package declaring ``[project.entry-points."hycq.cost_models"] mine = "pkg.mod:MyModel"``;
+* a dotted path ``package.module:attr`` (or ``package.module.attr``) of a class or factory
+  callable taking no arguments, or of a model object;
+* a path to a ``.toml`` file::
+
+      [cost_model]
+      name = "tuned"              # optional; default: the file's stem
+      base = "analytical"         # any spec above except another TOML file
+      [cost_model.parameters]     # overrides of the base's constants, in seconds
+      select = 1.2e-7
+      [cost_model.parameters.engines.duckdb]
+      fixed = 0.004
+
+Plugins are only ever imported from an installed entry point or a module path the user
+names (CLI or config); nothing is loaded from the working directory implicitly.
+
+A loaded object must provide ``name``, ``unit_cost`` and ``group_cost`` (the
+:class:`optimizer.costmodel.CostModel` protocol), else ConfigError.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib
+import tomllib
+from collections.abc import Callable
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
+
+from cost_models.analytical import AnalyticalCostModel
+from cost_models.calibrated import calibrated_model, default_profile_path, with_parameters
+from optimizer.costmodel import CostModel
+from optimizer.ir.errors import ConfigError, did_you_mean
+
+ENTRY_POINT_GROUP = "hycq.cost_models"
+
+BUILTIN: dict[str, Callable[[], Any]] = {
+    "analytical": AnalyticalCostModel,
+    "calibrated": calibrated_model,
+}
+
+
+def default_spec() -> str:
+    """``calibrated`` if a calibration profile is present, else ``analytical``."""
+    return "calibrated" if default_profile_path().is_file() else "analytical"
+
+
+def available() -> dict[str, str]:
+    """Names that ``load_cost_model`` accepts -> where they come from."""
+    out = dict.fromkeys(BUILTIN, "built-in")
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        out.setdefault(ep.name, f"entry point {ep.value}")
+    return out
+
+
+def load_cost_model(spec: str | None = None) -> CostModel:
+    """The cost model named by ``spec`` (see the module docstring)."""
+    if spec is None:
+        spec = default_spec()
+    spec = spec.strip()
+    if not spec:
+        raise ConfigError("empty cost-model name", hint=_names_hint())
+    if spec.lower().endswith(".toml") or "/" in spec or "\\" in spec:
+        return _from_toml(Path(spec))
+    return _from_name(spec)
+
+
+def _from_name(spec: str) -> CostModel:
+    if spec in BUILTIN:
+        return _check(BUILTIN[spec](), spec)
+    eps = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == spec]
+    if eps:
+        try:
+            target = eps[0].load()
+        except Exception as err:  # noqa: BLE001 - a broken plugin is the user's input
+            raise ConfigError(
+                f"cost-model plugin '{spec}' ({eps[0].value}) failed to load: "
+                f"{type(err).__name__}: {err}"
+            ) from None
+        return _instantiate(target, spec)
+    if ":" in spec or "." in spec:
+        return _from_dotted(spec)
+    raise ConfigError(
+        f"unknown cost model '{spec}'",
+        hint=did_you_mean(spec, available()) or _names_hint(),
+    )
+
+
+def _names_hint() -> str:
+    return f"cost models: {', '.join(sorted(available()))}; or a module:attr path, or a .toml file"
+
+
+def _from_dotted(spec: str) -> CostModel:
+    if ":" in spec:
+        module_name, _, attr = spec.partition(":")
+    else:
+        module_name, _, attr = spec.rpartition(".")
+    if not module_name or not attr:
+        raise ConfigError(f"bad cost-model path '{spec}'", hint="use package.module:attr")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise ConfigError(
+            f"cannot import module '{module_name}' for cost model '{spec}': {err}",
+            hint="is the package installed (pip install -e .) or on PYTHONPATH?",
+        ) from None
+    except Exception as err:  # noqa: BLE001 - the plugin module itself is broken
+        raise ConfigError(
+            f"importing '{module_name}' for cost model '{spec}' failed: {type(err).__name__}: {err}"
+        ) from None
+    target = module
+    for part in attr.split("."):
+        if not hasattr(target, part):
+            raise ConfigError(
+                f"module '{module_name}' has no attribute '{attr}' (cost model '{spec}')",
+                hint=did_you_mean(part, [n for n in dir(target) if not n.startswith("_")]),
+            )
+        target = getattr(target, part)
+    return _instantiate(target, spec)
+
+
+def _instantiate(target: Any, spec: str) -> CostModel:
+    if isinstance(target, type) or (callable(target) and not _is_model(target)):
+        try:
+            target = target()
+        except Exception as err:  # noqa: BLE001 - the plugin's constructor failed
+            raise ConfigError(
+                f"creating cost model '{spec}' failed: {type(err).__name__}: {err}"
+            ) from None
+    return _check(target, spec)
+
+
+def _is_model(obj: Any) -> bool:
+    return all(callable(getattr(obj, m, None)) for m in ("unit_cost", "group_cost")) and (
+        isinstance(getattr(obj, "name", None), str)
+    )
+
+
+def _check(obj: Any, spec: str) -> CostModel:
+    if not _is_model(obj):
+        raise ConfigError(
+            f"'{spec}' is not a cost model: it needs a str 'name' and methods "
+            "'unit_cost(op, engine, estimates)' and 'group_cost(group, estimates)'",
+            hint="see optimizer/costmodel.py (the CostModel protocol)",
+        )
+    model: CostModel = obj
+    return model
+
+
+def _from_toml(path: Path) -> CostModel:
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"cost-model file not found: {path}") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f"cannot read cost-model file {path}: {err}") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{path}: invalid TOML: {err}") from None
+    table = doc.get("cost_model")
+    if not isinstance(table, dict):
+        raise ConfigError(
+            f"{path}: no [cost_model] table", hint='start the file with [cost_model] base = "..."'
+        )
+    unknown = set(table) - {"name", "base", "parameters"}
+    if unknown:
+        key = sorted(unknown)[0]
+        raise ConfigError(
+            f"{path}: unknown key '{key}' in [cost_model]",
+            hint=did_you_mean(key, ["name", "base", "parameters"])
+            or "keys: name, base, parameters",
+        )
+    base_spec = table.get("base", "analytical")
+    if not isinstance(base_spec, str) or base_spec.lower().endswith(".toml"):
+        raise ConfigError(f"{path}: 'base' must name a cost model (not another TOML file)")
+    name = table.get("name", path.stem)
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"{path}: 'name' must be a non-empty string")
+    model: Any = _from_name(base_spec)
+    params = table.get("parameters", {})
+    if not isinstance(params, dict):
+        raise ConfigError(f"{path}: [cost_model.parameters] must be a table")
+    if params:
+        if not isinstance(model, AnalyticalCostModel):
+            raise ConfigError(
+                f"{path}: base model '{base_spec}' has no settable parameters",
+                hint="parameters apply to analytical-structured models (analytical, calibrated)",
+            )
+        model = with_parameters(model, params, str(path))
+    if dataclasses.is_dataclass(model) and "name" in {f.name for f in dataclasses.fields(model)}:
+        model = dataclasses.replace(model, name=name)  # type: ignore[type-var]
+    else:
+        with contextlib.suppress(AttributeError):
+            model.name = name
+    return _check(model, str(path))

@@ -1,0 +1,245 @@
+"""Optimizing a loaded query: statistics, estimation, Phase One, Phase Two (section 6.3).
+
+This is where the optimizer meets its inputs: the sample that statistics are measured on
+comes from the engines' sources (the catalog's generator or a ``--data`` file), and the cost
+model from the registry. ``optimize`` returns an :class:`Optimized` plan that ``explain``,
+``run --placement auto`` and the reports share, so all three show the same placement.
+
+Per operator it reports (``Optimized.operator_rows``): ``lambda_in``/``lambda_out``
+(source-driven sizes per second), the window cardinality, the unit cost (row operators:
+seconds per input tuple; group members: seconds per invocation of their group), ``u`` and
+the *unit* it belongs to (an operator id, or ``g<k>`` for a columnar group, whose ``u`` is
+charged once: every member shows the group's u), and whether that unit is the bottleneck.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from optimizer.costmodel import CostModel, PlanCoster
+from optimizer.estimate import Estimates, estimate
+from optimizer.ir.cost import Cost
+from optimizer.ir.errors import OptionError, UserError
+from optimizer.ir.placement import ROW, Group, groups
+from optimizer.ir.plan import Category, LogicalPlan
+from optimizer.phase_one import PhaseOneResult, optimize_join_order
+from optimizer.phase_two import PhaseTwoResult, place
+from optimizer.statistics import SampleStatistics, measure
+
+if TYPE_CHECKING:  # pragma: no cover
+    from hycq.api import LoadedQuery
+
+#: How the row engine's operators are charged (see optimizer.costmodel.PlanCoster).
+ROW_CORE_MODES = ("per-operator", "shared")
+#: Sample taken from each input stream for statistics: event-seconds and a row cap.
+SAMPLE_SECONDS = 10.0
+SAMPLE_ROWS = 100_000
+#: ``--exhaustive`` refuses to cost more placements than this (join_8 has 2^24).
+EXHAUSTIVE_LIMIT = 2**20
+
+
+@dataclass(frozen=True)
+class OptimizerOptions:
+    """The optimizer's knobs (the ``explain`` flags, shared by ``run --placement auto``)."""
+
+    rate: float | None = None
+    engines: tuple[str, ...] = ("row", "duckdb")
+    cost_model: str | None = None
+    """A registry spec (name, entry point, module:attr, .toml path); None = the default."""
+    exhaustive: bool = False
+    feasibility: bool = True
+    row_core: str = "per-operator"
+    sample: bool = True
+    data: Mapping[str, Path] = field(default_factory=dict)
+    """Files to sample streams from (the run's ``--data``); else the catalog's sources."""
+
+
+@dataclass(frozen=True)
+class Optimized:
+    """The optimizer's result for one query and one set of options."""
+
+    query: LoadedQuery
+    options: OptimizerOptions
+    model: CostModel
+    statistics: SampleStatistics | None
+    statistics_note: str
+    estimates: Estimates
+    phase_one: PhaseOneResult
+    phase_two: PhaseTwoResult
+    coster: PlanCoster
+    sample_ms: float
+
+    @property
+    def plan(self) -> LogicalPlan:
+        """The Phase-One plan (joins reordered); its ids are the ones placements use."""
+        return self.phase_one.plan
+
+    @property
+    def placement(self) -> dict[str, str]:
+        return self.phase_two.placement
+
+    @property
+    def cost(self) -> Cost:
+        return self.phase_two.cost
+
+    @property
+    def groups(self) -> list[Group]:
+        return groups(self.plan, self.placement)
+
+    def cost_of(self, placement: Mapping[str, str]) -> Cost:
+        """The cost vector of any complete placement of the same plan and estimates."""
+        return self.coster.placement_cost(placement)
+
+    def operator_rows(self, placement: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+        """Per-operator estimates and costs of ``placement`` (default: the chosen one)."""
+        placement = dict(placement or self.placement)
+        plan = self.plan
+        units: dict[str, tuple[str, float, float]] = {}  # op -> (unit id, u, unit cost)
+        for k, g in enumerate(groups(plan, placement)):
+            u = self.coster.group_cost(g.engine, g.operators).utilization
+            per_call = self.model.group_cost(g, self.estimates)
+            for op_id in g.operators:
+                units[op_id] = (f"g{k}", u, per_call)
+        for op_id in plan.topological():
+            if op_id not in units:
+                est = self.estimates[op_id]
+                u = self.coster.row_cost(op_id).utilization
+                c = self.model.unit_cost(plan.op(op_id), ROW, est)
+                units[op_id] = (op_id, u, c)
+        cost = self.cost_of(placement)
+        shared = self.coster.shared_row_core
+        peak = max((u for _, u, _ in units.values()), default=0.0)
+        core_bottleneck = shared and cost.core_load >= cost.unit_peak and cost.core_load > 0
+        rows = []
+        for op in plan.operators():
+            est = self.estimates[op.id]
+            unit, u, c = units[op.id]
+            on_core = shared and not unit.startswith("g")
+            if on_core:
+                unit = "row-core"  # every row operator shares the one Python thread
+            is_bottleneck = core_bottleneck if on_core else (not core_bottleneck and u == peak)
+            rows.append(
+                {
+                    "id": op.id,
+                    "kind": op.kind,
+                    "engine": placement.get(op.id, ROW),
+                    "inputs": plan.inputs(op.id),
+                    "detail": op.describe(),
+                    "schema": [{"name": f.name, "type": f.dtype.value} for f in op.schema],
+                    "lambda_in": [_num(x.value) for x in est.lambda_in],
+                    "lambda_out": _num(est.lambda_out.value),
+                    "cardinality": _num(est.cardinality.value),
+                    "precision": est.lambda_out.precision.value,
+                    "unit": unit,
+                    "unit_cost": _num(c),
+                    "u": _num(u),
+                    "bottleneck": bool(peak > 0 and is_bottleneck),
+                }
+            )
+        return rows
+
+
+def _num(x: float) -> float | None:
+    """JSON-safe number: None for NaN (absent), a large sentinel never (inf stays null)."""
+    if x is None or math.isnan(x) or math.isinf(x):
+        return None
+    return float(x)
+
+
+def sample_streams(
+    q: LoadedQuery, rate: float | None, data: Mapping[str, Path]
+) -> tuple[dict[str, Any], str]:
+    """A sample of each input stream (Arrow), and a note on where it came from."""
+    import pyarrow as pa
+
+    from engines.runtime import DeadLetters, RunOptions, open_inputs
+
+    options = RunOptions(rate=rate, duration=SAMPLE_SECONDS, data=dict(data))
+    dead = DeadLetters(None)
+    samples: dict[str, Any] = {}
+    notes = []
+    for inp in open_inputs(q.plan, q.catalog, options, dead):
+        got, rows = [], 0
+        for batch in inp.batches:
+            got.append(batch)
+            rows += batch.num_rows
+            if rows >= SAMPLE_ROWS:
+                break
+        close = getattr(inp.batches, "close", None)
+        if close is not None:
+            close()
+        table = pa.Table.from_batches(got) if got else None
+        if table is not None:
+            samples[inp.stream.name] = table.slice(0, SAMPLE_ROWS)
+            notes.append(f"{inp.stream.name}: {min(rows, SAMPLE_ROWS)} rows of {inp.description}")
+    return samples, "; ".join(notes)
+
+
+def optimize(
+    q: LoadedQuery,
+    options: OptimizerOptions | None = None,
+    samples: Mapping[str, Any] | None = None,
+) -> Optimized:
+    """Measure statistics, estimate, reorder joins (Phase One) and place (Phase Two).
+
+    ``samples`` (stream -> Arrow table) replaces sampling the query's sources.
+    """
+    from cost_models.registry import load_cost_model
+
+    opts = options or OptimizerOptions()
+    if opts.row_core not in ROW_CORE_MODES:
+        raise OptionError(
+            f"unknown row-core mode '{opts.row_core}'", hint=f"use {' or '.join(ROW_CORE_MODES)}"
+        )
+    model = load_cost_model(opts.cost_model)
+    shared = opts.row_core == "shared"
+    stats: SampleStatistics | None = None
+    note = "none (defaults and catalog statistics)"
+    start = time.perf_counter()
+    if samples is not None:
+        stats = measure(q.plan, samples)
+        note = "sample of the given input tables"
+    elif opts.sample:
+        try:
+            samples, where = sample_streams(q, opts.rate, opts.data)
+        except UserError as err:  # a missing data file must not stop explain
+            note = f"none: could not sample the input ({err.message})"
+        else:
+            stats = measure(q.plan, samples)
+            note = f"sample of {where}" if where else note
+    sample_ms = 1e3 * (time.perf_counter() - start)
+
+    est = estimate(q.plan, q.catalog, rates=opts.rate, sample=stats)
+    one = optimize_join_order(
+        q.plan, est, model, shared_row_core=shared, utilization_only=not opts.feasibility
+    )
+    est2 = est if one.plan is q.plan else estimate(one.plan, q.catalog, opts.rate, sample=stats)
+    if opts.exhaustive:
+        n = len(opts.engines) ** len(one.plan.r2r_ids())
+        if n > EXHAUSTIVE_LIMIT:
+            raise OptionError(
+                f"--exhaustive would cost about {n:,} placements ({len(one.plan.r2r_ids())} "
+                f"R2R operators over {len(opts.engines)} engines), more than the limit "
+                f"{EXHAUSTIVE_LIMIT:,}",
+                hint="drop --exhaustive: the pruned search returns the same optimum",
+            )
+    two = place(
+        one.plan,
+        est2,
+        model,
+        opts.engines,
+        shared_row_core=shared,
+        utilization_only=not opts.feasibility,
+        exhaustive=opts.exhaustive,
+    )
+    coster = PlanCoster(est2, model, shared)
+    return Optimized(q, opts, model, stats, note, est2, one, two, coster, sample_ms)
+
+
+def r2r_count(plan: LogicalPlan) -> int:
+    return len([o for o in plan.operators() if o.category is Category.R2R])
