@@ -1,0 +1,133 @@
+"""The cost-model registry: built-in names, installed entry points, module:attr paths, TOML
+files, calibration profiles; and the scipy fit behind ``hycq calibrate``."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from cost_models.analytical import AnalyticalCostModel
+from cost_models.calibrated import (
+    calibrated_model,
+    fit_linear,
+    model_parameters,
+    write_profile,
+)
+from cost_models.registry import available, default_spec, load_cost_model
+from optimizer.ir.errors import ConfigError
+
+PLUGIN = textwrap.dedent(
+    """
+    class FlatModel:
+        name = "flat"
+
+        def unit_cost(self, op, engine, estimates):
+            return 1e-6
+
+        def group_cost(self, group, estimates):
+            return 1e-3
+
+    NOT_A_MODEL = object()
+    """
+)
+
+
+@pytest.fixture
+def plugin_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / "hycq_test_plugin.py").write_text(PLUGIN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield tmp_path
+    sys.modules.pop("hycq_test_plugin", None)
+
+
+def test_builtin_names_and_default() -> None:
+    assert load_cost_model("analytical").name == "analytical"
+    assert default_spec() == "analytical"  # tests point HYCQ_CALIBRATION at nothing
+    assert {"analytical", "calibrated"} <= set(available())
+
+
+def test_module_path_plugin(plugin_dir: Path) -> None:
+    model = load_cost_model("hycq_test_plugin:FlatModel")
+    assert model.name == "flat"
+    with pytest.raises(ConfigError, match="is not a cost model"):
+        load_cost_model("hycq_test_plugin:NOT_A_MODEL")
+    with pytest.raises(ConfigError, match="has no attribute 'Flat'"):
+        load_cost_model("hycq_test_plugin:Flat")
+    with pytest.raises(ConfigError, match="cannot import module 'no_such_module_x'"):
+        load_cost_model("no_such_module_x:Model")
+
+
+def test_entry_point_plugin(plugin_dir: Path) -> None:
+    """An installed distribution declaring ``hycq.cost_models`` is found by name."""
+    dist = plugin_dir / "hycq_test_plugin-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: hycq-test-plugin\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text(
+        "[hycq.cost_models]\nflat = hycq_test_plugin:FlatModel\n"
+    )
+    assert "flat" in available()
+    assert load_cost_model("flat").name == "flat"
+
+
+def test_toml_overrides_parameters(tmp_path: Path) -> None:
+    path = tmp_path / "tuned.toml"
+    path.write_text(
+        "[cost_model]\nbase = 'analytical'\n[cost_model.parameters]\nselect = 2e-7\n"
+        "[cost_model.parameters.engines.duckdb]\nfixed = 0.01\n"
+    )
+    model = load_cost_model(str(path))
+    assert isinstance(model, AnalyticalCostModel)
+    assert model.name == "tuned" and model.select == 2e-7
+    assert model.engines["duckdb"].fixed == 0.01
+    assert model.engines["spark"] == AnalyticalCostModel().engines["spark"]
+
+
+def test_toml_parameters_need_a_parametrized_base(tmp_path: Path, plugin_dir: Path) -> None:
+    path = tmp_path / "x.toml"
+    path.write_text(
+        "[cost_model]\nbase = 'hycq_test_plugin:FlatModel'\n[cost_model.parameters]\nselect = 1\n"
+    )
+    with pytest.raises(ConfigError, match="no settable parameters"):
+        load_cost_model(str(path))
+
+
+def test_profile_round_trip_and_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "calibration.json"
+    with pytest.raises(ConfigError, match="no calibration profile") as err:
+        calibrated_model(path)
+    assert "hycq calibrate" in (err.value.hint or "")
+    tuned = AnalyticalCostModel(select=3e-7)
+    fit = fit_linear([1.0, 2.0, 3.0], [2.0, 4.0, 6.0])
+    write_profile(path, tuned, {"select": fit}, {"cores": 2}, "2026-11-21T00:00:00+00:00")
+    model = calibrated_model(path)
+    assert model.name == "calibrated" and model.select == 3e-7
+    assert model_parameters(model) == model_parameters(tuned)
+    monkeypatch.setenv("HYCQ_CALIBRATION", str(path))
+    assert default_spec() == "calibrated"
+    assert load_cost_model(None).name == "calibrated"
+    doc = json.loads(path.read_text())
+    doc["format"] = 99
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ConfigError, match="not a version-1"):
+        calibrated_model(path)
+    path.write_text("{")
+    with pytest.raises(ConfigError, match="not valid JSON"):
+        calibrated_model(path)
+
+
+def test_fit_linear_recovers_slope_and_intercept() -> None:
+    xs = [1e5, 3e5, 1e6, 3e6]
+    ys = [0.002 + 40e-9 * x for x in xs]
+    fit = fit_linear(xs, ys)
+    assert math.isclose(fit.slope, 40e-9, rel_tol=1e-6)
+    assert math.isclose(fit.intercept, 0.002, rel_tol=1e-6)
+    assert fit.r2 > 0.999999
+    # Costs are never negative: a decreasing series fits a zero slope.
+    assert fit_linear([1, 2, 3], [3, 2, 1]).slope == 0.0
+    with pytest.raises(ValueError):
+        fit_linear([1.0], [1.0])
