@@ -10,14 +10,16 @@ Row engine (tuple-at-a-time, one Python thread), seconds per input tuple:
   slide, spread over the tuples that arrived in that slide ("f(|w|)" of the dissertation);
 * join (symmetric hash join): 1.5 us per input tuple for insert+probe plus 0.3 us per output
   tuple;
-* gateway operators: window 0.2 us per tuple (insert and evict), R2S 0.3 us per tuple, sources
-  and sink free (they are the same in every plan).
+* gateway operators: window 0.2 us per tuple (insert and evict); ISTREAM/DSTREAM 0.3 us per
+  input tuple; RSTREAM 0.3 us per *output* row (it emits the whole relation every slide:
+  ``|w| * n_slide`` rows per second); sources and sink free (the same in every plan).
 
 Columnar group (DB-op), seconds per invocation (one per slide):
 
 * transfer in: the rows that reached the group's inputs since the previous slide
   (``lambda_out(input) * slide``; the columnar side keeps the window as a table) at 0.5 us per
-  row for tuple -> Arrow;
+  row for tuple -> Arrow when the input is a row operator, 0.01 us per row when it is a
+  window (windows feeding a MIG hold Arrow chunks already: only references move);
 * SQL: the group re-evaluates over whole relations each slide: per input row of each member
   operator, DuckDB select 8 ns, project 4 ns, aggregate 12 ns, join 25 ns plus 10 ns per
   output row. Hand-fitted to DuckDB Q1 (two scans of the window): the model gives 23 / 121 /
@@ -73,6 +75,7 @@ class AnalyticalCostModel:
     window: float = 0.2 * US
     r2s: float = 0.3 * US
     to_arrow: float = 0.5 * US
+    ship_arrow: float = 0.01 * US
     from_arrow: float = 0.55 * US
     engines: dict[str, ColumnarConstants] = field(
         default_factory=lambda: {"duckdb": DUCKDB, "spark": SPARK}
@@ -94,6 +97,10 @@ class AnalyticalCostModel:
         if isinstance(op, Window):
             return self.window
         if isinstance(op, R2S):
+            if op.kind == "rstream":  # emits |w| rows per slide, whatever arrived
+                lam = estimates.total_in.value
+                rows = estimates.cardinality.value * estimates.invocations_per_second
+                return self.r2s * rows / lam if lam > 0 else 0.0
             return self.r2s
         return 0.0
 
@@ -121,21 +128,51 @@ class AnalyticalCostModel:
         consts = self.engines.get(group.engine)
         if consts is None:
             return float("inf")
-        slide = estimates[group.top].slide_seconds
-        plan = estimates.plan
-        rows_in = sum(estimates[i].lambda_out.value * slide for i in external_inputs(group, plan))
-        sql = consts.fixed
-        for op_id in group.operators:
-            op = plan.op(op_id)
-            est = estimates[op_id]
-            card_in = sum(c.value for c in est.input_cardinality)
-            if isinstance(op, Select):
-                sql += card_in * consts.select
-            elif isinstance(op, Project):
-                sql += card_in * consts.project
-            elif isinstance(op, Aggregate):
-                sql += card_in * consts.aggregate
-            elif isinstance(op, Join):
-                sql += card_in * consts.join_input + est.cardinality.value * consts.join_output
-        rows_out = estimates[group.top].cardinality.value
-        return rows_in * self.to_arrow + sql + rows_out * self.from_arrow
+        terms = sql_terms(group, estimates)
+        sql = consts.fixed + sum(getattr(consts, k) * rows for k, rows in terms.items())
+        ship_tuples, ship_arrow, rows_out = transfer_rows(group, estimates)
+        return (
+            ship_tuples * self.to_arrow
+            + ship_arrow * self.ship_arrow
+            + sql
+            + rows_out * self.from_arrow
+        )
+
+
+#: The per-row SQL cost terms of a DB-op (the fields of :class:`ColumnarConstants`).
+SQL_TERMS = ("select", "project", "aggregate", "join_input", "join_output")
+
+
+def sql_terms(group: Group, estimates: Estimates) -> dict[str, float]:
+    """Rows each per-row SQL constant applies to in one invocation of ``group``: the input
+    cardinality of its selects, projects, aggregates and joins, and the joins' output."""
+    plan = estimates.plan
+    terms = dict.fromkeys(SQL_TERMS, 0.0)
+    for op_id in group.operators:
+        op = plan.op(op_id)
+        est = estimates[op_id]
+        card_in = sum(c.value for c in est.input_cardinality)
+        if isinstance(op, Select):
+            terms["select"] += card_in
+        elif isinstance(op, Project):
+            terms["project"] += card_in
+        elif isinstance(op, Aggregate):
+            terms["aggregate"] += card_in
+        elif isinstance(op, Join):
+            terms["join_input"] += card_in
+            terms["join_output"] += est.cardinality.value
+    return terms
+
+
+def transfer_rows(group: Group, estimates: Estimates) -> tuple[float, float, float]:
+    """(tuples converted to Arrow, Arrow rows referenced, rows converted back) per invocation."""
+    plan = estimates.plan
+    slide = estimates[group.top].slide_seconds
+    tuples = arrow = 0.0
+    for i in external_inputs(group, plan):
+        rows = estimates[i].lambda_out.value * slide
+        if isinstance(plan.op(i), Window):
+            arrow += rows
+        else:
+            tuples += rows
+    return tuples, arrow, estimates[group.top].cardinality.value

@@ -68,6 +68,19 @@ class MigStats:
     faults: list[dict[str, Any]] = field(default_factory=list)
     #: (instant, seconds) of every step that ran the query: ship + SQL + hand-back.
     slides: list[tuple[int, float]] = field(default_factory=list)
+    #: Per query run: rows in the group's inputs, rows out, and seconds for shipping the
+    #: inputs, the SQL and the hand-back (what ``hycq calibrate`` fits cost functions to).
+    trace: list[SlideTrace] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class SlideTrace:
+    instant: int
+    rows_in: int
+    rows_out: int
+    ship_s: float
+    sql_s: float
+    out_s: float
 
 
 class MigOp(RowOperator):
@@ -170,15 +183,30 @@ class MigOp(RowOperator):
         first = not self._started
         self._started = True
         start = time.perf_counter()
+        before = (self.stats.transfer_in_s, self.stats.sql_s)
         result = self._run(instant, [c or first for c in changed])
+        rows_in = sum(i.rows for i in self.inputs)
         if self.to_arrow:
+            self._trace(instant, rows_in, result.num_rows, before, 0.0)
             self.stats.slides.append((instant, time.perf_counter() - start))
             return Delta(table=result)
         t0 = time.perf_counter()
         rows = batch_to_rows(result)
-        self.stats.transfer_out_s += time.perf_counter() - t0
+        out_s = time.perf_counter() - t0
+        self.stats.transfer_out_s += out_s
+        self._trace(instant, rows_in, result.num_rows, before, out_s)
         self.stats.slides.append((instant, time.perf_counter() - start))
         return Delta(rows, [], replace=True)
+
+    def _trace(
+        self, instant: int, rows_in: int, rows_out: int, before: tuple[float, float], out_s: float
+    ) -> None:
+        s = self.stats
+        s.trace.append(
+            SlideTrace(
+                instant, rows_in, rows_out, s.transfer_in_s - before[0], s.sql_s - before[1], out_s
+            )
+        )
 
     def _ship(self, which: list[bool]) -> None:
         t0 = time.perf_counter()

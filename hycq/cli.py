@@ -209,6 +209,29 @@ def build_parser() -> argparse.ArgumentParser:
         help="show a progress bar (default: when stderr is a terminal)",
     )
 
+    cal = sub.add_parser(
+        "calibrate",
+        help="measure this machine's unit costs for the calibrated cost model",
+        description="Micro-benchmark the row engine's operators, Arrow conversion and the "
+        "columnar engines over growing windows, fit the cost model's unit-cost functions "
+        "(scipy NNLS) and write a profile. The 'calibrated' cost model reads it, and is the "
+        "default whenever the profile exists.",
+    )
+    cal.add_argument(
+        "--out",
+        type=Path,
+        metavar="PATH",
+        help="profile path (default: $HYCQ_CALIBRATION, else ~/.config/hycq/calibration.json)",
+    )
+    cal.add_argument(
+        "--engines",
+        default="row,duckdb,spark",
+        help="what to measure, from row,duckdb,spark (default: all; Spark adds about a minute)",
+    )
+    cal.add_argument(
+        "--quick", action="store_true", help="smaller data and fewer points (about 10 s)"
+    )
+
     data = sub.add_parser("data", help="synthetic smart-plug data")
     data_sub = data.add_subparsers(dest="data_command", metavar="ACTION", parser_class=_Parser)
     data_sub.required = True
@@ -264,6 +287,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _run(args)
     if args.command == "data":
         return _data_generate(args)
+    if args.command == "calibrate":
+        return _calibrate(args)
     raise OptionError(f"unknown command {args.command}")  # pragma: no cover
 
 
@@ -429,6 +454,39 @@ def _run(args: argparse.Namespace) -> int:
             f"rate {m['rate']:,.0f}/s, {'kept up' if m['kept_up'] else 'did NOT keep up'}); "
             f"{m['results']} result rows over {m['instants']} instants; "
             f"{m['dead_letter']} rows dead-lettered\n"
+        )
+    return 0
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from hycq import api
+    from hycq.calibrate import Settings, calibrate, quick
+
+    engines = api.parse_engines(args.engines)
+    base = quick() if args.quick else Settings()
+
+    def progress(message: str) -> None:
+        sys.stderr.write(f"measuring {message}\n")
+
+    settings = dataclasses.replace(base, engines=engines, progress=progress)
+    if args.out is not None and not args.out.parent.exists():
+        raise OptionError(f"output folder does not exist: {args.out.parent}")
+    summary = calibrate(args.out, settings)
+    us = {k: v * 1e6 for k, v in summary["parameters"].items()}
+    print(f"wrote {summary['profile']} in {summary['seconds']:.1f} s")
+    print("row engine, us per tuple: " + ", ".join(f"{k} {v:.3g}" for k, v in us.items()))
+    for engine, c in summary["engines"].items():
+        if engine in engines:
+            print(
+                f"{engine}: fixed {1e3 * c['fixed']:.3g} ms per query; ns per row: "
+                + ", ".join(f"{k} {1e9 * v:.3g}" for k, v in c.items() if k != "fixed")
+            )
+    for engine, e in summary["sql_prediction_error"].items():
+        print(
+            f"{engine} SQL time, median relative error over {e['points']} slides: "
+            f"calibrated {100 * e['calibrated']:.0f}%, analytical {100 * e['analytical']:.0f}%"
         )
     return 0
 

@@ -131,3 +131,42 @@ def test_fit_linear_recovers_slope_and_intercept() -> None:
     assert fit_linear([1, 2, 3], [3, 2, 1]).slope == 0.0
     with pytest.raises(ValueError):
         fit_linear([1.0], [1.0])
+
+
+def test_calibrate_measures_fits_and_becomes_the_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``hycq calibrate --quick`` on the real row engine and DuckDB writes a profile that the
+    ``calibrated`` model loads and ``explain`` then uses by default."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    profile = tmp_path / "cal.json"
+    env = {**__import__("os").environ, "HYCQ_CALIBRATION": str(profile)}
+    r = subprocess.run(
+        [sys.executable, "-m", "hycq.cli", "calibrate", "--quick", "--engines", "row,duckdb"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=root,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr
+    assert f"wrote {profile}" in r.stdout and "duckdb SQL time" in r.stdout
+    doc = json.loads(profile.read_text())
+    params = doc["parameters"]
+    # Measured, not the analytical defaults; positive where the engine does work.
+    assert params["join_input"] > 0 and params["agg_base"] > 0 and params["from_arrow"] > 0
+    assert params["engines"]["duckdb"]["fixed"] > 0
+    assert params != model_parameters(AnalyticalCostModel())
+    assert doc["fits"]["row.aggregate.max"]["r2"] > 0.5
+    r = subprocess.run(
+        [sys.executable, "-m", "hycq.cli", "explain", "queries/smartplug/q1.sql", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=root,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["cost_model"] == "calibrated"

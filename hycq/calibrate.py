@@ -1,0 +1,397 @@
+"""``hycq calibrate``: measure this machine's unit costs and write the ``calibrated`` profile.
+
+Every measurement runs the real engines on generated smart-plug data (the catalog is
+embedded, so an installed hycq calibrates without the source checkout):
+
+* **row operators**: small queries run entirely on the row engine; each operator's busy time
+  (the executor's per-operator metrics) against the tuples it consumed gives seconds per
+  tuple. Filter/project/window/RSTREAM from a filter query; the aggregate base and the
+  per-call incremental cost from one- and three-call aggregates (a linear fit in the number
+  of calls); MIN/MAX from a MAX query; MEDIAN's per-window-tuple rescan from a MEDIAN query;
+  the join's per-input and per-output costs from two joins with different fan-outs (NNLS);
+* **Arrow conversion**: Python tuples -> Arrow and Arrow -> tuples over growing row counts;
+* **columnar engines** (DuckDB, and Spark when enabled): whole queries placed on the engine
+  over 5-minute windows that grow while they fill; every slide is one point (window rows,
+  SQL seconds). The per-row SQL constants and the fixed per-invocation overhead are fitted
+  jointly by NNLS to the analytical model's own terms (``cost_models.analytical.sql_terms``
+  of the estimator at that window size), so the fit is exactly the function the optimizer
+  evaluates.
+
+The profile records every fit with its points and R^2, and how well the calibrated and the
+analytical models predict the measured slide times (median relative error).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from cost_models.analytical import SQL_TERMS, AnalyticalCostModel, ColumnarConstants, sql_terms
+from cost_models.calibrated import LinearFit, default_profile_path, fit_linear, write_profile
+from optimizer.estimate import estimate
+from optimizer.ir.catalog import Catalog
+from optimizer.ir.placement import groups, uniform_placement
+from optimizer.sql import plan_query
+from optimizer.sql.catalog import parse_catalog_text
+
+CATALOG = """
+[streams.readings]
+timestamp = "ts"
+time_unit = "s"
+rate = 20000
+
+[streams.readings.columns]
+id = "BIGINT"
+ts = "BIGINT"
+value = "DOUBLE"
+property = "INTEGER"
+plug_id = "INTEGER"
+household_id = "INTEGER"
+house_id = "INTEGER"
+
+[streams.readings.source]
+kind = "generator"
+generator = "smartplug"
+"""
+
+PLUG = "house_id, household_id, plug_id"
+ROW_QUERIES = {
+    "filter": "SELECT plug_id, value * 2 AS v FROM readings [RANGE 10 SECONDS] WHERE property = 1",
+    "avg": f"SELECT {PLUG}, AVG(value) AS a FROM readings [RANGE 1 MINUTE SLIDE 1 SECOND] "
+    f"GROUP BY {PLUG}",
+    "count_sum_avg": f"SELECT {PLUG}, COUNT(*) AS n, SUM(value) AS s, AVG(value) AS a "
+    f"FROM readings [RANGE 1 MINUTE SLIDE 1 SECOND] GROUP BY {PLUG}",
+    "max": f"SELECT {PLUG}, MAX(value) AS m FROM readings [RANGE 1 MINUTE SLIDE 1 SECOND] "
+    f"GROUP BY {PLUG}",
+    "median": f"SELECT {PLUG}, MEDIAN(value) AS m FROM readings [RANGE 10 SECONDS SLIDE 1 "
+    f"SECOND] GROUP BY {PLUG}",
+}
+#: Q1's correlated join with two thresholds: different fan-outs separate the join's
+#: per-input from its per-output cost.
+JOIN = (
+    "SELECT r.house_id, COUNT(*) AS n FROM readings [RANGE {range} SECONDS SLIDE 1 SECOND] AS r "
+    "JOIN (SELECT {plug}, MAX(value) AS m FROM readings [RANGE {range} SECONDS SLIDE 1 SECOND] "
+    "WHERE property = 1 GROUP BY {plug}) AS x ON r.house_id = x.house_id AND "
+    "r.household_id = x.household_id AND r.plug_id = x.plug_id AND r.value > {f} * x.m "
+    "WHERE r.property = 1 GROUP BY r.house_id"
+)
+COLUMN_QUERIES = {
+    "max": f"SELECT {PLUG}, MAX(value) AS m FROM readings [RANGE 5 MINUTES SLIDE 1 SECOND] "
+    f"GROUP BY {PLUG}",
+    "filter_max": f"SELECT {PLUG}, MAX(value) AS m FROM readings [RANGE 5 MINUTES SLIDE 1 "
+    f"SECOND] WHERE property = 1 GROUP BY {PLUG}",
+    "project_max": f"SELECT {PLUG}, MAX(v) AS m FROM (SELECT {PLUG}, value * 2 AS v FROM "
+    f"readings [RANGE 5 MINUTES SLIDE 1 SECOND]) AS p GROUP BY {PLUG}",
+    "join": JOIN.format(range=300, plug=PLUG, f=0.9),
+}
+
+
+@dataclass
+class Settings:
+    """How much to measure (``quick`` for tests: smaller data, fewer points)."""
+
+    engines: tuple[str, ...] = ("row", "duckdb", "spark")
+    rate: float = 20000.0
+    row_seconds: Sequence[int] = (15, 30)
+    column_seconds: int = 90
+    column_rate: float = 20000.0
+    spark_seconds: int = 20
+    spark_rate: float = 60000.0
+    conversions: Sequence[int] = (20_000, 100_000, 300_000)
+    progress: Callable[[str], None] = field(default=lambda _m: None)
+
+
+def quick() -> Settings:
+    return Settings(
+        engines=("row", "duckdb"),
+        row_seconds=(5, 10),
+        column_seconds=25,
+        column_rate=20000.0,
+        conversions=(10_000, 50_000),
+    )
+
+
+def _catalog() -> Catalog:
+    return parse_catalog_text(CATALOG, "<calibration catalog>")
+
+
+def _data(rate: float, seconds: float) -> Any:
+    from engines.sources.smartplug import SmartPlugGenerator
+
+    return SmartPlugGenerator(rate=rate).table(seconds)
+
+
+def _execute(query: str, data: Any, placement: str, engine: str = "duckdb") -> Any:
+    from engines.runtime import RunOptions
+    from hycq.api import execute
+
+    cat = _catalog()
+    plan = plan_query(query, cat)
+    return plan, execute(
+        plan,
+        cat,
+        {"readings": data},
+        placement=placement,
+        options=RunOptions(),
+        column_engine=engine,
+    )
+
+
+# -- row engine -----------------------------------------------------------------------------
+
+
+def _busy(name: str, settings: Settings) -> list[tuple[str, int, int, float]]:
+    """(operator kind, tuples in, tuples out, busy seconds) per operator, over all sizes."""
+    out = []
+    for seconds in settings.row_seconds:
+        data = _data(settings.rate, seconds)
+        query = ROW_QUERIES.get(name, name)
+        _, result = _execute(query, data, "row")
+        for op_id, m in result.metrics["operators"].items():
+            tuples_in = m["tuples_in"] if m["kind"] != "window" else data.num_rows
+            out.append((op_id, tuples_in, m["tuples_out"], m["busy_s"]))
+    return out
+
+
+def _per_tuple(rows: list[tuple[str, int, int, float]], prefix: str) -> LinearFit:
+    pts = [(n, b) for op, n, _, b in rows if op.startswith(prefix) and n > 0]
+    return fit_linear([p[0] for p in pts], [p[1] for p in pts], intercept=False)
+
+
+def calibrate_row(settings: Settings, fits: dict[str, LinearFit]) -> dict[str, float]:
+    """Row-engine constants (seconds per tuple) of the analytical model's structure."""
+    p: dict[str, float] = {}
+    say = settings.progress
+    say("row engine: filter / project / window / rstream")
+    f = _busy("filter", settings)
+    for key, prefix in (("select", "select"), ("project", "project"), ("window", "window")):
+        fits[f"row.{key}"] = _per_tuple(f, prefix)
+        p[key] = fits[f"row.{key}"].slope
+    # RSTREAM emits the whole relation each slide: cost per output row.
+    r = [(o, n_out, b) for o, _, n_out, b in f if o.startswith("rstream")]
+    fits["row.r2s"] = fit_linear([x[1] for x in r], [x[2] for x in r], intercept=False)
+    p["r2s"] = fits["row.r2s"].slope
+    say("row engine: aggregates")
+    per_call = {}
+    for name, calls in (("avg", 1), ("count_sum_avg", 3)):
+        fits[f"row.aggregate.{name}"] = _per_tuple(_busy(name, settings), "aggregate")
+        per_call[calls] = fits[f"row.aggregate.{name}"].slope
+    inc = fit_linear(list(per_call), list(per_call.values()))
+    fits["row.aggregate.calls"] = inc
+    p["agg_incremental"] = inc.slope
+    p["agg_base"] = inc.intercept
+    fits["row.aggregate.max"] = _per_tuple(_busy("max", settings), "aggregate")
+    p["agg_minmax"] = max(0.0, fits["row.aggregate.max"].slope - p["agg_base"])
+    # MEDIAN rescans the window each slide: busy vs (window tuples x slides).
+    med = _busy("median", settings)
+    pts = []
+    for op, n_in, _, busy in med:
+        if op.startswith("aggregate"):
+            seconds = round(n_in / settings.rate)
+            # Slide T rescans the window: min(T, 10) seconds of tuples.
+            rescanned = settings.rate * sum(min(t, 10) for t in range(1, seconds + 1))
+            pts.append((rescanned, max(0.0, busy - n_in * p["agg_base"])))
+    fits["row.aggregate.median_rescan"] = fit_linear(
+        [x for x, _ in pts], [y for _, y in pts], intercept=False
+    )
+    p["agg_recompute_per_window_tuple"] = fits["row.aggregate.median_rescan"].slope
+    say("row engine: joins")
+    xs_in, xs_out, ys = [], [], []
+    for frac in (0.9, 0.1):
+        rows = _busy(JOIN.format(range=30, plug=PLUG, f=frac), settings)
+        for op, n_in, n_out, busy in rows:
+            if op.startswith("join"):
+                xs_in.append(n_in)
+                xs_out.append(n_out)
+                ys.append(busy)
+    coef, r2 = _nnls([xs_in, xs_out], ys)
+    fits["row.join"] = LinearFit(coef[0], 0.0, r2, tuple(map(float, xs_in)), tuple(ys))
+    fits["row.join.output"] = LinearFit(coef[1], 0.0, r2, tuple(map(float, xs_out)), tuple(ys))
+    p["join_input"], p["join_output"] = coef[0], coef[1]
+    return p
+
+
+def _nnls(columns: Sequence[Sequence[float]], y: Sequence[float]) -> tuple[list[float], float]:
+    """Non-negative least squares of ``y`` on ``columns`` (scaled), and R^2."""
+    import numpy as np
+    from scipy.optimize import nnls
+
+    a = np.column_stack([np.asarray(c, dtype=float) for c in columns])
+    ys = np.asarray(y, dtype=float)
+    scale = np.maximum(np.abs(a).max(axis=0), 1e-300)
+    coef, _ = nnls(a / scale, ys)
+    coef = coef / scale
+    pred = a @ coef
+    ss_tot = float(((ys - ys.mean()) ** 2).sum())
+    r2 = 1.0 - float(((ys - pred) ** 2).sum()) / ss_tot if ss_tot > 0 else 1.0
+    return [float(c) for c in coef], r2
+
+
+# -- Arrow conversion -------------------------------------------------------------------------
+
+
+def calibrate_conversion(settings: Settings, fits: dict[str, LinearFit]) -> dict[str, float]:
+    from engines.arrow_types import arrow_schema
+    from engines.row.arrow_ops import table_of
+    from engines.row.executor import batch_to_rows
+    from optimizer.ir.catalog import Catalog as _Cat
+
+    settings.progress("Arrow conversion")
+    cat: _Cat = _catalog()
+    stream = cat.get("readings")
+    assert stream is not None
+    schema = arrow_schema(stream.schema)
+    to_x, to_y, from_x, from_y = [], [], [], []
+    for n in settings.conversions:
+        data = _data(settings.rate, max(1.0, n / settings.rate)).slice(0, n)
+        rows = batch_to_rows(data)
+        from_x.append(len(rows))
+        from_y.append(_best_of(3, batch_to_rows, data))
+        to_x.append(len(rows))
+        to_y.append(_best_of(3, table_of, rows, schema))
+    fits["arrow.to_arrow"] = fit_linear(to_x, to_y)
+    fits["arrow.from_arrow"] = fit_linear(from_x, from_y)
+    return {"to_arrow": fits["arrow.to_arrow"].slope, "from_arrow": fits["arrow.from_arrow"].slope}
+
+
+def _best_of(n: int, fn: Callable[..., object], *args: Any) -> float:
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn(*args)
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+# -- columnar engines -------------------------------------------------------------------------
+
+
+@dataclass
+class _Point:
+    query: str
+    rows_in: int
+    terms: dict[str, float]
+    sql_s: float
+    ship_s: float
+
+
+def _column_points(engine: str, seconds: int, rate: float) -> list[_Point]:
+    """One point per slide of each calibration query placed wholly on ``engine``."""
+    points: list[_Point] = []
+    cat = _catalog()
+    data = _data(rate, seconds)
+    for name, query in COLUMN_QUERIES.items():
+        plan, result = _execute(query, data, "column", engine)
+        (mig,) = result.extras["migs"]
+        (group,) = groups(plan, uniform_placement(plan, engine))
+        for t in mig.stats.trace[1:]:  # the first query includes engine warm-up
+            n_windows = max(1, len(plan.ids_of("window")))
+            window_rows = t.rows_in / n_windows
+            est = estimate(plan, cat, rates=window_rows / 300.0)
+            points.append(_Point(name, t.rows_in, sql_terms(group, est), t.sql_s, t.ship_s))
+    return points
+
+
+def calibrate_columnar(
+    engine: str, settings: Settings, fits: dict[str, LinearFit]
+) -> tuple[ColumnarConstants, list[_Point]]:
+    seconds, rate = (
+        (settings.spark_seconds, settings.spark_rate)
+        if engine == "spark"
+        else (settings.column_seconds, settings.column_rate)
+    )
+    settings.progress(f"{engine}: queries over growing 5-minute windows ({seconds} slides each)")
+    points = _column_points(engine, seconds, rate)
+    used = [k for k in SQL_TERMS if any(p.terms[k] > 0 for p in points)]
+    cols = [[p.terms[k] for p in points] for k in used] + [[1.0] * len(points)]
+    coef, r2 = _nnls(cols, [p.sql_s for p in points])
+    defaults = AnalyticalCostModel().engines[engine]
+    values = {k: getattr(defaults, k) for k in SQL_TERMS}
+    values.update(dict(zip(used, coef[:-1], strict=True)))
+    consts = ColumnarConstants(**values, fixed=coef[-1])
+    for k in used:
+        fits[f"{engine}.{k}"] = LinearFit(
+            values[k],
+            coef[-1],
+            r2,
+            tuple(p.terms[k] for p in points),
+            tuple(p.sql_s for p in points),
+        )
+    return consts, points
+
+
+def prediction_error(model: AnalyticalCostModel, engine: str, points: list[_Point]) -> float:
+    """Median relative error of ``model``'s SQL time against the measured slides."""
+    c = model.engines[engine]
+    errs = []
+    for p in points:
+        pred = c.fixed + sum(getattr(c, k) * rows for k, rows in p.terms.items())
+        errs.append(abs(pred - p.sql_s) / p.sql_s if p.sql_s > 0 else 0.0)
+    return statistics.median(errs) if errs else float("nan")
+
+
+# -- driver -----------------------------------------------------------------------------------
+
+
+def machine() -> dict[str, Any]:
+    import duckdb
+    import pyarrow
+
+    return {
+        "cores": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "duckdb": duckdb.__version__,
+        "pyarrow": pyarrow.__version__,
+    }
+
+
+def calibrate(out: Path | None = None, settings: Settings | None = None) -> dict[str, Any]:
+    """Measure, fit, write the profile; return a summary (also what the CLI prints)."""
+    s = settings or Settings()
+    path = out or default_profile_path()
+    fits: dict[str, LinearFit] = {}
+    start = time.perf_counter()
+    params: dict[str, Any] = {}
+    if "row" in s.engines:
+        params.update(calibrate_row(s, fits))
+    params.update(calibrate_conversion(s, fits))
+    base = AnalyticalCostModel()
+    model = replace(base, name="calibrated", **params)
+    engines = dict(base.engines)
+    errors: dict[str, dict[str, float]] = {}
+    for engine in ("duckdb", "spark"):
+        if engine not in s.engines:
+            continue
+        consts, points = calibrate_columnar(engine, s, fits)
+        engines[engine] = consts
+        if points:
+            ships = [p.ship_s / p.rows_in for p in points if p.rows_in]
+            if engine == "duckdb" and ships:
+                params["ship_arrow"] = statistics.median(ships)
+        model = replace(model, engines=dict(engines), ship_arrow=params.get("ship_arrow", 0.0))
+        errors[engine] = {
+            "calibrated": prediction_error(model, engine, points),
+            "analytical": prediction_error(base, engine, points),
+            "points": len(points),
+        }
+    created = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    write_profile(path, model, fits, machine(), created)
+    return {
+        "profile": str(path),
+        "seconds": time.perf_counter() - start,
+        "parameters": dict(params),
+        "engines": {e: dataclasses.asdict(c) for e, c in engines.items()},
+        "fits": {
+            k: {"slope": f.slope, "intercept": f.intercept, "r2": f.r2} for k, f in fits.items()
+        },
+        "sql_prediction_error": errors,
+    }
