@@ -34,7 +34,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from optimizer.costmodel import external_inputs
 from optimizer.estimate import Estimates, OpEstimate
 from optimizer.ir.placement import Group
 from optimizer.ir.plan import R2S, Aggregate, Join, Operator, Project, Select, Window
@@ -128,8 +127,11 @@ class AnalyticalCostModel:
         consts = self.engines.get(group.engine)
         if consts is None:
             return float("inf")
-        terms = sql_terms(group, estimates)
-        sql = consts.fixed + sum(getattr(consts, k) * rows for k, rows in terms.items())
+        per_op = _per_op_terms(estimates)
+        sql = consts.fixed
+        for op_id in group.operators:
+            for k, rows in per_op[op_id]:
+                sql += getattr(consts, k) * rows
         ship_tuples, ship_arrow, rows_out = transfer_rows(group, estimates)
         return (
             ship_tuples * self.to_arrow
@@ -137,6 +139,28 @@ class AnalyticalCostModel:
             + sql
             + rows_out * self.from_arrow
         )
+
+
+_TERMS_CACHE: dict[int, tuple[Estimates, dict[str, tuple[tuple[str, float], ...]]]] = {}
+
+
+def _per_op_terms(estimates: Estimates) -> dict[str, tuple[tuple[str, float], ...]]:
+    """Each operator's (SQL term, rows) pairs, computed once per Estimates object (the
+    optimizer costs thousands of groups over the same estimates)."""
+    hit = _TERMS_CACHE.get(id(estimates))
+    if hit is not None and hit[0] is estimates:
+        return hit[1]
+    plan = estimates.plan
+    table = {
+        op_id: tuple(
+            (k, v) for k, v in sql_terms(Group("", (op_id,), op_id), estimates).items() if v
+        )
+        for op_id in plan.topological()
+    }
+    if len(_TERMS_CACHE) > 64:
+        _TERMS_CACHE.clear()
+    _TERMS_CACHE[id(estimates)] = (estimates, table)
+    return table
 
 
 #: The per-row SQL cost terms of a DB-op (the fields of :class:`ColumnarConstants`).
@@ -167,12 +191,17 @@ def sql_terms(group: Group, estimates: Estimates) -> dict[str, float]:
 def transfer_rows(group: Group, estimates: Estimates) -> tuple[float, float, float]:
     """(tuples converted to Arrow, Arrow rows referenced, rows converted back) per invocation."""
     plan = estimates.plan
-    slide = estimates[group.top].slide_seconds
+    ops = estimates.ops
+    slide = ops[group.top].slide_seconds
+    members = set(group.operators)
     tuples = arrow = 0.0
-    for i in external_inputs(group, plan):
-        rows = estimates[i].lambda_out.value * slide
-        if isinstance(plan.op(i), Window):
-            arrow += rows
-        else:
-            tuples += rows
+    for o in group.operators:
+        for i in plan.inputs(o):
+            if i in members:
+                continue
+            rows = ops[i].lambda_out.value * slide
+            if plan.op(i).kind == "window":
+                arrow += rows
+            else:
+                tuples += rows
     return tuples, arrow, estimates[group.top].cardinality.value

@@ -4,13 +4,11 @@ Table 6.1: for join_2/5/8, the R2R operator count of the Phase-One plan, plans e
 Phase Two with and without pruning, and the time of each phase (median of ``--repeat``
 runs). Exhaustive search is skipped above ``--exhaustive-limit`` placements (join_8 has
 2^24). Also the 8-way join with the 15-operator decomposition. Table 6.2: optimization time
-of Q1-Q6. Engines row and DuckDB, every stream at ``--rate``.
+of Q1-Q6. Engines row and DuckDB, every stream at ``--rate``; statistics sampled from the
+generator as ``hycq explain`` does (``hycq.planning.optimize``).
 
-    python experiments/optimizer_tables.py --rate 2000 --repeat 3 \
+    python experiments/optimizer_tables.py --rate 2000 --repeat 3 --cost-model analytical \
         --json experiments/results/optimizer_tables.json
-
-Note: the optimizer is not yet wired into ``hycq explain``/``run --placement auto`` (issue 5);
-this script calls it directly.
 """
 
 from __future__ import annotations
@@ -22,24 +20,23 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cost_models.analytical import AnalyticalCostModel
 from hycq.api import QUERIES, load_query
-from optimizer.estimate import estimate
-from optimizer.phase_one import optimize_join_order
+from hycq.planning import OptimizerOptions
+from hycq.planning import optimize as hycq_optimize
 from optimizer.phase_two import place
 
 ENGINES = ("row", "duckdb")
 
 
-def optimize(path: Path, rate: float, repeat: int, exhaustive_limit: int) -> dict[str, Any]:
+def optimize(
+    path: Path, rate: float, repeat: int, exhaustive_limit: int, cost_model: str | None
+) -> dict[str, Any]:
     q = load_query(path)
-    model = AnalyticalCostModel()
     p1_ms, p2_ms, p2_dec_ms = [], [], []
     for _ in range(repeat):
-        est = estimate(q.plan, q.catalog, rates=rate)
-        one = optimize_join_order(q.plan, est, model)
+        opt = hycq_optimize(q, OptimizerOptions(rate=rate, engines=ENGINES, cost_model=cost_model))
+        model, one, est2 = opt.model, opt.phase_one, opt.estimates
         p1_ms.append(1e3 * one.seconds)
-        est2 = estimate(one.plan, q.catalog, rates=rate)
         two = place(one.plan, est2, model, ENGINES, decompose=False)
         p2_ms.append(1e3 * two.seconds)
         dec = place(one.plan, est2, model, ENGINES, decompose=True)
@@ -55,6 +52,7 @@ def optimize(path: Path, rate: float, repeat: int, exhaustive_limit: int) -> dic
         }
     return {
         "query": str(path.relative_to(QUERIES)),
+        "cost_model": model.name,
         "r2r_operators": r2r,
         "phase_one_ms": statistics.median(p1_ms),
         "phase_one_plans": one.plans_examined,
@@ -62,6 +60,7 @@ def optimize(path: Path, rate: float, repeat: int, exhaustive_limit: int) -> dic
         "phase_two_pruned_ms": statistics.median(p2_ms),
         "phase_two_exhaustive": exhaustive,
         "total_ms": statistics.median(p1_ms) + statistics.median(p2_ms),
+        "total_decomposed_ms": statistics.median(p1_ms) + statistics.median(p2_dec_ms),
         "decomposed": {
             "applied": dec.decomposed,
             "plans": dec.plans_examined,
@@ -80,6 +79,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--exhaustive-limit", type=int, default=2**15)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--cost-model", help="registry spec (default: hycq's default)")
     args = ap.parse_args()
     report: dict[str, Any] = {"command": " ".join(["python", *sys.argv]), "rate": args.rate}
     for table, names in (
@@ -88,8 +88,9 @@ def main() -> int:
     ):
         rows = []
         for name in names:
-            repeat = 1 if "join_8" in name else args.repeat
-            row = optimize(QUERIES / name, args.rate, repeat, args.exhaustive_limit)
+            row = optimize(
+                QUERIES / name, args.rate, args.repeat, args.exhaustive_limit, args.cost_model
+            )
             rows.append(row)
             ex = row["phase_two_exhaustive"].get("plans_examined", "skipped")
             dec = row["decomposed"]

@@ -90,17 +90,24 @@ class PlanCoster:
             self._row[op_id] = Cost.on_core(u) if self.shared_row_core else Cost.unit(u)
         return self._row[op_id]
 
-    def group_cost(self, engine: str, operators: Iterable[str]) -> Cost:
-        """Cost of running ``operators`` (a connected set with one top) as one group."""
+    def group_cost(self, engine: str, operators: Iterable[str], top: str | None = None) -> Cost:
+        """Cost of running ``operators`` (a connected set with one top) as one group.
+
+        ``top`` may be given when the caller knows it (the search does: its root)."""
         ops = tuple(sorted(operators, key=self._order.__getitem__))
         key = (engine, ops)
-        if key not in self._groups:
+        hit = self._groups.get(key)
+        if hit is not None:
+            return hit
+        if top is None:
             members = set(ops)
             tops = [o for o in ops if not any(c in members for c in self.plan.consumers(o))]
-            group = Group(engine, ops, tops[-1])
-            u = group_utilization(self.model, group, self.estimates)
-            self._groups[key] = INFEASIBLE if u == float("inf") else Cost.unit(u)
-        return self._groups[key]
+            top = tops[-1]
+        group = Group(engine, ops, top)
+        u = group_utilization(self.model, group, self.estimates)
+        cost = INFEASIBLE if u == float("inf") else Cost.unit(u)
+        self._groups[key] = cost
+        return cost
 
     def placement_cost(self, placement: Mapping[str, str]) -> Cost:
         """Cost of a complete placement (Eq. 6.5/6.6), gateway operators included."""

@@ -84,6 +84,7 @@ class _Partial:
     engine: str
     open_ops: tuple[str, ...]  # the open group (columnar root); () for a row root
     assign: tuple[tuple[str, str], ...]
+    columnar: int  # operators off the row engine (the tie-break)
 
 
 def allowed_engines(plan: LogicalPlan, op_id: str, engines: Sequence[str]) -> list[str]:
@@ -209,12 +210,12 @@ class _Search:
         """The partial plan's cost with its open group closed."""
         if not p.open_ops:
             return p.closed
-        return p.closed + self.coster.group_cost(p.engine, p.open_ops)
+        return p.closed + self.coster.group_cost(p.engine, p.open_ops, p.open_ops[0])
 
     def key(self, p: _Partial) -> tuple[float, ...]:
         return (
             *sort_key(self.final(p) + self.coster.fixed, self.utilization_only),
-            _columnar_count(dict(p.assign)),
+            float(p.columnar),
         )
 
     def best(self, ps: Sequence[_Partial]) -> _Partial:
@@ -269,10 +270,35 @@ class _Search:
                         else:
                             closed = closed + self.final(p)
                     combos.append((closed, group, combo))
+            # Dominance: partial plans with the same open group on the same engine have the
+            # same future (only the open group merges with consumers), so one whose closed
+            # cost is no better in every component (C_u, unit peak, shared-core load) than
+            # another's can never win. Keep the Pareto set per open group.
+            frontier: dict[tuple[str, ...], list[_Partial]] = {}
             for closed, group, parts in combos:
                 self.partials += 1
                 if self.prune and not (closed + fixed).feasible:
                     continue
                 assign = (*tuple(a for p in parts for a in p.assign), (v, e))
-                out.append(_Partial(closed, e, group, assign))
+                columnar = sum(p.columnar for p in parts) + (e != ROW)
+                cand = _Partial(closed, e, group, assign, columnar)
+                key = tuple(sorted(group))
+                kept = frontier.setdefault(key, [])
+                if any(_dominates(k, cand) for k in kept):
+                    continue
+                kept[:] = [k for k in kept if not _dominates(cand, k)]
+                kept.append(cand)
+            for kept in frontier.values():
+                out.extend(kept)
         return out
+
+
+def _dominates(a: _Partial, b: _Partial) -> bool:
+    """``a`` is at least as good as ``b`` in every cost component and the tie-break."""
+    x, y = a.closed, b.closed
+    return (
+        x.utilization <= y.utilization
+        and x.unit_peak <= y.unit_peak
+        and x.core_load <= y.core_load
+        and a.columnar <= b.columnar
+    )

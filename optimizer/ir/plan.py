@@ -274,6 +274,16 @@ class LogicalPlan:
         self._order = list(
             nx.lexicographical_topological_sort(self._g, key=lambda n: self._g.nodes[n]["seq"])
         )
+        # The graph is frozen, so adjacency is computed once (the optimizer asks millions of
+        # times).
+        self._inputs = {
+            n: tuple(u for u, _, _ in sorted(self._g.in_edges(n, data="port"), key=lambda e: e[2]))
+            for n in self._order
+        }
+        self._consumers = {
+            n: tuple(sorted(self._g.successors(n), key=lambda c: self._g.nodes[c]["seq"]))
+            for n in self._order
+        }
         self._check()
 
     # -- access ---------------------------------------------------------------------------
@@ -297,11 +307,16 @@ class LogicalPlan:
 
     def inputs(self, op_id: str) -> list[str]:
         """Input ids ordered by port (left first)."""
-        preds = self._g.in_edges(op_id, data="port")
-        return [u for u, _, _ in sorted(preds, key=lambda e: e[2])]
+        try:
+            return list(self._inputs[op_id])
+        except KeyError:
+            raise KeyError(op_id) from None
 
     def consumers(self, op_id: str) -> list[str]:
-        return sorted(self._g.successors(op_id), key=lambda n: self._g.nodes[n]["seq"])
+        try:
+            return list(self._consumers[op_id])
+        except KeyError:
+            raise KeyError(op_id) from None
 
     def topological(self) -> list[str]:
         """Ids in a deterministic topological order (inputs before consumers)."""
