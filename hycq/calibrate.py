@@ -103,8 +103,8 @@ class Settings:
     row_seconds: Sequence[int] = (15, 30)
     column_seconds: int = 90
     column_rate: float = 20000.0
-    spark_seconds: int = 20
-    spark_rate: float = 60000.0
+    spark_seconds: int = 15
+    spark_rate: float = 20000.0
     conversions: Sequence[int] = (20_000, 100_000, 300_000)
     progress: Callable[[str], None] = field(default=lambda _m: None)
 
