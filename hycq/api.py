@@ -183,8 +183,9 @@ def explain(
     }
 
 
-def max_feasible_rate(opt: Optimized) -> float | None:
-    """The input rate at which the chosen plan's predicted C_b reaches 1 (None if unbounded).
+def max_feasible_rate(opt: Optimized, placement: dict[str, str] | None = None) -> float | None:
+    """The input rate at which a placement's (default: the chosen one's) predicted C_b
+    reaches 1: the predicted maximum sustainable throughput (None if unbounded).
 
     Every unit's u scales with the rate except the per-invocation overheads, so this
     searches the rate (bisection on re-estimated costs of the same placement).
@@ -195,7 +196,9 @@ def max_feasible_rate(opt: Optimized) -> float | None:
     def cb(rate: float) -> float:
         est = estimate(opt.plan, opt.query.catalog, rates=rate, sample=opt.statistics)
         coster = PlanCoster(est, opt.model, opt.coster.shared_row_core)
-        return coster.placement_cost(opt.placement).bottleneck
+        return coster.placement_cost(chosen).bottleneck
+
+    chosen = placement if placement is not None else opt.placement
 
     base = opt.options.rate or _default_rate(opt.query) or 1000.0
     lo, hi = 0.0, base

@@ -151,3 +151,16 @@ def test_run_auto_runs_the_explained_plan(tmp_path: Path) -> None:
         "feasible": info["feasible"],
     }
     assert [g["operators"] for g in m["groups"]] == [g["operators"] for g in info["groups"]]
+
+
+def test_max_feasible_rate_is_where_the_plan_stops_keeping_up() -> None:
+    from hycq.api import load_query, max_feasible_rate
+    from hycq.planning import OptimizerOptions, optimize
+
+    q = load_query(QUERIES / "smartplug" / "q1.sql")
+    opt = optimize(q, OptimizerOptions(rate=2000, cost_model="analytical"))
+    limit = max_feasible_rate(opt)
+    assert limit is not None and limit > 2000
+    for factor, feasible in ((0.95, True), (1.05, False)):
+        o = optimize(q, OptimizerOptions(rate=limit * factor, cost_model="analytical"))
+        assert o.cost_of(opt.placement).feasible is feasible
