@@ -114,7 +114,7 @@ def explain(
     cost_model: str | None = None,
     exhaustive: bool = False,
     feasibility: bool = True,
-    row_core: str = "per-operator",
+    row_core: str = "shared",
     optimized: Optimized | None = None,
 ) -> dict[str, Any]:
     """The CONTRACT's ``explain --json`` object: the optimizer's plan and how it was found.

@@ -75,10 +75,10 @@ def _optimizer_flags(p: argparse.ArgumentParser, placement: bool = False) -> Non
     p.add_argument(
         "--row-core",
         choices=("per-operator", "shared"),
-        default="per-operator",
-        help="how row operators are charged: per-operator (each its own unit, the "
-        "dissertation's model) or shared (they share one Python thread) "
-        "(default: per-operator)",
+        default="shared",
+        help="how row operators are charged: shared (they share the row engine's one "
+        "Python thread; predicts measured throughput better, experiments/README.md) or "
+        "per-operator (each its own unit, the dissertation's model) (default: shared)",
     )
     if placement:
         return

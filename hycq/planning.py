@@ -53,7 +53,7 @@ class OptimizerOptions:
     """A registry spec (name, entry point, module:attr, .toml path); None = the default."""
     exhaustive: bool = False
     feasibility: bool = True
-    row_core: str = "per-operator"
+    row_core: str = "shared"
     sample: bool = True
     data: Mapping[str, Path] = field(default_factory=dict)
     """Files to sample streams from (the run's ``--data``); else the catalog's sources."""
