@@ -205,3 +205,11 @@ def test_infeasible_query_picks_the_highest_throughput_plan() -> None:
     r = place(plan, est, MODEL, ("row", "duckdb"))
     full = place(plan, est, MODEL, ("row", "duckdb"), exhaustive=True)
     assert not r.feasible and math.isclose(r.cost.bottleneck, full.cost.bottleneck)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_plans(max_r2r=10), rates)
+def test_pruned_search_finds_the_exhaustive_optimum_with_a_shared_row_core(plan, rate) -> None:
+    """The default cost model charges row operators to one shared core (``--row-core
+    shared``): the pruning and dominance rules must stay exact under it too."""
+    _check_equal(plan, rate, ("row", "duckdb"), shared=True)
