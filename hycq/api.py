@@ -387,30 +387,35 @@ class _Engines:
         return {name: e.info() for name, e in self._made.items()}
 
 
-def _run(
-    plan: LogicalPlan,
-    catalog: Catalog,
-    options: Any,
-    placement: str | dict[str, str],
-    inputs: Any,
-    column_engine: str = "duckdb",
-    settings: EngineSettings | None = None,
-    extra: dict[str, Any] | None = None,
-) -> Any:
-    from engines.mig import MigOp
-    from engines.row.executor import GroupInput, RowExecutor
-    from engines.runtime import run_plan
-    from engines.sqlgen import group_sql
-    from optimizer.ir.placement import Group, groups
+class Assembly:
+    """One plan wired for execution: the row executor, its MIG operators and the columnar
+    engines they use (created on first use, closed by :meth:`close`).
 
-    engines = resolve_placement(plan, placement, column_engine)
-    migration = groups(plan, engines)
-    pool = _Engines(settings or EngineSettings())
-    migs: list[MigOp] = []
+    ``run`` and ``bench`` both build plans through this, so they execute the same thing.
+    """
 
-    def make_group(group: Group, group_inputs: list[GroupInput]) -> MigOp:
+    def __init__(
+        self,
+        plan: LogicalPlan,
+        placement: dict[str, str],
+        settings: EngineSettings | None = None,
+    ) -> None:
+        from engines.mig import MigOp
+        from optimizer.ir.placement import groups
+
+        self.plan = plan
+        self.placement = placement
+        self.groups = groups(plan, placement)
+        self.pool = _Engines(settings or EngineSettings())
+        self.migs: list[MigOp] = []
+
+    def make_group(self, group: Any, group_inputs: list[Any]) -> Any:
+        from engines.mig import MigOp
+        from engines.sqlgen import group_sql
+
+        plan, pool = self.plan, self.pool
         # Every MIG names its inputs g<k>_in<n>: MIGs share one connection/session per engine.
-        prefix = f"g{len(migs)}_"
+        prefix = f"g{len(self.migs)}_"
         main = group_sql(plan, group.operators, group.engine, prefix)
         tables = dict(main.inputs)
 
@@ -430,34 +435,59 @@ def _run(
             to_arrow=plan.op(consumer).category is Category.R2S,
             fallback=fallback,
         )
-        migs.append(mig)
+        self.migs.append(mig)
         return mig
 
-    def op_metrics(engine: Any) -> dict[str, dict[str, Any]]:
+    def make_engine(self, emit: Any, on_late: Any = None) -> Any:
+        from engines.row.executor import RowExecutor
+
+        return RowExecutor(
+            self.plan, emit, on_late=on_late, groups=self.groups, make_group=self.make_group
+        )
+
+    def operator_metrics(self, engine: Any) -> dict[str, dict[str, Any]]:
         ops: dict[str, dict[str, Any]] = engine.operator_metrics()
-        for mig in migs:
+        for mig in self.migs:
             ops.setdefault(mig.op_id, {}).update(mig.mig_metrics())
         return ops
 
+    def extra_metrics(self) -> dict[str, Any]:
+        return {
+            "groups": [{"engine": g.engine, "operators": list(g.operators)} for g in self.groups],
+            "faults": [f for mig in self.migs for f in mig.stats.faults],
+            "engines": self.pool.info(),
+        }
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+def _run(
+    plan: LogicalPlan,
+    catalog: Catalog,
+    options: Any,
+    placement: str | dict[str, str],
+    inputs: Any,
+    column_engine: str = "duckdb",
+    settings: EngineSettings | None = None,
+    extra: dict[str, Any] | None = None,
+) -> Any:
+    from engines.runtime import run_plan
+
+    engines = resolve_placement(plan, placement, column_engine)
+    asm = Assembly(plan, engines, settings)
     try:
         result = run_plan(
             plan,
             catalog,
             options,
-            make_engine=lambda emit, on_late: RowExecutor(
-                plan, emit, on_late=on_late, groups=migration, make_group=make_group
-            ),
+            make_engine=asm.make_engine,
             placement=engines,
             inputs=inputs,
-            operator_metrics=op_metrics,
-            extra_metrics=lambda: {
-                "groups": [{"engine": g.engine, "operators": list(g.operators)} for g in migration],
-                "faults": [f for mig in migs for f in mig.stats.faults],
-                "engines": pool.info(),
-                **(extra or {}),
-            },
+            operator_metrics=asm.operator_metrics,
+            extra_metrics=lambda: {**asm.extra_metrics(), **(extra or {})},
         )
     finally:
-        pool.close()
-    result.extras["migs"] = migs
+        asm.close()
+    result.extras["migs"] = asm.migs
     return result

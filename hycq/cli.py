@@ -209,6 +209,60 @@ def build_parser() -> argparse.ArgumentParser:
         help="show a progress bar (default: when stderr is a terminal)",
     )
 
+    bn = sub.add_parser(
+        "bench",
+        help="measure sustained throughput of plans against their predicted cost",
+        description="For every query, rate and plan: the predicted cost vector and "
+        "feasibility, and the measured maximum sustained throughput at max pace over data of "
+        "that event-time density, after a warm start that fills every window (see "
+        "hycq/bench.py). kept_up = throughput >= rate.",
+    )
+    bn.add_argument("queries", nargs="+", metavar="QUERY", help=".sql files")
+    bn.add_argument(
+        "--catalog", type=Path, help="catalog TOML (default: catalog.toml beside each QUERY)"
+    )
+    bn.add_argument(
+        "--rates",
+        default="1000,5000,10000,20000,40000",
+        help="requested rates, tuples/s, comma-separated (default: 1000,5000,10000,20000,40000)",
+    )
+    bn.add_argument(
+        "--plans",
+        default="auto,row,column",
+        help="plans to measure, from auto,row,column,all (default: auto,row,column); all = "
+        "every placement of the optimizer's join order, or the 10 best predicted and 10 "
+        "random ones",
+    )
+    bn.add_argument(
+        "--column-engine",
+        choices=("duckdb", "spark"),
+        default="duckdb",
+        help="the columnar engine (default: duckdb)",
+    )
+    bn.add_argument(
+        "--measure",
+        type=_positive_int,
+        default=10,
+        metavar="S",
+        help="event-seconds per timed span (default: 10)",
+    )
+    bn.add_argument(
+        "--repeat", type=_positive_int, default=3, help="timed spans; the median counts (3)"
+    )
+    bn.add_argument(
+        "--data",
+        action="append",
+        default=[],
+        metavar="STREAM=PATH",
+        help="replay STREAM from a file (rescaled to each rate) instead of the generator",
+    )
+    bn.add_argument(
+        "--duckdb-threads", type=_positive_int, help="DuckDB worker threads (default: all)"
+    )
+    _optimizer_flags(bn, placement=True)
+    bn.add_argument("--json", type=Path, metavar="PATH", help="write the records as JSON")
+    bn.add_argument("--plot", type=Path, metavar="PATH.png", help="plot throughput against rate")
+
     cal = sub.add_parser(
         "calibrate",
         help="measure this machine's unit costs for the calibrated cost model",
@@ -289,6 +343,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _data_generate(args)
     if args.command == "calibrate":
         return _calibrate(args)
+    if args.command == "bench":
+        return _bench(args)
     raise OptionError(f"unknown command {args.command}")  # pragma: no cover
 
 
@@ -455,6 +511,61 @@ def _run(args: argparse.Namespace) -> int:
             f"{m['results']} result rows over {m['instants']} instants; "
             f"{m['dead_letter']} rows dead-lettered\n"
         )
+    return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from hycq import api
+    from hycq.bench import PLANS, BenchOptions, bench, plot
+
+    rates = []
+    for text in args.rates.split(","):
+        try:
+            rates.append(_positive_float(text.strip()))
+        except argparse.ArgumentTypeError as err:
+            raise OptionError(f"--rates: {err}", hint="e.g. --rates 1000,5000,40000") from None
+    plans = [p.strip() for p in args.plans.split(",") if p.strip()]
+    for p in plans:
+        if p not in PLANS:
+            raise OptionError(
+                f"unknown plan '{p}' in --plans",
+                hint=did_you_mean(p, PLANS) or f"plans: {', '.join(PLANS)}",
+            )
+    for path in (args.json, args.plot):
+        if path is not None and not path.parent.exists():
+            raise OptionError(f"output folder does not exist: {path.parent}")
+    if args.plot is not None and args.plot.suffix.lower() != ".png":
+        raise OptionError(f"--plot must end in .png, got '{args.plot}'")
+    queries = [api.load_query(q, args.catalog) for q in args.queries]
+
+    def progress(message: str) -> None:
+        sys.stderr.write(f"measuring {message}\n")
+
+    options = BenchOptions(
+        rates=rates,
+        plans=plans,
+        column_engine=args.column_engine,
+        measure_seconds=args.measure,
+        repeat=args.repeat,
+        optimizer=api.OptimizerOptions(cost_model=args.cost_model, row_core=args.row_core),
+        settings=api.EngineSettings(args.duckdb_threads, None),
+        data=_parse_data(args.data),
+        progress=progress,
+    )
+    records = bench(queries, options)
+    for r in records:
+        m, pr = r["measured"], r["predicted"]
+        print(
+            f"{Path(r['query']).stem:10s} {r['rate']:>9,.0f}/s  {r['plan']:8s} "
+            f"predicted C_b {pr['bottleneck']:8.3g} "
+            f"{'feasible' if pr['feasible'] else 'infeasible':10s} "
+            f"measured {m['throughput']:>12,.0f} tuples/s  "
+            f"{'kept up' if m['kept_up'] else 'did NOT keep up'}"
+        )
+    if args.json is not None:
+        args.json.write_text(json.dumps(records, indent=2) + "\n")
+    if args.plot is not None:
+        plot(records, args.plot)
     return 0
 
 

@@ -1,0 +1,117 @@
+"""``hycq bench``: the warm start does not change what a plan computes, and the command
+writes the CONTRACT records and a plot."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from hycq.api import Assembly, resolve_placement
+from hycq.bench import warm_seconds
+from optimizer.ir.placement import complete_placement
+from optimizer.sql import plan_query
+from tests.datagen import small_smartplug
+from tests.e2e.test_cli_errors import QUERIES, assert_user_error, hycq
+
+PER_PLUG_MAX = (
+    "SELECT house_id, household_id, plug_id, MAX(value) AS m "
+    "FROM readings [RANGE 20 SECONDS SLIDE 1 SECOND] WHERE property = 1 "
+    "GROUP BY house_id, household_id, plug_id"
+)
+
+
+def _stream(
+    plan, placement, data: pa.Table, defer_until: int | None
+) -> tuple[dict[int, list], int]:
+    """Result relation per instant; MIGs deferred while the input is before ``defer_until``."""
+    out: dict[int, list] = {}
+
+    def emit(instant: int, rows) -> None:
+        out[instant] = sorted(rows.to_pylist() if hasattr(rows, "to_pylist") else rows, key=str)
+
+    asm = Assembly(plan, placement)
+    try:
+        engine = asm.make_engine(emit)
+        for mig in asm.migs:
+            mig.defer = defer_until is not None
+        for batch in data.to_batches(max_chunksize=50):
+            ts = batch.column(1)[0].as_py()
+            if defer_until is not None and ts >= defer_until:
+                for mig in asm.migs:
+                    mig.defer = False
+            engine.ingest("readings", batch, 1)
+        engine.finish()
+    finally:
+        asm.close()
+    return out, sum(m.stats.queries for m in asm.migs)
+
+
+@pytest.mark.parametrize("query", [PER_PLUG_MAX, (QUERIES / "smartplug" / "q1.sql").read_text()])
+def test_deferred_migs_give_the_same_stream_after_the_warm_start(smartplug, query: str) -> None:
+    plan = plan_query(query.replace("5 MINUTES", "20 SECONDS"), smartplug)
+    data = small_smartplug(60, seed=5, rate=30.0).sort_by("ts")
+    for placement in ("column", dict.fromkeys(plan.r2r_ids()[-2:], "duckdb")):
+        p = (
+            resolve_placement(plan, placement)
+            if isinstance(placement, str)
+            else complete_placement(plan, placement)
+        )
+        full, queries_full = _stream(plan, p, data, None)
+        warm = 21 + data.column("ts")[0].as_py()
+        deferred, queries_deferred = _stream(plan, p, data, warm)
+        assert queries_deferred < queries_full - 15  # ~20 warm-up slides ran no query
+        # Before the warm start ends the deferred groups emit nothing; from the first
+        # instant after it, every result relation is identical.
+        after = {t: rows for t, rows in full.items() if t > warm}
+        assert after and {t: deferred.get(t) for t in after} == after
+
+
+def test_warm_seconds_cover_the_longest_window(smartplug) -> None:
+    plan = plan_query((QUERIES / "smartplug" / "q3.sql").read_text(), smartplug)
+    assert warm_seconds(plan, 2000) == 302.0  # 5 minutes + one slide, rounded up
+
+
+def test_bench_writes_records_and_a_plot(tmp_path: Path) -> None:
+    out, png = tmp_path / "b.json", tmp_path / "b.png"
+    q = tmp_path / "q.sql"
+    q.write_text(PER_PLUG_MAX)
+    (tmp_path / "catalog.toml").write_text((QUERIES / "smartplug" / "catalog.toml").read_text())
+    r = hycq(
+        "bench",
+        q,
+        "--rates",
+        "1000,4000",
+        "--measure",
+        "2",
+        "--repeat",
+        "2",
+        "--cost-model",
+        "analytical",
+        "--json",
+        out,
+        "--plot",
+        png,
+    )
+    assert r.returncode == 0, r.stderr
+    records = json.loads(out.read_text())
+    assert [(x["rate"], x["plan"]) for x in records] == [
+        (rate, plan) for rate in (1000.0, 4000.0) for plan in ("auto", "row", "column")
+    ]
+    for x in records:
+        assert set(x["predicted"]) >= {"bottleneck", "utilization", "feasible"}
+        m = x["measured"]
+        assert m["throughput"] > 0 and len(m["spans"]) == 2
+        assert m["kept_up"] is (m["throughput"] >= x["rate"])
+        assert m["tuples"] > 0 and m["results"] > 0  # windows were full and produced results
+        assert x["warm_start"]["event_s"] == 22.0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bench_rejects_bad_options(tmp_path: Path) -> None:
+    q1 = QUERIES / "smartplug" / "q1.sql"
+    assert_user_error(hycq("bench", q1, "--rates", "10,x"), "--rates")
+    assert_user_error(hycq("bench", q1, "--plans", "auot"), "did you mean 'auto'")
+    assert_user_error(hycq("bench", q1, "--plot", tmp_path / "p.svg"), ".png")
