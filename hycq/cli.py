@@ -257,6 +257,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="replay STREAM from a file (rescaled to each rate) instead of the generator",
     )
     bn.add_argument(
+        "--warm-limit",
+        type=_positive_float,
+        default=120.0,
+        metavar="S",
+        help="wall seconds the warm start may take (a quarter of it per timed span); a plan "
+        "that needs longer is measured from where it got to and marked incomplete "
+        "(default: 120)",
+    )
+    bn.add_argument(
         "--duckdb-threads", type=_positive_int, help="DuckDB worker threads (default: all)"
     )
     _optimizer_flags(bn, placement=True)
@@ -551,6 +560,7 @@ def _bench(args: argparse.Namespace) -> int:
         settings=api.EngineSettings(args.duckdb_threads, None),
         data=_parse_data(args.data),
         progress=progress,
+        max_warm_wall=args.warm_limit,
     )
     records = bench(queries, options)
     for r in records:

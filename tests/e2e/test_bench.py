@@ -115,3 +115,34 @@ def test_bench_rejects_bad_options(tmp_path: Path) -> None:
     assert_user_error(hycq("bench", q1, "--rates", "10,x"), "--rates")
     assert_user_error(hycq("bench", q1, "--plans", "auot"), "did you mean 'auto'")
     assert_user_error(hycq("bench", q1, "--plot", tmp_path / "p.svg"), ".png")
+
+
+def test_a_plan_that_cannot_fill_its_windows_in_time_is_marked_incomplete(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "b.json"
+    q = tmp_path / "q.sql"
+    q.write_text(PER_PLUG_MAX.replace("20 SECONDS", "10 MINUTES"))
+    (tmp_path / "catalog.toml").write_text((QUERIES / "smartplug" / "catalog.toml").read_text())
+    r = hycq(
+        "bench",
+        q,
+        "--rates",
+        "40000",
+        "--plans",
+        "row",
+        "--measure",
+        "2",
+        "--repeat",
+        "1",
+        "--warm-limit",
+        "2",
+        "--cost-model",
+        "analytical",
+        "--json",
+        out,
+    )
+    assert r.returncode == 0, r.stderr
+    (rec,) = json.loads(out.read_text())
+    assert rec["warm_start"]["complete"] is False and rec["warm_start"]["wall_s"] < 10
+    assert rec["measured"]["throughput"] > 0
