@@ -8,11 +8,12 @@ mode into a no-op sink. Throughput = tuples / wall time of ``--seconds`` files a
 ``--warm`` warm-up files (state then holds the windows of the warm-up). hycq's number is
 ``hycq bench`` with the optimizer's plan at the same rate.
 
-Which of Q1-Q6 Spark Structured Streaming cannot run: all of them as written, because each
-joins or aggregates the result of a streaming aggregation. Q1-Q4 and Q6 join a window with
-an aggregate of a window, and Q5 aggregates an aggregate. Spark 4 allows chained stateful
-operators only in append mode with event-time windows and watermarks on both sides, and it
-has no stream-to-aggregate join, so none of them can be expressed without a rewrite.
+Q1-Q6 are not run on Spark: each joins every tuple of a window with an aggregate of that
+same sliding window (Q1-Q4, Q6), or aggregates an aggregate (Q5). In Structured Streaming a
+windowed aggregate feeds another stateful operator only in append mode, once per window
+after the watermark, so the per-slide correlated result needs a rewrite (raw stream joined
+with the aggregate stream on the window bounds over 300 overlapping windows) that this
+script does not attempt (experiments/README.md).
 
     SPARK_LOCAL_IP=127.0.0.1 python experiments/peer_spark_streaming.py --rate 40000 \\
         --warm 5 --seconds 10 --json experiments/results/peer_spark_streaming.json
