@@ -80,7 +80,7 @@ class StreamInput:
     expected_rows: int | None = None
 
 
-def _ticks_per_second(stream: StreamDef) -> int:
+def ticks_per_second(stream: StreamDef) -> int:
     return 1000 // TIME_UNITS_MS[stream.time_unit]
 
 
@@ -163,7 +163,7 @@ def _file_input(
         raise DataError(
             f"data file not found: {path}", hint="check the path given with --data STREAM=PATH"
         )
-    tps = _ticks_per_second(stream)
+    tps = ticks_per_second(stream)
     if fmt is None:
         fmt = detect_format(path)
     on_bad: OnBad | None = None
@@ -518,7 +518,7 @@ def run_plan(
             if min_ts is None:
                 min_ts = lo
             if realtime:
-                due = wall_start + (lo - min_ts) / _ticks_per_second(inp.stream)
+                due = wall_start + (lo - min_ts) / ticks_per_second(inp.stream)
                 now = time.perf_counter()
                 if due > now:
                     time.sleep(due - now)
@@ -532,8 +532,8 @@ def run_plan(
             if progress is not None:
                 progress.advance(batch.num_rows)
             if max_ts - min_ts >= next_sample:
-                rss_timeline.append([(max_ts - min_ts) / _ticks_per_second(inp.stream), _rss_mb()])
-                next_sample += sample_every * _ticks_per_second(inp.stream)
+                rss_timeline.append([(max_ts - min_ts) / ticks_per_second(inp.stream), _rss_mb()])
+                next_sample += sample_every * ticks_per_second(inp.stream)
         arrival[0] = time.perf_counter()
         engine.finish()
         wall_s = time.perf_counter() - wall_start
@@ -548,7 +548,7 @@ def run_plan(
         if progress is not None:
             progress.stop()
 
-    tps = _ticks_per_second(inputs[0].stream) if inputs else 1
+    tps = ticks_per_second(inputs[0].stream) if inputs else 1
     event_s = (max_ts - min_ts + 1) / tps if min_ts is not None and max_ts is not None else 0.0
     rate = sum(i.rate for i in inputs) if inputs else 0.0
     throughput = tuples_in / wall_s if wall_s > 0 else 0.0

@@ -38,6 +38,7 @@ from typing import Any
 
 from hycq.api import Assembly, EngineSettings, LoadedQuery, resolve_placement
 from hycq.planning import Optimized, OptimizerOptions, optimize
+from optimizer.ir.catalog import TIME_UNITS_MS
 from optimizer.ir.cost import sort_key
 from optimizer.ir.errors import OptionError
 from optimizer.ir.plan import LogicalPlan, Window, WindowKind
@@ -72,7 +73,7 @@ def warm_seconds(plan: LogicalPlan, rate: float) -> float:
     for op in plan.operators():
         if not isinstance(op, Window):
             continue
-        tick = 1.0 if op.time_unit == "s" else 1e-3
+        tick = TIME_UNITS_MS[op.time_unit] / 1000.0
         if op.window is WindowKind.RANGE:
             size = (op.size or 0) * tick
         elif op.window is WindowKind.ROWS:
@@ -149,7 +150,7 @@ def measure(
     q: LoadedQuery, plan: LogicalPlan, placement: dict[str, str], rate: float, o: BenchOptions
 ) -> Measurement:
     """Warm start, then ``o.repeat`` timed spans (see the module docstring)."""
-    from engines.runtime import RunOptions, merge_by_time, open_inputs
+    from engines.runtime import RunOptions, merge_by_time, open_inputs, ticks_per_second
 
     warm = warm_seconds(plan, rate)
     total = warm + o.repeat * o.measure_seconds
@@ -176,7 +177,7 @@ def measure(
                 continue
             ts0 = batch.column(inp.stream.time_index)[0].as_py()
             start_ts = ts0 if start_ts is None else start_ts
-            if ts0 - start_ts >= warm * _ticks(inp.stream):
+            if ts0 - start_ts >= warm * ticks_per_second(inp.stream):
                 pending = (inp, batch)
                 break
             engine.ingest(inp.stream.name, batch, inp.stream.time_index)
@@ -223,10 +224,6 @@ def measure(
         1e3 * slides[len(slides) // 2] if slides else None,
         complete,
     )
-
-
-def _ticks(stream: Any) -> int:
-    return 1000 if stream.time_unit == "ms" else 1
 
 
 def bench(queries: list[LoadedQuery], o: BenchOptions) -> list[dict[str, Any]]:

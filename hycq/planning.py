@@ -26,7 +26,7 @@ from optimizer.estimate import Estimates, estimate
 from optimizer.ir.cost import Cost
 from optimizer.ir.errors import OptionError, UserError
 from optimizer.ir.placement import ROW, Group, groups
-from optimizer.ir.plan import Category, LogicalPlan
+from optimizer.ir.plan import LogicalPlan
 from optimizer.phase_one import PhaseOneResult, optimize_join_order
 from optimizer.phase_two import PhaseTwoResult, place
 from optimizer.statistics import SampleStatistics, measure
@@ -145,7 +145,7 @@ class Optimized:
 
 
 def _num(x: float) -> float | None:
-    """JSON-safe number: None for NaN (absent), a large sentinel never (inf stays null)."""
+    """JSON-safe number: None for an absent (NaN) or unbounded (inf) value."""
     if x is None or math.isnan(x) or math.isinf(x):
         return None
     return float(x)
@@ -239,7 +239,3 @@ def optimize(
     )
     coster = PlanCoster(est2, model, shared)
     return Optimized(q, opts, model, stats, note, est2, one, two, coster, sample_ms)
-
-
-def r2r_count(plan: LogicalPlan) -> int:
-    return len([o for o in plan.operators() if o.category is Category.R2R])

@@ -37,6 +37,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from optimizer.estimate import equi_pair, sample_selectivity
 from optimizer.ir.expr import ColumnRef, conjuncts
 from optimizer.ir.plan import Aggregate, Join, LogicalPlan, Project, Select, Source, Window
 
@@ -135,18 +136,9 @@ def key_sets(plan: LogicalPlan) -> set[tuple[str, tuple[str, ...]]]:
             if len(cols) == len(op.group_by):
                 add(ins[0], cols)
         if isinstance(op, Join) and op.condition is not None:
-            left: list[int] = []
-            right: list[int] = []
-            for c in conjuncts(op.condition):
-                if (
-                    getattr(c, "op", None) == "="
-                    and isinstance(getattr(c, "left", None), ColumnRef)
-                    and isinstance(getattr(c, "right", None), ColumnRef)
-                ):
-                    a, b = sorted((c.left.index, c.right.index))  # type: ignore[attr-defined]
-                    if a < op.left_width <= b:
-                        left.append(a)
-                        right.append(b - op.left_width)
+            pairs = [p for c in conjuncts(op.condition) if (p := equi_pair(c, op.left_width))]
+            left = [lc for lc, _ in pairs]
+            right = [rc for _, rc in pairs]
             if left:
                 add(ins[0], left)
                 add(ins[1], right)
@@ -155,8 +147,6 @@ def key_sets(plan: LogicalPlan) -> set[tuple[str, tuple[str, ...]]]:
 
 def measure(plan: LogicalPlan, samples: Mapping[str, pa.Table]) -> SampleStatistics:
     """Measure selectivities and distinct counts of ``plan`` on per-stream samples."""
-    from optimizer.estimate import sample_selectivity
-
     stats = SampleStatistics(rows={s: t.num_rows for s, t in samples.items()})
     for op in plan.operators():
         if isinstance(op, Select):
