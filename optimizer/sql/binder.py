@@ -122,6 +122,12 @@ _SCALAR_FUNCS: dict[type, str] = {
 }
 
 
+#: Deepest query AST the binder accepts (a ``+`` chain of n terms is about n levels deep).
+MAX_DEPTH = 128
+#: Clause nodes: a too-deep expression is reported from the node right below one of these.
+_CLAUSES = (exp.Select, exp.Where, exp.Having, exp.Group, exp.Join, exp.From, exp.Subquery)
+
+
 def span(node: exp.Expr) -> tuple[int, int]:
     """Character span (start, length) of a node, from the positions sqlglot keeps."""
     starts, ends = [], []
@@ -188,6 +194,7 @@ class Binder:
     # -- entry ----------------------------------------------------------------------------
 
     def bind(self, select: exp.Select) -> LogicalPlan:
+        self._check_depth(select)
         mode = self._r2s_mode(select)
         try:
             top, schema = self.bind_select(select)
@@ -201,6 +208,29 @@ class Binder:
         r2s = self.builder.add(lambda i: R2S(i, schema, mode), top)
         sink = self.builder.add(lambda i: Sink(i, schema), r2s)
         return self.builder.build(sink)
+
+    def _check_depth(self, select: exp.Select) -> None:
+        """Reject expressions nested deeper than MAX_DEPTH levels (iteratively, so any depth
+        is measured): the engines translate expressions recursively (Python source for the
+        row engine, sqlglot SQL for DuckDB/Spark), and Python nests at most ~200 levels."""
+        deepest, node = 0, select
+        stack: list[tuple[exp.Expr, int]] = [(select, 1)]
+        while stack:
+            n, d = stack.pop()
+            if d > deepest:
+                deepest, node = d, n
+            stack.extend((child, d + 1) for child in n.iter_expressions())
+        if deepest <= MAX_DEPTH:
+            return
+        # Point at the whole expression: the outermost node below its clause.
+        while node.parent is not None and not isinstance(node.parent, _CLAUSES):
+            node = node.parent
+        raise self.error(
+            UnsupportedError,
+            f"the query is nested too deeply ({deepest} levels; at most {MAX_DEPTH})",
+            node,
+            "simplify the expression or split it over derived tables",
+        )
 
     def _r2s_mode(self, select: exp.Select) -> StreamMode:
         mods = [m.name.upper() for m in select.args.get("operation_modifiers") or []]
