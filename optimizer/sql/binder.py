@@ -213,7 +213,8 @@ class Binder:
         """Reject expressions nested deeper than MAX_DEPTH levels (iteratively, so any depth
         is measured): the engines translate expressions recursively (Python source for the
         row engine, sqlglot SQL for DuckDB/Spark), and Python nests at most ~200 levels."""
-        deepest, node = 0, select
+        deepest = 0
+        node: exp.Expr = select
         stack: list[tuple[exp.Expr, int]] = [(select, 1)]
         while stack:
             n, d = stack.pop()
