@@ -18,8 +18,10 @@ import json
 import math
 import os
 import resource
+import signal
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -64,6 +66,10 @@ class RunOptions:
     dead_letter: Path | None = None
     progress: bool | None = None  # None: when stderr is a terminal
     batch_seconds: int = 1
+    #: SIGINT/SIGTERM stop the run gracefully (the CLI): the loop stops between batches, the
+    #: instants emitted so far are committed to the output, metrics say ``interrupted``. A
+    #: second signal stops at once without committing. Off for API callers (and tests).
+    stop_on_signal: bool = False
 
 
 # -- sources -------------------------------------------------------------------------------
@@ -162,6 +168,11 @@ def _file_input(
     if not path.exists():
         raise DataError(
             f"data file not found: {path}", hint="check the path given with --data STREAM=PATH"
+        )
+    if path.is_dir():
+        raise DataError(
+            f"data path is a directory, not a file: {path}",
+            hint="give a CSV or Parquet file with --data STREAM=PATH",
         )
     tps = ticks_per_second(stream)
     if fmt is None:
@@ -313,6 +324,22 @@ def validate(batch: pa.RecordBatch, stream: str, dead: DeadLetters) -> pa.Record
 # -- sinks ---------------------------------------------------------------------------------
 
 
+def check_output_path(path: Path, option: str) -> None:
+    """OptionError unless ``path`` can be written as a file (checked before a run starts, so a
+    bad --metrics or --dead-letter path does not fail the run at its end)."""
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise OptionError(f"{option} {path} is a directory", hint="give a file path")
+    if not parent.exists():
+        raise OptionError(
+            f"output folder does not exist: {parent}", hint=f"create it or fix {option}"
+        )
+    if not parent.is_dir():
+        raise OptionError(f"{option} {path}: {parent} is not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise OptionError(f"{option} {path}: folder {parent} is not writable")
+
+
 def _temp_beside(path: Path) -> Path:
     fd, name = tempfile.mkstemp(
         dir=path.parent or Path("."), prefix=f".{path.name}.", suffix=".tmp"
@@ -348,8 +375,7 @@ class ResultSink:
                 raise OptionError(
                     f"--output must end in .parquet, .csv or .jsonl (or be -), got '{output}'"
                 )
-            if not path.parent.exists():
-                raise OptionError(f"output folder does not exist: {path.parent}")
+            check_output_path(path, "--output")
             self._tmp = _temp_beside(path)
             if suffix == ".parquet":
                 import pyarrow.parquet as pq
@@ -473,24 +499,39 @@ def run_plan(
     The engine calls ``emit(T, rows)`` with the results of each instant and
     ``on_late(stream, row, reason)`` for each late tuple it rejects.
     """
+    for path, option in ((options.metrics, "--metrics"), (options.dead_letter, "--dead-letter")):
+        if path is not None:
+            check_output_path(path, option)
     # Created first: file readers send the rows they reject to it while the run reads them.
     dead = DeadLetters(options.dead_letter)
     if inputs is None:
         inputs = open_inputs(plan, catalog, options, dead)
-    sink = ResultSink(output_schema(plan), options.output, options.keep_results)
+    stop = _StopSignal(options.stop_on_signal)
+    try:
+        sink = ResultSink(output_schema(plan), options.output, options.keep_results)
+    except BaseException:
+        stop.restore()
+        raise
     latencies: list[float] = []
     arrival = [0.0]
+    last_instant: list[int | None] = [None]
 
     def emit(instant: int, rows: Rows | pa.Table) -> None:
         sink.write(instant, rows)
         latencies.append((time.perf_counter() - arrival[0]) * 1e3)
+        last_instant[0] = instant
 
     names = {s.name: [c.name for c in s.columns] for s in catalog.streams.values()}
 
     def on_late(stream: str, row: tuple[Any, ...], reason: str) -> None:
         dead.add(stream, dict(zip(names.get(stream, []), row, strict=False)), reason, "late")
 
-    engine = make_engine(emit, on_late)
+    try:
+        engine = make_engine(emit, on_late)
+    except BaseException:
+        stop.restore()
+        sink.abort()
+        raise
     total_expected = sum(i.expected_rows or 0 for i in inputs) or None
     progress = _progress(options, total_expected)
     tuples_in = 0
@@ -507,41 +548,59 @@ def run_plan(
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        for inp, batch in merge_by_time(inputs):
+        # One batch at a time, pulled from the source only when the engine has taken the
+        # previous one: there is no queue, so a plan that cannot keep up slows the reading
+        # down (backpressure) instead of buffering a backlog (at realtime pace it falls
+        # behind the wall clock: kept_up false).
+        for inp, whole in merge_by_time(inputs):
+            if stop.requested:
+                break
             name = inp.stream.name
             t_index = inp.stream.time_index
-            batch = validate(batch, name, dead)
-            if batch.num_rows == 0:
+            tps = ticks_per_second(inp.stream)
+            whole = validate(whole, name, dead)
+            if whole.num_rows == 0:
                 continue
-            lo = int(pc.min(batch.column(t_index)).as_py())
-            hi = int(pc.max(batch.column(t_index)).as_py())
-            if min_ts is None:
-                min_ts = lo
-            if realtime:
-                due = wall_start + (lo - min_ts) / ticks_per_second(inp.stream)
-                now = time.perf_counter()
-                if due > now:
-                    time.sleep(due - now)
-                else:
-                    lag_max = max(lag_max, now - due)
+            # Realtime replays event time against the wall clock one event-second at a time
+            # (file batches span many seconds).
+            pieces = _by_second(whole, t_index, tps) if realtime else iter((whole,))
+            for batch in pieces:
+                lo = int(pc.min(batch.column(t_index)).as_py())
+                hi = int(pc.max(batch.column(t_index)).as_py())
+                if min_ts is None:
+                    min_ts = lo
+                if realtime:
+                    due = wall_start + (lo - min_ts) / tps
+                    now = time.perf_counter()
+                    if due > now:
+                        stop.sleep_until(due)
+                    else:
+                        lag_max = max(lag_max, now - due)
+                if stop.requested:
+                    break
+                arrival[0] = time.perf_counter()
+                engine.ingest(name, batch, t_index)
+                tuples_in += batch.num_rows
+                min_ts = min(min_ts, lo)
+                max_ts = hi if max_ts is None else max(max_ts, hi)
+                if progress is not None:
+                    progress.advance(batch.num_rows)
+                if max_ts - min_ts >= next_sample:
+                    rss_timeline.append([(max_ts - min_ts) / tps, _rss_mb()])
+                    next_sample += sample_every * tps
+        if not stop.requested:
             arrival[0] = time.perf_counter()
-            engine.ingest(name, batch, t_index)
-            tuples_in += batch.num_rows
-            min_ts = min(min_ts, lo)
-            max_ts = hi if max_ts is None else max(max_ts, hi)
-            if progress is not None:
-                progress.advance(batch.num_rows)
-            if max_ts - min_ts >= next_sample:
-                rss_timeline.append([(max_ts - min_ts) / ticks_per_second(inp.stream), _rss_mb()])
-                next_sample += sample_every * ticks_per_second(inp.stream)
-        arrival[0] = time.perf_counter()
-        engine.finish()
+            # End of input: fire the remaining instants. An interrupted run skips this: the
+            # instants emitted so far (all before the last timestamp read) are exact, the
+            # remaining ones would be computed as if the stream ended here.
+            engine.finish()
         wall_s = time.perf_counter() - wall_start
         table = sink.close()
     except BaseException:
         sink.abort()
         raise
     finally:
+        stop.restore()
         if gc_was_enabled:
             gc.enable()
         dead.close()
@@ -576,6 +635,8 @@ def run_plan(
         "placement": placement,
         "dead_letter": dead.count,
         "dead_letter_reasons": dict(dead.by_kind),
+        "interrupted": signal.Signals(stop.signum).name if stop.signum is not None else None,
+        "last_instant": last_instant[0],
         "pace": options.pace,
         "max_lag_s": lag_max if realtime else None,
         "inputs": {i.stream.name: i.description for i in inputs},
@@ -589,6 +650,58 @@ def run_plan(
         tmp.write_text(json.dumps(metrics, indent=2) + "\n")
         os.replace(tmp, options.metrics)
     return RunResult(table, metrics)
+
+
+def _by_second(batch: pa.RecordBatch, t: int, tps: int) -> Iterator[pa.RecordBatch]:
+    """Consecutive slices of ``batch``, one per event-second of the running maximum timestamp
+    (arrival order is kept, so results do not change: lateness is per tuple)."""
+    ts = batch.column(t).to_numpy(zero_copy_only=False)
+    seconds = np.maximum.accumulate(ts) // tps
+    cuts = np.flatnonzero(np.diff(seconds)) + 1
+    start = 0
+    for end in [*cuts.tolist(), batch.num_rows]:
+        yield batch.slice(start, end - start)
+        start = end
+
+
+class _StopSignal:
+    """SIGINT and SIGTERM as a request to stop the run loop between batches.
+
+    Installed only when ``enabled`` and on the main thread (where Python runs signal
+    handlers). The handler only records the signal, so no engine call (a DuckDB query, a
+    Spark job) is cut in half; a second signal raises KeyboardInterrupt to stop at once.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, enabled: bool) -> None:
+        self.signum: int | None = None
+        self._previous: dict[int, Any] = {}
+        if enabled and threading.current_thread() is threading.main_thread():
+            for sig in self.SIGNALS:
+                self._previous[sig] = signal.signal(sig, self._handle)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.signum is not None:
+            raise KeyboardInterrupt
+        self.signum = signum
+
+    @property
+    def requested(self) -> bool:
+        return self.signum is not None
+
+    def sleep_until(self, due: float) -> None:
+        """Sleep until ``due`` (perf_counter time) or until a stop is requested."""
+        while not self.requested:
+            left = due - time.perf_counter()
+            if left <= 0:
+                return
+            time.sleep(min(left, 0.05))
+
+    def restore(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        self._previous = {}
 
 
 def _rss_mb() -> float:

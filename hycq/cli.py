@@ -10,6 +10,7 @@ import argparse
 import json
 import math
 import re
+import signal
 import sys
 import traceback
 import warnings
@@ -490,6 +491,7 @@ def _run(args: argparse.Namespace) -> int:
         metrics=args.metrics,
         dead_letter=args.dead_letter,
         progress=args.progress,
+        stop_on_signal=True,
     )
     spark_conf: dict[str, str] = {}
     for spec in args.spark_conf:
@@ -520,6 +522,11 @@ def _run(args: argparse.Namespace) -> int:
             f"{m['results']} result rows over {m['instants']} instants; "
             f"{m['dead_letter']} rows dead-lettered\n"
         )
+    if m["interrupted"]:  # SIGINT/SIGTERM: what was computed is committed (engines/runtime.py)
+        done = f"up to instant {m['last_instant']}" if m["last_instant"] is not None else "none"
+        where = f" ({args.output})" if args.output not in (None, "-") else ""
+        sys.stderr.write(f"interrupted by {m['interrupted']}: complete results {done}{where}\n")
+        return 128 + int(getattr(signal, m["interrupted"]))
     return 0
 
 
