@@ -198,6 +198,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rn.add_argument("--metrics", type=Path, metavar="PATH", help="write run metrics as JSON")
     rn.add_argument(
+        "--report",
+        type=Path,
+        metavar="PATH.html",
+        help="after the run, write an HTML placement report with the run's measurements",
+    )
+    rn.add_argument(
         "--dead-letter",
         type=Path,
         metavar="PATH",
@@ -209,6 +215,33 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="show a progress bar (default: when stderr is a terminal)",
     )
+
+    rp = sub.add_parser(
+        "report",
+        help="write a self-contained HTML report of the plan, its placement and alternatives",
+        description="Optimize QUERY as explain does and write one HTML file (no script, "
+        "nothing fetched): the plan graph coloured by engine with each group's SQL, the cost "
+        "vector and feasibility, the rate where the plan stops keeping up, the alternatives "
+        "and the Definition 6.1 condition each lost on, the optimizer trace, and with --bench "
+        "measured against predicted throughput.",
+    )
+    rp.add_argument("query", metavar="QUERY", help="a .sql file, or - for stdin")
+    rp.add_argument(
+        "--catalog", type=Path, help="catalog TOML (default: catalog.toml beside QUERY)"
+    )
+    rp.add_argument(
+        "--rate", type=_positive_float, help="arrival rate of every input stream, tuples/s"
+    )
+    rp.add_argument(
+        "--engines",
+        default="row,duckdb",
+        help="engines the placement may use, from row,duckdb,spark (default: row,duckdb)",
+    )
+    _optimizer_flags(rp)
+    rp.add_argument(
+        "--bench", type=Path, metavar="PATH.json", help="a 'hycq bench --json' file to compare"
+    )
+    rp.add_argument("--out", type=Path, required=True, metavar="PATH.html", help="report file")
 
     bn = sub.add_parser(
         "bench",
@@ -355,12 +388,15 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _calibrate(args)
     if args.command == "bench":
         return _bench(args)
+    if args.command == "report":
+        return _report(args)
     raise OptionError(f"unknown command {args.command}")  # pragma: no cover
 
 
 def _explain(args: argparse.Namespace) -> int:
     from hycq import api
     from hycq.planning import OptimizerOptions, optimize
+    from hycq.reporting.text import engine_tag
     from optimizer.ir.display import render_plan
 
     engines = api.parse_engines(args.engines)
@@ -380,19 +416,7 @@ def _explain(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(info)
         return 0
-    ops = {op["id"]: op for op in info["operators"]}
-
-    def tag(op_id: str) -> str:
-        op = ops[op_id]
-        text = f"[{op['engine']}"
-        if op["u"] is not None and op["kind"] not in ("source", "sink"):
-            text += f" u={op['u']:.3g}"
-            if op["unit"].startswith("g"):
-                text += f" {op['unit']}"
-        if op["bottleneck"]:
-            text += " bottleneck"
-        return text + "]"
-
+    tag = engine_tag(info["operators"])
     print(f"query: {q.name}")
     rate = info["rate"]
     print(f"rate: {rate:g} tuples/s" if rate is not None else "rate: (streams differ)")
@@ -482,6 +506,10 @@ def _run(args: argparse.Namespace) -> int:
     from hycq import api
 
     placement = _load_placement(args.placement)
+    if args.report is not None:
+        from hycq.reporting import check_out_path
+
+        check_out_path(args.report, "--report")
     options = RunOptions(
         rate=args.rate,
         duration=args.duration,
@@ -527,6 +555,34 @@ def _run(args: argparse.Namespace) -> int:
         where = f" ({args.output})" if args.output not in (None, "-") else ""
         sys.stderr.write(f"interrupted by {m['interrupted']}: complete results {done}{where}\n")
         return 128 + int(getattr(signal, m["interrupted"]))
+    if args.report is not None:
+        from hycq.reporting import report_after_run
+
+        report_after_run(q, optimizer, options, m, args.placement, args.report)
+        sys.stderr.write(f"wrote report {args.report}\n")
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from hycq import api
+    from hycq.planning import OptimizerOptions, optimize
+    from hycq.reporting import build_report, check_out_path, write_report
+
+    check_out_path(args.out)
+    q = api.load_query(args.query, args.catalog)
+    opt = optimize(
+        q,
+        OptimizerOptions(
+            rate=args.rate,
+            engines=api.parse_engines(args.engines),
+            cost_model=args.cost_model,
+            exhaustive=args.exhaustive,
+            feasibility=not args.no_feasibility,
+            row_core=args.row_core,
+        ),
+    )
+    write_report(build_report(opt, bench=args.bench), args.out)
+    sys.stderr.write(f"wrote {args.out}\n")
     return 0
 
 

@@ -1,0 +1,207 @@
+"""Everything a placement report shows, gathered from one ``Optimized`` plan.
+
+No HTML here (see :mod:`hycq.reporting.page`): :func:`build_report` calls the same functions
+``hycq explain`` does (``api.explain``, ``Optimized.operator_rows``, the one plan printer) and
+adds what only the report shows: the generated SQL of every group, the alternatives with
+their Definition 6.1 verdicts, the plan over rates, and measurements when given.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hycq.planning import Optimized, OptimizerOptions, optimize
+from hycq.reporting.alternatives import Alternatives, Sweep, alternatives, off_row, rate_sweep
+from hycq.reporting.measured import BenchData, UnitRow, load_bench, run_units
+from hycq.reporting.text import engine_tag
+from optimizer.ir.cost import Cost
+from optimizer.ir.display import render_plan
+from optimizer.ir.errors import HycqError, OptionError
+from optimizer.ir.placement import complete_placement, groups
+
+if TYPE_CHECKING:  # pragma: no cover
+    from hycq.api import LoadedQuery
+
+
+@dataclass(frozen=True)
+class GroupView:
+    """A migration candidate as the report shows it: its id, members and SQL."""
+
+    id: str
+    engine: str
+    operators: list[str]
+    top: str
+    u: float
+    seconds_per_invocation: float
+    sql: str
+    """The generated SQL (exactly what the MIG operator runs), or why there is none."""
+    sql_ok: bool
+    inputs: list[tuple[str, str]]
+    """(table in the SQL, the operator whose output it holds: columns c0, c1, ...)."""
+    outputs: list[str]
+    """The top operator's output columns, which the SQL's c0, c1, ... are."""
+
+
+@dataclass(frozen=True)
+class Report:
+    query_name: str
+    query_text: str
+    info: dict[str, Any]
+    """``api.explain``'s object for the optimizer's choice (options, statistics, trace)."""
+    shown_label: str
+    """Which placement is shown: the optimizer's choice, or the placement a run used."""
+    placement: dict[str, str]
+    rows: list[dict[str, Any]]
+    """``Optimized.operator_rows`` of the shown placement."""
+    groups: list[GroupView]
+    cost: Cost
+    max_rate: float | None
+    plan_text: str
+    """The shown plan by the one plan printer, with explain's engine tags."""
+    phase_one_text: str
+    bound_text: str | None
+    """The plan as bound, before Phase One, when Phase One reordered joins."""
+    alternatives: Alternatives
+    sweep: Sweep | None
+    rate: float | None
+    bench: BenchData | None = None
+    run: dict[str, Any] | None = None
+    run_units: list[UnitRow] | None = None
+
+
+def build_report(
+    opt: Optimized,
+    *,
+    placement: dict[str, str] | None = None,
+    shown_label: str | None = None,
+    bench: Path | None = None,
+    run_metrics: dict[str, Any] | None = None,
+) -> Report:
+    """Gather a report of ``placement`` (default: the optimizer's choice) of ``opt.plan``.
+
+    ``bench`` is a ``hycq bench --json`` file; ``run_metrics`` the metrics of a run.
+    """
+    from engines.sqlgen import group_sql
+    from hycq import api
+
+    q = opt.query
+    shown = complete_placement(opt.plan, placement) if placement else dict(opt.placement)
+    info = api.explain(q, opt.options.rate, opt.options.engines, optimized=opt)
+    rows = opt.operator_rows(shown)
+    views = []
+    for k, g in enumerate(groups(opt.plan, shown)):
+        inputs: list[tuple[str, str]] = []
+        try:
+            gen = group_sql(opt.plan, g.operators, g.engine, f"g{k}_")
+            sql, ok = gen.sql, True
+            inputs = [(table, op_id) for op_id, table in gen.inputs]
+        except HycqError as err:
+            sql, ok = f"(no SQL: {err})", False
+        views.append(
+            GroupView(
+                f"g{k}",
+                g.engine,
+                list(g.operators),
+                g.top,
+                opt.coster.group_cost(g.engine, g.operators).utilization,
+                opt.model.group_cost(g, opt.estimates),
+                sql,
+                ok,
+                inputs,
+                [f.name for f in opt.plan.op(g.top).schema],
+            )
+        )
+    rate = info["rate"]
+    bench_data = load_bench(bench, q.name) if bench is not None else None
+    units = None
+    if run_metrics is not None:
+        units = run_units(
+            run_metrics,
+            rows,
+            [(v.id, v.operators) for v in views],
+            shared_core=opt.coster.shared_row_core,
+        )
+    return Report(
+        query_name=q.name,
+        query_text=q.text,
+        info=info,
+        shown_label=shown_label
+        or (
+            "the optimizer's choice"
+            if off_row(shown) == off_row(opt.placement)
+            else "the given placement"
+        ),
+        placement=shown,
+        rows=rows,
+        groups=views,
+        cost=opt.cost_of(shown),
+        max_rate=api.max_feasible_rate(opt, shown),
+        plan_text=render_plan(opt.plan, annotate=engine_tag(rows)),
+        phase_one_text=render_plan(opt.plan),
+        bound_text=None if opt.plan is q.plan else render_plan(q.plan),
+        alternatives=alternatives(opt, shown),
+        sweep=rate_sweep(opt, shown, rate) if rate else None,
+        rate=rate,
+        bench=bench_data,
+        run=run_metrics,
+        run_units=units,
+    )
+
+
+def report_after_run(
+    q: LoadedQuery,
+    optimizer: OptimizerOptions,
+    run_options: Any,
+    metrics: dict[str, Any],
+    placement_request: str,
+    out: Path,
+) -> Report:
+    """Write the report of a finished ``hycq run`` to ``out``, and return it.
+
+    The run's plan is re-optimized with the options ``api.run`` used (same rate, data sample
+    and cost model, so the same Phase-One plan and ids); the shown placement is the one that
+    ran (``metrics["placement"]``), measured against its prediction.
+    """
+    opt = optimize(
+        q, dataclasses.replace(optimizer, rate=run_options.rate, data=dict(run_options.data))
+    )
+    ran = {k: str(v) for k, v in (metrics.get("placement") or {}).items()}
+    label = f"the run's placement (--placement {placement_request})"
+    if off_row(ran) == off_row(opt.placement):
+        label = f"the run's placement (--placement {placement_request}: the optimizer's choice)"
+    report = build_report(opt, placement=ran or None, shown_label=label, run_metrics=metrics)
+    write_report(report, out, "--report")
+    return report
+
+
+def check_out_path(path: Path, option: str = "--out") -> None:
+    """Refuse an output path the report cannot be written to, before any work is done."""
+    if path.suffix.lower() not in (".html", ".htm"):
+        raise OptionError(
+            f"{option} must end in .html, got '{path}'", hint=f"e.g. {option} report.html"
+        )
+    if path.is_dir():
+        raise OptionError(f"{option} is a directory: {path}", hint="give a file name")
+    if not path.parent.is_dir():
+        what = "does not exist" if not path.parent.exists() else "is not a folder"
+        raise OptionError(
+            f"output folder {what}: {path.parent}",
+            hint=f"create it first, or give {option} a path in an existing folder",
+        )
+
+
+def write_report(report: Report, path: Path, option: str = "--out") -> None:
+    """Render ``report`` to one self-contained HTML file."""
+    from hycq.reporting.page import render
+
+    text = render(report)
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as err:
+        raise OptionError(
+            f"cannot write {option} {path}: {err.strerror or err}",
+            hint="choose a writable location",
+        ) from None

@@ -1,0 +1,581 @@
+"""The report as one self-contained HTML page (standard library string building).
+
+Offline by construction: CSS is inline, graphics are inline SVG, there is no script, no
+link, no image or font to fetch, and a Content-Security-Policy (``default-src 'none'``)
+forbids the browser to load or run anything else even if some text slipped through. Every
+piece of text from the query, the catalog, the plan or a measurement file goes through
+:func:`hycq.reporting.svg.e` (``html.escape`` with quotes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from hycq.reporting.alternatives import off_row
+from hycq.reporting.build import Report
+from hycq.reporting.svg import (
+    BOTTLENECK,
+    ENGINE_COLORS,
+    PALETTE,
+    Series,
+    e,
+    engine_colors,
+    fmt,
+    log_chart,
+    plan_graph,
+)
+from optimizer.ir.cost import Cost
+
+CSS = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#222;
+  background:#f7f7f5}
+header{background:#23324a;color:#fff;padding:18px 28px}
+header h1{margin:0 0 4px;font-size:22px}
+header p{margin:2px 0;color:#d6deea}
+nav{padding:8px 28px;background:#e9edf2;position:sticky;top:0;border-bottom:1px solid #ccd}
+nav a{margin-right:16px;color:#23324a}
+main{padding:8px 28px 40px;max-width:1400px}
+section{background:#fff;border:1px solid #dde;border-radius:8px;padding:6px 18px 14px;
+  margin:16px 0}
+h2{font-size:18px;margin:12px 0 8px}
+h3{font-size:15px;margin:14px 0 6px}
+table{border-collapse:collapse;margin:6px 0 10px;font-size:13px}
+th,td{border:1px solid #dde;padding:3px 8px;text-align:left;vertical-align:top}
+th{background:#f0f2f6}
+td.num{text-align:right;font-variant-numeric:tabular-nums}
+pre{background:#f4f4f2;border:1px solid #e2e2dd;border-radius:6px;padding:8px 10px;
+  overflow-x:auto;font-size:12.5px;white-space:pre-wrap;word-break:break-word}
+.scroll{overflow-x:auto}
+.ok{color:#1b7a2b;font-weight:600}.bad{color:#c62828;font-weight:600}
+.note{color:#555;font-size:13px}
+.big{font-size:20px;font-weight:600}
+.pill{display:inline-block;padding:0 8px;border-radius:10px;border:1px solid;margin-right:6px}
+.hotrow td:first-child{border-left:4px solid #c62828}
+svg text{font:12px system-ui,sans-serif;fill:#222}
+svg text.opid{font-weight:700;font-size:13px}
+svg text.small,.small{font-size:11px}
+svg text.hot{font-weight:700;font-size:11px}
+svg text.glabel{font-weight:700;font-size:12px;text-decoration:underline}
+.sqlbox{border-left:5px solid;padding-left:10px;margin:10px 0}
+"""
+
+CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+
+
+def render(r: Report) -> str:
+    """The whole page."""
+    sections = [
+        _summary(r),
+        _plan(r),
+        _operators(r),
+        _alternatives(r),
+        _rates(r),
+        _trace(r),
+        _bench(r) if r.bench is not None else "",
+        _run(r) if r.run is not None else "",
+        _query(r),
+    ]
+    links = [
+        ("summary", "Summary"),
+        ("plan", "Plan"),
+        ("operators", "Operators"),
+        ("alternatives", "Alternatives"),
+        ("rates", "Over rates"),
+        ("trace", "Optimizer trace"),
+        *([("bench", "Measured")] if r.bench is not None else []),
+        *([("run", "Run")] if r.run is not None else []),
+        ("query", "Query"),
+    ]
+    info = r.info
+    rate = f"{fmt(r.rate)} tuples/s" if r.rate else "per stream (catalog rates differ)"
+    return "".join(
+        [
+            '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
+            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
+            '<meta name="viewport" content="width=device-width, initial-scale=1">',
+            f"<title>hycq report: {e(r.query_name)}</title><style>{CSS}</style></head><body>",
+            f"<header><h1>Placement report: {e(r.query_name)}</h1>",
+            f"<p>rate {e(rate)} · engines {e(', '.join(info['engines']))} · cost model "
+            f"{e(info['cost_model'])} · row core {e(info['row_core'])} · feasibility check "
+            f"{'on' if info['feasibility_check'] else 'off (--no-feasibility)'}</p>",
+            f"<p>statistics: {e(info['statistics']['source'])}</p></header>",
+            "<nav>" + "".join(f'<a href="#{a}">{e(t)}</a>' for a, t in links) + "</nav>",
+            "<main>",
+            *sections,
+            '<p class="note">Written by <code>hycq report</code>; self-contained: no script, '
+            "nothing loaded from the network.</p></main></body></html>\n",
+        ]
+    )
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+
+def _table(head: Sequence[str], rows: Iterable[Sequence[str]], classes: Sequence[str] = ()) -> str:
+    """A table; cells are already-escaped HTML. ``classes`` are per-row class names."""
+    cls = list(classes)
+    out = ['<div class="scroll"><table><thead><tr>']
+    out += [f"<th>{h}</th>" for h in head]
+    out.append("</tr></thead><tbody>")
+    for k, row in enumerate(rows):
+        c = f' class="{cls[k]}"' if k < len(cls) and cls[k] else ""
+        out.append(f"<tr{c}>" + "".join(_cell(v) for v in row) + "</tr>")
+    out.append("</tbody></table></div>")
+    return "".join(out)
+
+
+def _cell(v: str) -> str:
+    if v.startswith("\x00num"):
+        return f'<td class="num">{v[4:]}</td>'
+    return f"<td>{v}</td>"
+
+
+def _n(x: float | None, unit: str = "") -> str:
+    """A right-aligned number cell."""
+    return "\x00num" + e(fmt(x, unit))
+
+
+def _g(x: float | None) -> str:
+    return "\x00num" + ("—" if x is None else e(f"{x:.4g}"))
+
+
+def _feasible(ok: bool) -> str:
+    return '<span class="ok">keeps up</span>' if ok else '<span class="bad">does not keep up</span>'
+
+
+def _placement(p: Mapping[str, str]) -> str:
+    """Operators off the row engine, by engine (everything else runs on the row engine)."""
+    off = off_row(p)
+    if not off:
+        return "all on row"
+    by: dict[str, list[str]] = {}
+    for op_id, engine in off.items():
+        by.setdefault(engine, []).append(op_id)
+    return "; ".join(
+        f'<span style="color:{engine_colors(eng)[1]}">{e(eng)}</span>: {e(", ".join(ids))}'
+        for eng, ids in by.items()
+    )
+
+
+def _cost(c: Cost) -> str:
+    return f"&lt;C_b = {e(f'{c.bottleneck:.4g}')}, C_u = {e(f'{c.utilization:.4g}')}&gt;"
+
+
+def _section(anchor: str, title: str, *body: str) -> str:
+    return f'<section id="{anchor}"><h2>{e(title)}</h2>{"".join(body)}</section>'
+
+
+# -- sections -----------------------------------------------------------------------------
+
+
+def _summary(r: Report) -> str:
+    limit = f"{fmt(r.max_rate)} tuples/s" if r.max_rate is not None else "none found (any rate)"
+    rank = r.alternatives.rank
+    rank_text = (
+        f" It ranks #{rank} of all {r.alternatives.space} placements under Definition 6.1."
+        if rank is not None
+        else ""
+    )
+    return _section(
+        "summary",
+        "Summary",
+        f"<p>Shown: <b>{e(r.shown_label)}</b>, {_placement(r.placement)}.{e(rank_text)}</p>",
+        f'<p class="big">cost vector {_cost(r.cost)} · {_feasible(r.cost.feasible)} at '
+        f"{e(fmt(r.rate)) if r.rate else 'the catalog rates'}</p>",
+        f"<p>Predicted to stop keeping up at <b>{e(limit)}</b> (the rate where C_b reaches 1; "
+        "<code>api.max_feasible_rate</code>).</p>",
+        '<p class="note">C_b (bottleneck) is the largest utilization of one unit (an operator, '
+        "a columnar group, or with the shared row core all row operators together); C_u sums "
+        "every unit's utilization u. <b>Definition 6.1</b>: a plan P beats P′ when "
+        "1° P keeps up (C_b ≤ 1) and P′ does not; 2° both keep up and C_u(P) &lt; C_u(P′); "
+        "3° neither keeps up and C_b(P) &lt; C_b(P′). Ties go to the other measure, then to "
+        "fewer operators off the row engine.</p>",
+    )
+
+
+def _plan(r: Report) -> str:
+    legend = "".join(
+        f'<span class="pill" style="background:{fill};border-color:{stroke}">{e(name)}</span>'
+        for name, (fill, stroke) in ENGINE_COLORS.items()
+    )
+    legend += (
+        f'<span class="pill" style="border-color:{BOTTLENECK};color:{BOTTLENECK}">'
+        "▲ bottleneck unit</span>"
+        '<span class="pill" style="border-style:dashed">group = one SQL query (MIG)</span>'
+    )
+    graph = plan_graph(r.rows, [(g.id, g.engine, g.operators) for g in r.groups])
+    sqls = []
+    for g in r.groups:
+        stroke = engine_colors(g.engine)[1]
+        sqls.append(
+            f'<div class="sqlbox" id="sql-{e(g.id)}" style="border-color:{stroke}">'
+            f"<h3>{e(g.id)} on {e(g.engine)}: {e(', '.join(g.operators))}</h3>"
+            f'<p class="note">top {e(g.top)} · u {e(fmt(g.u))} · '
+            f"{e(fmt(1e3 * g.seconds_per_invocation))} ms per slide (predicted)</p>"
+            f"<pre>{e(g.sql)}</pre>" + _sql_columns(g.inputs, g.top, g.outputs) + "</div>"
+        )
+    if not sqls:
+        sqls.append(
+            '<p class="note">No migration candidates: everything runs on the row engine.</p>'
+        )
+    return _section(
+        "plan",
+        "Plan and placement",
+        f"<p>{legend}</p>",
+        f'<div class="scroll">{graph}</div>',
+        "<h3>Migration candidates and their generated SQL</h3>",
+        *sqls,
+        "<h3>As text (the plan printer of <code>hycq explain</code>)</h3>",
+        f"<pre>{e(r.plan_text)}</pre>",
+    )
+
+
+def _sql_columns(inputs: Sequence[tuple[str, str]], top: str, outputs: Sequence[str]) -> str:
+    """What the SQL's tables and positional columns (c0, c1, ...) stand for."""
+    ins = "; ".join(f"{e(t)} = output of <b>{e(op)}</b>" for t, op in inputs)
+    cols = ", ".join(f"c{k} = {e(name)}" for k, name in enumerate(outputs))
+    return (
+        f'<p class="note">Inputs (columns c0, c1, ... of each operator\'s output): {ins}. '
+        f"Result = output of <b>{e(top)}</b>: {cols}.</p>"
+    )
+
+
+def _operators(r: Report) -> str:
+    rows, classes = [], []
+    for op in r.rows:
+        lam_in = ", ".join(fmt(v) for v in op["lambda_in"]) or "—"
+        columns = ", ".join(c["name"] for c in op["schema"])
+        rows.append(
+            [
+                f"<b>{e(op['id'])}</b>",
+                e(op["kind"]),
+                f'<span style="color:{engine_colors(op["engine"])[1]}">{e(op["engine"])}</span>',
+                e(op["detail"]),
+                e(", ".join(op["inputs"])),
+                "\x00num" + e(lam_in),
+                _n(op["lambda_out"]),
+                _n(op["cardinality"]),
+                _g(op["unit_cost"]),
+                _g(op["u"]),
+                e(op["unit"]),
+                '<span class="bad">▲ yes</span>' if op["bottleneck"] else "",
+                e(columns),
+            ]
+        )
+        classes.append("hotrow" if op["bottleneck"] else "")
+    return _section(
+        "operators",
+        "Operators",
+        _table(
+            [
+                "id",
+                "kind",
+                "engine",
+                "detail",
+                "inputs",
+                "λ in (/s)",
+                "λ out (/s)",
+                "window rows",
+                "unit cost (s)",
+                "u",
+                "unit",
+                "bottleneck",
+                "output columns",
+            ],
+            rows,
+            classes,
+        ),
+        '<p class="note">λ: tuples per second of source time (Eq. 6.1-6.3). Unit cost: seconds '
+        "per input tuple on the row engine; for a group's members, seconds per invocation of "
+        "the group (once per slide). u = utilization of the operator's unit (Eq. 6.4); a group "
+        "is one unit (g&lt;k&gt;), and with the shared row core all row operators are one unit "
+        "(row-core).</p>",
+    )
+
+
+def _alternatives(r: Report) -> str:
+    a = r.alternatives
+    rows = [
+        [
+            f"<b>shown ({e(r.shown_label)})</b>",
+            _placement(r.placement),
+            _g(r.cost.bottleneck),
+            _g(r.cost.utilization),
+            _feasible(r.cost.feasible),
+            _n(r.max_rate),
+            "—",
+        ]
+    ]
+    for alt in a.items:
+        v = alt.verdict
+        tone = "bad" if v.outcome == "wins" else ""
+        verdict = (
+            f'<span class="{tone}">{e(v.outcome)}</span> on <b>{e(v.condition)}</b>: {e(v.reason)}'
+            if v.outcome != "same"
+            else e(v.reason)
+        )
+        rows.append(
+            [
+                e(alt.name),
+                _placement(alt.placement),
+                _g(alt.cost.bottleneck),
+                _g(alt.cost.utilization),
+                _feasible(alt.cost.feasible),
+                _n(alt.max_rate),
+                verdict,
+            ]
+        )
+    notes = [f"Next best: {e(a.method)}."]
+    notes += [f"Not possible: {e(x)}." for x in a.impossible]
+    return _section(
+        "alternatives",
+        "Alternatives and why they lost",
+        _table(
+            [
+                "placement",
+                "off the row engine",
+                "C_b",
+                "C_u",
+                "at this rate",
+                "max feasible rate (/s)",
+                "against the shown plan (Definition 6.1)",
+            ],
+            rows,
+        ),
+        f'<p class="note">{" ".join(notes)} An alternative that <i>wins</i> would be preferred '
+        "by the optimizer over the shown placement.</p>",
+    )
+
+
+def _rates(r: Report) -> str:
+    s = r.sweep
+    if s is None:
+        return _section(
+            "rates",
+            "The plan over rates",
+            '<p class="note">The input streams have different catalog rates; give --rate to '
+            "see how the placement changes with the rate.</p>",
+        )
+    rows = [
+        [
+            _n(p.rate),
+            _placement(p.placement),
+            _cost(p.cost),
+            _feasible(p.cost.feasible),
+            _cost(p.shown_cost),
+            _feasible(p.shown_cost.feasible),
+        ]
+        for p in s.points
+    ]
+    if s.switches:
+        switches = (
+            "<ul>"
+            + "".join(
+                f"<li>at about <b>{e(fmt(w.rate))} tuples/s</b>: {_placement(w.before)} → "
+                f"{_placement(w.after)}</li>"
+                for w in s.switches
+            )
+            + "</ul>"
+        )
+    else:
+        switches = "<p>The best placement is the same at every rate in this range.</p>"
+    return _section(
+        "rates",
+        "The plan over rates (predicted)",
+        "<h3>Rates where the optimizer's placement switches</h3>",
+        switches,
+        _table(["rate (/s)", "best placement", "its cost", "", "shown plan's cost", ""], rows),
+        '<p class="note">Phase Two re-run on the same Phase-One plan and statistics with '
+        "every stream at the given rate; switch rates are bisected between grid rates.</p>",
+    )
+
+
+def _trace(r: Report) -> str:
+    info = r.info
+    pe, ms, search = info["plans_examined"], info["optimization_ms"], info["search"]
+    mode = "exhaustive" if search["exhaustive"] else "pruned (section 6.3.4)"
+    if search["decomposed"]:
+        mode += ", decomposed into subplans of at most 15 R2R operators"
+    space = r.alternatives.space
+    not_costed = max(0, space - pe["phase_two"])
+    orders = "; ".join(" ⋈ ".join(o) for o in info["join_orders"]) or "no joins"
+    bound = (
+        f"<h3>The plan as bound (before Phase One)</h3><pre>{e(r.bound_text)}</pre>"
+        if r.bound_text
+        else '<p class="note">Phase One kept the bound join order.</p>'
+    )
+    rows = [
+        ["bind (parse + bind)", _g(ms["bind"]), ""],
+        ["sample statistics", _g(ms["sample"]), e(info["statistics"]["source"])],
+        [
+            "Phase One (join order, all operators on row)",
+            _g(ms["phase_one"]),
+            e(f"{pe['phase_one']} plans examined; join orders: {orders}"),
+        ],
+        [
+            "Phase Two (placement)",
+            _g(ms["phase_two"]),
+            e(
+                f"{mode}: {pe['phase_two']} complete plans costed, "
+                f"{pe['phase_two_partial']} partial plans built, of {space:,} placements "
+                f"({not_costed:,} never costed: pruned)"
+            ),
+        ],
+        ["optimization total", _g(ms["total"]), ""],
+    ]
+    return _section(
+        "trace",
+        "Optimizer trace",
+        _table(["step", "ms", "what"], rows),
+        "<h3>The Phase-One plan (the plan Phase Two places)</h3>",
+        f"<pre>{e(r.phase_one_text)}</pre>",
+        bound,
+    )
+
+
+def _bench(r: Report) -> str:
+    b = r.bench
+    assert b is not None
+    plans = b.plans
+    colors = {p: PALETTE[k % len(PALETTE)] for k, p in enumerate(plans)}
+    series = []
+    for p in plans:
+        recs = [x for x in b.records if x["plan"] == p]
+        series.append(
+            Series(
+                f"{p} measured", colors[p], [(x["rate"], x["measured"]["throughput"]) for x in recs]
+            )
+        )
+        predicted = [
+            (x["rate"], x["rate"] / x["predicted"]["bottleneck"])
+            for x in recs
+            if x["predicted"]["bottleneck"] > 0
+        ]
+        series.append(Series(f"{p} predicted", colors[p], predicted, dashed=True))
+    vlines = [
+        (
+            (w.rate_before * w.rate_after) ** 0.5,
+            f"auto switches ({fmt(w.rate_before)}→{fmt(w.rate_after)}/s)",
+        )
+        for w in b.switches
+    ]
+    hlines = [(r.max_rate, "predicted limit of the shown plan")] if r.max_rate else []
+    chart = log_chart(
+        series,
+        x_label="requested rate (tuples per event-second)",
+        y_label="throughput (tuples/s)",
+        diagonal="rate (keeps up above this line)",
+        vlines=vlines,
+        hlines=hlines,
+    )
+    rows = []
+    for x in b.records:
+        m, pr = x["measured"], x["predicted"]
+        warm = x.get("warm_start", {})
+        rows.append(
+            [
+                e(x["plan"]),
+                _n(x["rate"]),
+                _placement(x.get("placement", {})),
+                _g(pr["bottleneck"]),
+                _g(pr["utilization"]),
+                _feasible(bool(pr.get("feasible", pr["bottleneck"] <= 1))),
+                _n(x["rate"] / pr["bottleneck"] if pr["bottleneck"] > 0 else None),
+                _n(m["throughput"]),
+                _feasible(m["throughput"] >= x["rate"]),
+                e("" if warm.get("complete", True) else "incomplete"),
+                e(x.get("cost_model", "")),
+            ]
+        )
+    if b.switches:
+        switches = (
+            "<ul>"
+            + "".join(
+                f"<li>between {e(fmt(w.rate_before))} and {e(fmt(w.rate_after))} tuples/s: "
+                f"{_placement(w.before)} → {_placement(w.after)}</li>"
+                for w in b.switches
+            )
+            + "</ul>"
+        )
+    else:
+        switches = "<p>The <code>auto</code> plan is the same at every measured rate.</p>"
+    return _section(
+        "bench",
+        "Measured against predicted throughput",
+        f'<p class="note">From {e(b.path)}: {len(b.records)} records. Predicted throughput '
+        "is rate / C_b (the rate at which the bottleneck unit would be saturated if every u "
+        "scaled with the rate); measured is the highest sustained input rate (hycq bench).</p>",
+        f'<div class="scroll">{chart}</div>',
+        "<h3>Rates where the chosen (auto) plan switches</h3>",
+        switches,
+        _table(
+            [
+                "plan",
+                "rate (/s)",
+                "off the row engine",
+                "C_b",
+                "C_u",
+                "predicted",
+                "predicted throughput (/s)",
+                "measured throughput (/s)",
+                "measured",
+                "warm start",
+                "cost model",
+            ],
+            rows,
+        ),
+    )
+
+
+def _run(r: Report) -> str:
+    m: dict[str, Any] = r.run or {}
+    lat = m.get("latency_ms") or {}
+    pred = m.get("predicted") or {}
+    facts = [
+        ["tuples in", _n(m.get("tuples_in"))],
+        ["wall seconds", _g(m.get("wall_s"))],
+        ["throughput (tuples/s)", _n(m.get("throughput"))],
+        ["rate (tuples/s)", _n(m.get("rate"))],
+        ["kept up", _feasible(bool(m.get("kept_up")))],
+        [
+            "predicted",
+            f"{_cost(Cost.from_totals(pred['bottleneck'], pred['utilization']))} "
+            f"{_feasible(bool(pred.get('feasible')))}"
+            if pred
+            else "—",
+        ],
+        ["results / instants", e(f"{m.get('results', '—')} / {m.get('instants', '—')}")],
+        ["latency p50 / p99 (ms)", e(f"{fmt(lat.get('p50'))} / {fmt(lat.get('p99'))}")],
+        ["peak RSS (MB)", _n(m.get("peak_rss_mb"))],
+        ["dead-lettered rows", _n(m.get("dead_letter"))],
+        ["pace", e(m.get("pace", "—"))],
+    ]
+    units = [
+        [
+            e(u.name),
+            f'<span style="color:{engine_colors(u.engine)[1]}">{e(u.engine)}</span>',
+            e(", ".join(u.operators)),
+            _g(u.busy_s),
+            _g(u.measured_u),
+            _g(u.predicted_u),
+            _g(u.measured_u / u.predicted_u) if u.measured_u is not None and u.predicted_u else "—",
+        ]
+        for u in r.run_units or []
+    ]
+    return _section(
+        "run",
+        "The run",
+        _table(["metric", "value"], facts),
+        "<h3>Per unit: measured against predicted utilization</h3>",
+        _table(
+            ["unit", "engine", "operators", "busy s", "measured u", "predicted u", "ratio"],
+            units,
+        ),
+        '<p class="note">Measured u is busy seconds per event-second of input; at max pace '
+        "the run is not throttled, so it measures cost, not load.</p>",
+    )
+
+
+def _query(r: Report) -> str:
+    return _section("query", "Query", f"<pre>{e(r.query_text)}</pre>")
