@@ -8,7 +8,9 @@
 * the name of an entry point in the group ``hycq.cost_models`` (installed plugins), e.g. a
   package declaring ``[project.entry-points."hycq.cost_models"] mine = "pkg.mod:MyModel"``;
 * a dotted path ``package.module:attr`` (or ``package.module.attr``) of a class or factory
-  callable taking no arguments, or of a model object;
+  callable taking no arguments, or of a model object, imported from the installed packages
+  and ``PYTHONPATH``;
+* a Python file and an attribute, ``path/to/model.py:attr`` (the file is loaded as it is);
 * a path to a ``.toml`` file::
 
       [cost_model]
@@ -20,7 +22,12 @@
       fixed = 0.004
 
 Plugins are only ever imported from an installed entry point or a module path the user
-names (CLI or config); nothing is loaded from the working directory implicitly.
+names (CLI or config); nothing is loaded from the working directory implicitly. ``python -m``
+and ``python -c`` put the current directory first on ``sys.path``; entry points and dotted
+paths are looked up without it (unless it is listed in ``PYTHONPATH``), so a file ``evil.py``
+or an ``evil.dist-info`` folder where hycq happens to run is never imported, whether hycq was
+started as ``hycq`` or ``python -m hycq.cli``. To use a model file of the current directory,
+name it: ``--cost-model ./model.py:Model``.
 
 A loaded object must provide ``name``, ``unit_cost`` and ``group_cost`` (the
 :class:`optimizer.costmodel.CostModel` protocol), else ConfigError.
@@ -31,8 +38,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib
+import importlib.util
+import os
+import re
+import sys
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
@@ -55,10 +66,33 @@ def default_spec() -> str:
     return "calibrated" if default_profile_path().is_file() else "analytical"
 
 
+@contextlib.contextmanager
+def _installed_only() -> Iterator[None]:
+    """``sys.path`` without the implicit current directory while plugins are looked up.
+
+    ``python -m``/``-c`` insert the working directory (or '') at the front of ``sys.path``; it
+    is dropped here unless the user listed it in ``PYTHONPATH``. Restored afterwards.
+    """
+    cwd = os.path.realpath(os.getcwd())
+    named = {os.path.realpath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p}
+    saved = list(sys.path)
+    if cwd not in named:
+        sys.path[:] = [p for p in saved if p and os.path.realpath(p) != cwd]
+    try:
+        yield
+    finally:
+        sys.path[:] = saved
+
+
+def _entry_points() -> list[Any]:
+    with _installed_only():
+        return list(entry_points(group=ENTRY_POINT_GROUP))
+
+
 def available() -> dict[str, str]:
     """Names that ``load_cost_model`` accepts -> where they come from."""
     out = dict.fromkeys(BUILTIN, "built-in")
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
+    for ep in _entry_points():
         out.setdefault(ep.name, f"entry point {ep.value}")
     return out
 
@@ -70,18 +104,35 @@ def load_cost_model(spec: str | None = None) -> CostModel:
     spec = spec.strip()
     if not spec:
         raise ConfigError("empty cost-model name", hint=_names_hint())
-    if spec.lower().endswith(".toml") or "/" in spec or "\\" in spec:
+    if spec.lower().endswith(".toml"):
         return _from_toml(Path(spec))
     return _from_name(spec)
 
 
-def _from_name(spec: str) -> CostModel:
+#: ``path/to/file.py:attr``
+_PY_FILE = re.compile(r"(?P<path>.+\.py):(?P<attr>[A-Za-z_][\w.]*)")
+
+
+def _from_name(spec: str, folder: Path | None = None) -> CostModel:
+    """Any spec but a TOML file; relative .py paths are relative to ``folder`` if given."""
     if spec in BUILTIN:
         return _check(BUILTIN[spec](), spec)
-    eps = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == spec]
+    m = _PY_FILE.fullmatch(spec)
+    if m:
+        path = Path(m["path"])
+        return _from_file(
+            folder / path if folder and not path.is_absolute() else path, m["attr"], spec
+        )
+    if spec.lower().endswith(".py") or "/" in spec or "\\" in spec:
+        raise ConfigError(
+            f"bad cost-model path '{spec}'",
+            hint="name a TOML file (PATH.toml) or a Python file and its model (PATH.py:Model)",
+        )
+    eps = [ep for ep in _entry_points() if ep.name == spec]
     if eps:
         try:
-            target = eps[0].load()
+            with _installed_only():
+                target = eps[0].load()
         except Exception as err:  # noqa: BLE001 - a broken plugin is the user's input
             raise ConfigError(
                 f"cost-model plugin '{spec}' ({eps[0].value}) failed to load: "
@@ -97,7 +148,10 @@ def _from_name(spec: str) -> CostModel:
 
 
 def _names_hint() -> str:
-    return f"cost models: {', '.join(sorted(available()))}; or a module:attr path, or a .toml file"
+    return (
+        f"cost models: {', '.join(sorted(available()))}; or a module:attr path, a "
+        "file.py:attr, or a .toml file"
+    )
 
 
 def _from_dotted(spec: str) -> CostModel:
@@ -108,7 +162,8 @@ def _from_dotted(spec: str) -> CostModel:
     if not module_name or not attr:
         raise ConfigError(f"bad cost-model path '{spec}'", hint="use package.module:attr")
     try:
-        module = importlib.import_module(module_name)
+        with _installed_only():
+            module = importlib.import_module(module_name)
     except ImportError as err:
         raise ConfigError(
             f"cannot import module '{module_name}' for cost model '{spec}': {err}",
@@ -123,6 +178,34 @@ def _from_dotted(spec: str) -> CostModel:
         if not hasattr(target, part):
             raise ConfigError(
                 f"module '{module_name}' has no attribute '{attr}' (cost model '{spec}')",
+                hint=did_you_mean(part, [n for n in dir(target) if not n.startswith("_")]),
+            )
+        target = getattr(target, part)
+    return _instantiate(target, spec)
+
+
+def _from_file(path: Path, attr: str, spec: str) -> CostModel:
+    """The model ``attr`` of the Python file ``path``, which the user named."""
+    if not path.is_file():
+        raise ConfigError(f"cost-model file not found: {path}", hint="PATH.py:Model")
+    name = f"hycq_cost_model_{abs(hash(str(path.resolve())))}"
+    module_spec = importlib.util.spec_from_file_location(name, path)
+    if module_spec is None or module_spec.loader is None:
+        raise ConfigError(f"cannot load {path} as a Python module (cost model '{spec}')")
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[name] = module  # dataclasses and pickling look their module up
+    try:
+        module_spec.loader.exec_module(module)
+    except Exception as err:  # noqa: BLE001 - the user's plugin file is broken
+        sys.modules.pop(name, None)
+        raise ConfigError(
+            f"loading {path} for cost model '{spec}' failed: {type(err).__name__}: {err}"
+        ) from None
+    target: Any = module
+    for part in attr.split("."):
+        if not hasattr(target, part):
+            raise ConfigError(
+                f"{path} has no attribute '{attr}' (cost model '{spec}')",
                 hint=did_you_mean(part, [n for n in dir(target) if not n.startswith("_")]),
             )
         target = getattr(target, part)
@@ -185,7 +268,7 @@ def _from_toml(path: Path) -> CostModel:
     name = table.get("name", path.stem)
     if not isinstance(name, str) or not name:
         raise ConfigError(f"{path}: 'name' must be a non-empty string")
-    model: Any = _from_name(base_spec)
+    model: Any = _from_name(base_spec, path.parent)
     params = table.get("parameters", {})
     if not isinstance(params, dict):
         raise ConfigError(f"{path}: [cost_model.parameters] must be a table")
