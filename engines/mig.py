@@ -10,7 +10,11 @@ row engine wraps it. At every instant where one of its inputs changed, the MIG
      is kept as a multiset and re-shipped when it changes;
 2. re-executes the group's SQL (``ColumnarEngine.query``);
 3. hands the result relation back: as an Arrow table to an R2S operator (which writes it to
-   the sink without building tuples), or as tuples (a replacing delta) to a row operator.
+   the sink without building tuples), or to a row operator as a *delta*: the rows that left
+   and joined the result since the previous instant (a bag difference against the retained
+   previous result). Row operators above a MIG therefore stay incremental: a row join over a
+   per-plug MAX computed in DuckDB re-probes only the plugs whose MAX changed, which is what
+   the cost model's ``lambda_out`` of the group's top operator assumes.
 
 The MIG keeps every input as Arrow data on the Python side, so when the engine fails (a query
 error, the Spark JVM killed) it restarts the engine, re-ships its inputs and re-runs the
@@ -23,7 +27,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -99,7 +103,8 @@ class MigOp(RowOperator):
         fallback: Callable[[], ColumnarEngine] | None = None,
         max_retries: int = 2,
     ) -> None:
-        super().__init__(f"mig[{group.top}]", replace_out=True)
+        # An Arrow result (to an R2S operator) replaces the relation; tuples go out as deltas.
+        super().__init__(f"mig[{group.top}]", replace_out=to_arrow)
         self.group = group
         self.sql_for = sql_for
         self.engine = engine
@@ -109,6 +114,8 @@ class MigOp(RowOperator):
         self.max_retries = max_retries
         self.stats = MigStats()
         self._started = False
+        self._previous: Counter[tuple[Any, ...]] = Counter()
+        """The last result handed to a row consumer (a bag), to emit differences."""
         self.defer = False
         """While True (a benchmark's warm start), input deltas are folded in but the query is
         not run: the group re-executes over whole relations anyway, so only the last
@@ -201,12 +208,15 @@ class MigOp(RowOperator):
             self.stats.slides.append((instant, time.perf_counter() - start))
             return Delta(table=result)
         t0 = time.perf_counter()
-        rows = batch_to_rows(result)
+        current = Counter(batch_to_rows(result))
+        ins = list((current - self._previous).elements())
+        dels = list((self._previous - current).elements())
+        self._previous = current
         out_s = time.perf_counter() - t0
         self.stats.transfer_out_s += out_s
         self._trace(instant, rows_in, result.num_rows, before, out_s)
         self.stats.slides.append((instant, time.perf_counter() - start))
-        return Delta(rows, [], replace=True)
+        return Delta(ins, dels) if ins or dels else NO_CHANGE
 
     def _trace(
         self, instant: int, rows_in: int, rows_out: int, before: tuple[float, float], out_s: float
@@ -286,6 +296,7 @@ class MigOp(RowOperator):
             ],
             "started": self._started,
             "pending": list(self._pending),
+            "previous": dict(self._previous),
         }
 
     def restore(self, snap: dict[str, Any]) -> None:
@@ -296,6 +307,7 @@ class MigOp(RowOperator):
             inp.rows = s["rows"]
         self._started = snap["started"]
         self._pending = list(snap.get("pending", [False] * len(self.inputs)))
+        self._previous = Counter(snap.get("previous", {}))
         self._ship([True] * len(self.inputs))
 
     def mig_metrics(self) -> dict[str, Any]:
