@@ -1,19 +1,33 @@
-"""Fuzzing the front end: whatever the text or the catalog, only hycq's own errors come out.
+"""Fuzzing the front end: whatever the text, catalog or config, only hycq's own errors come out.
 
 (a) Random query text through ``plan_query`` either binds or raises a ``UserError``; a
     ``QueryError`` points inside the text and renders.
 (b) Random catalog TOML through ``parse_catalog_text`` either validates or raises
     ``CatalogError``.
+(c) Random cost-model TOML configs through ``load_cost_model`` either load or raise
+    ``ConfigError``; random placement JSON files through ``--placement``'s reader and
+    ``resolve_placement`` either resolve or raise a ``UserError``; random ``hycq run`` option
+    lists either parse or exit 2 with an ``error:`` line.
 
 Anything else (AssertionError, KeyError, RecursionError, ...) would reach the CLI as exit 1,
-"internal error": a bug.
+"internal error": a bug. Nothing may hang either: every example runs under a hard timeout
+(``no_hang``, SIGALRM) that fails the test and names the example. (Hypothesis' own
+``deadline`` stays off: on this shared 2-core machine timing varies too much for a tight one.)
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import functools
+import io
+import json
 import math
+import re
+import signal
+import tempfile
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +35,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from cost_models.registry import load_cost_model
+from hycq import api, cli
 from optimizer.ir.catalog import Catalog
-from optimizer.ir.errors import CatalogError, QueryError, UserError
+from optimizer.ir.errors import CatalogError, ConfigError, QueryError, UserError
 from optimizer.ir.plan import LogicalPlan
 from optimizer.sql import plan_query
 from optimizer.sql.catalog import parse_catalog_text
@@ -36,6 +52,53 @@ FUZZ = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
+
+#: Wall seconds one example may take before it counts as a hang (the slowest take ~0.5 s).
+HANG_LIMIT_S = 30.0
+
+
+class Hang(BaseException):
+    """An example ran past HANG_LIMIT_S. A BaseException, so that no ``except Exception`` in
+    the code under test can swallow it."""
+
+
+def timeboxed(limit: float) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Run every call of the decorated test under a SIGALRM timer of ``limit`` seconds."""
+
+    def decorate(test: Callable[..., None]) -> Callable[..., None]:
+        @functools.wraps(test)
+        def wrapper(*args: Any, **kwargs: Any) -> None:
+            def alarm(signum: int, frame: Any) -> None:
+                raise Hang(f"example still running after {limit:g} s: {kwargs!r:.2000}")
+
+            previous = signal.signal(signal.SIGALRM, alarm)
+            signal.setitimer(signal.ITIMER_REAL, limit)
+            try:
+                test(*args, **kwargs)
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.signal(signal.SIGALRM, previous)
+
+        return wrapper
+
+    return decorate
+
+
+no_hang = timeboxed(HANG_LIMIT_S)
+
+
+def test_a_hanging_example_fails_and_cannot_be_swallowed() -> None:
+    @timeboxed(0.2)
+    def spin(text: str) -> None:
+        try:
+            while True:
+                pass
+        except Exception:  # noqa: BLE001 - as careless code under test might
+            pass
+
+    with pytest.raises(Hang, match=re.escape("after 0.2 s: {'text': 'SELECT'}")):
+        spin(text="SELECT")
+
 
 # -- (a) query text -------------------------------------------------------------------------
 
@@ -249,6 +312,7 @@ def check_query(text: str, catalog: Catalog) -> None:
 @example("SELECT " + "(" * 3000 + "1" + ")" * 3000 + " FROM readings [NOW]")
 @example("SELECT " + "+".join(["value"] * 3000) + " FROM readings [NOW]")
 @example("SELECT value\rFROM readings [NOW]\rWHERE )")
+@no_hang
 def test_random_query_text_raises_only_user_errors(smartplug: Catalog, text: str) -> None:
     check_query(text, smartplug)
 
@@ -272,6 +336,7 @@ def valid_catalog(draw: st.DrawFn) -> Catalog:
 
 @FUZZ
 @given(valid_catalog(), st.one_of(grammar_query(), token_soup()))
+@no_hang
 def test_random_queries_on_random_catalogs(catalog: Catalog, text: str) -> None:
     check_query(text, catalog)
 
@@ -447,6 +512,7 @@ def check_catalog(text: str) -> None:
 
 @FUZZ
 @given(CATALOGS)
+@no_hang
 def test_random_catalogs_raise_only_catalog_errors(data: dict[str, Any]) -> None:
     text = to_toml(data)
     tomllib.loads(text)  # the generator itself writes valid TOML
@@ -457,6 +523,7 @@ def test_random_catalogs_raise_only_catalog_errors(data: dict[str, Any]) -> None
 @given(
     st.text(max_size=200) | st.builds(lambda a, b: a + b, st.just(CATALOG_TEXT[:300]), st.text())
 )
+@no_hang
 def test_random_catalog_text_raises_only_catalog_errors(text: str) -> None:
     check_catalog(text)
 
@@ -480,3 +547,168 @@ def test_random_catalog_text_raises_only_catalog_errors(text: str) -> None:
 )
 def test_catalog_edge_cases_raise_only_catalog_errors(text: str) -> None:
     check_catalog(text)
+
+
+# -- (c) cost-model configs, placement files, run options ------------------------------------
+
+CONFIG_DIR = Path(tempfile.mkdtemp(prefix="hycq-fuzz-"))
+
+#: Bases a config may name. Arbitrary dotted paths are not generated: a config naming, say,
+#: ``os:abort`` runs it by design (the user named it); these cover every kind of base.
+BASES = st.sampled_from(
+    [
+        "analytical",
+        "calibrated",  # no profile in tests: a ConfigError
+        "analytcal",
+        "",
+        " ",
+        "cost_models.analytical:AnalyticalCostModel",
+        "cost_models.analytical.AnalyticalCostModel",
+        "cost_models.registry:available",
+        "cost_models.registry:BUILTIN",
+        "math:pi",
+        "no_such_module_q:Model",
+        "cost_models.analytical:",
+        ":Model",
+        "a.b.c:d.e",
+        "other.toml",
+        "./missing.py:Model",
+        "./missing.py",
+        "a/b",
+        "sneaky",
+    ]
+) | st.text(alphabet=st.characters(blacklist_characters=".:/\\", blacklist_categories=("Cs",)))
+PARAMETER_NAMES = [
+    "select", "project", "agg_base", "join_input", "join_output", "window", "r2s",
+    "to_arrow", "from_arrow", "engines", "name", "selct", "fixed", "",
+]  # fmt: skip
+ENGINE_TABLES = st.dictionaries(
+    st.sampled_from(["duckdb", "spark", "row", "x"]),
+    st.dictionaries(st.sampled_from(["fixed", "per_row", "fixd", "scan"]), VALUES, max_size=3)
+    | VALUES,
+    max_size=3,
+)
+PARAMETERS = st.dictionaries(
+    st.sampled_from(PARAMETER_NAMES) | st.text(max_size=4),
+    st.floats(allow_nan=True, allow_infinity=True) | st.integers(-5, 5) | VALUES | ENGINE_TABLES,
+    max_size=4,
+)
+COST_CONFIGS = st.one_of(
+    st.fixed_dictionaries(
+        {
+            "cost_model": st.fixed_dictionaries(
+                {},
+                optional={
+                    "name": st.text(max_size=6) | VALUES,
+                    "base": BASES | VALUES,
+                    "parameters": PARAMETERS | VALUES,
+                    "extra": VALUES,
+                },
+            )
+        }
+    ),
+    st.dictionaries(
+        st.sampled_from(["cost_model", "costmodel", "base", "name"]), VALUES, max_size=3
+    ),
+)
+TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=120)
+
+
+def check_cost_model(text: str) -> None:
+    path = CONFIG_DIR / "fuzz.toml"
+    path.write_text(text, encoding="utf-8")
+    try:
+        model = load_cost_model(str(path))
+    except ConfigError as err:
+        assert err.render().startswith("error: ")
+    else:
+        assert isinstance(model.name, str) and model.name
+
+
+@FUZZ
+@given(COST_CONFIGS)
+@example({"cost_model": {"base": "analytical", "parameters": {"select": -1.0}}})
+@example({"cost_model": {"base": "analytical", "parameters": {"engines": {"duckdb": 1}}}})
+@example({"cost_model": {"base": "math:pi"}})
+@example({"cost_model": {"name": "", "base": "analytical"}})
+@no_hang
+def test_random_cost_model_configs_raise_only_config_errors(data: dict[str, Any]) -> None:
+    text = to_toml(data)
+    tomllib.loads(text)
+    check_cost_model(text)
+
+
+@FUZZ
+@given(TEXT | st.builds(lambda a, b: a + b, st.just('[cost_model]\nbase = "analytical"\n'), TEXT))
+@no_hang
+def test_random_cost_model_text_raises_only_config_errors(text: str) -> None:
+    check_cost_model(text)
+
+
+SMARTPLUG = parse_catalog_text(CATALOG_TEXT, "catalog.toml")
+Q1_PLAN = plan_query((ROOT / "queries" / "smartplug" / "q1.sql").read_text(), SMARTPLUG)
+OP_IDS = [op.id for op in Q1_PLAN.operators()]
+PLACEMENTS = st.one_of(
+    # well-formed files: every operator id and engine known, so complete_placement is reached
+    st.dictionaries(st.sampled_from(OP_IDS), st.sampled_from(["row", "duckdb", "spark"])),
+    st.dictionaries(
+        st.sampled_from([*OP_IDS, "x", "", "Join1"]),
+        st.sampled_from(["row", "duckdb", "spark", "oracle", "ROW", ""]) | VALUES,
+        max_size=6,
+    ),
+    VALUES,
+)
+
+
+@FUZZ
+@given(PLACEMENTS, st.sampled_from(["duckdb", "spark"]))
+@example(dict.fromkeys(OP_IDS, "duckdb"), "duckdb")
+@example(dict.fromkeys(OP_IDS, "spark"), "spark")
+@example({"source1": "duckdb"}, "duckdb")
+@no_hang
+def test_random_placement_files_raise_only_user_errors(placement: Any, engine: str) -> None:
+    path = CONFIG_DIR / "placement.json"
+    path.write_text(json.dumps(placement), encoding="utf-8")
+    try:
+        loaded = cli._load_placement(str(path))
+        engines = api.resolve_placement(Q1_PLAN, loaded, engine)
+    except UserError as err:
+        assert err.render().startswith("error: ")
+    else:
+        assert set(engines) == set(OP_IDS)
+        assert set(engines.values()) <= {"row", "duckdb", "spark"}
+
+
+RUN_OPTIONS = [
+    "--rate", "--duration", "--pace", "--placement", "--data", "--output", "--column-engine",
+    "--duckdb-threads", "--spark-conf", "--metrics", "--dead-letter", "--cost-model",
+    "--row-core", "--catalog", "--progress", "--no-progress", "--debug", "--nope",
+]  # fmt: skip
+OPTION_VALUES = st.sampled_from(
+    [
+        "0", "-1", "1", "2.5", "1e999", "nan", "inf", "-inf", "abc", "", " ", "-", "--",
+        "max", "realtime", "auto", "row", "column", "duckdb", "spark", "shared",
+        "readings=x.csv", "readings=", "=x.csv", "a=b=c", "x.json", "p.parquet", "o.txt",
+        "spark.master=local", "master=local",
+    ]
+) | st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=6)  # fmt: skip
+
+
+@FUZZ
+@given(st.lists(st.tuples(st.sampled_from(RUN_OPTIONS), OPTION_VALUES), max_size=5))
+@no_hang
+def test_random_run_options_parse_or_exit_2(options: list[tuple[str, str]]) -> None:
+    argv = ["run", "q.sql"] + [part for pair in options for part in pair]
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            args = cli.build_parser().parse_args(argv)
+    except SystemExit as exc:
+        assert exc.code == 2
+        assert err.getvalue().startswith("error: ") and "hint:" in err.getvalue()
+        return
+    try:  # the checks the command makes before reading anything
+        cli._parse_data(args.data)
+        cli._load_placement(args.placement)
+    except UserError as user:
+        assert user.render().startswith("error: ")
