@@ -18,8 +18,9 @@ Columnar group (DB-op), seconds per invocation (one per slide):
 
 * transfer in: the rows that reached the group's inputs since the previous slide
   (``lambda_out(input) * slide``; the columnar side keeps the window as a table) at 0.5 us per
-  row for tuple -> Arrow when the input is a row operator, 0.01 us per row when it is a
-  window (windows feeding a MIG hold Arrow chunks already: only references move);
+  row for tuple -> Arrow when the input is a row select/project over a window, 0.01 us per
+  row when it is a window (windows feeding a MIG hold Arrow chunks already: only references
+  move); an aggregate or join input is re-shipped whole (``|w|`` rows at 0.5 us);
 * SQL: the group re-evaluates over whole relations each slide: per input row of each member
   operator, DuckDB select 8 ns, project 4 ns, aggregate 12 ns, join 25 ns plus 10 ns per
   output row. Hand-fitted to DuckDB Q1 (two scans of the window): the model gives 23 / 121 /
@@ -36,7 +37,7 @@ from dataclasses import dataclass, field
 
 from optimizer.estimate import Estimates, OpEstimate
 from optimizer.ir.placement import Group
-from optimizer.ir.plan import R2S, Aggregate, Join, Operator, Project, Select, Window
+from optimizer.ir.plan import R2S, Aggregate, Join, LogicalPlan, Operator, Project, Select, Window
 
 US = 1e-6
 NS = 1e-9
@@ -189,7 +190,13 @@ def sql_terms(group: Group, estimates: Estimates) -> dict[str, float]:
 
 
 def transfer_rows(group: Group, estimates: Estimates) -> tuple[float, float, float]:
-    """(tuples converted to Arrow, Arrow rows referenced, rows converted back) per invocation."""
+    """(tuples converted to Arrow, Arrow rows referenced, rows converted back) per invocation.
+
+    What a MIG ships per slide depends on the input (``engines.mig``): a window's Arrow
+    chunks are referenced as they are; a window-derived ("FIFO") row input (selects and
+    projects over a window) ships only the slide's new tuples; any other row input (an
+    aggregate, a join) is kept as a bag and re-shipped whole, ``|w|`` tuples, when it changes.
+    """
     plan = estimates.plan
     ops = estimates.ops
     slide = ops[group.top].slide_seconds
@@ -199,9 +206,19 @@ def transfer_rows(group: Group, estimates: Estimates) -> tuple[float, float, flo
         for i in plan.inputs(o):
             if i in members:
                 continue
-            rows = ops[i].lambda_out.value * slide
             if plan.op(i).kind == "window":
-                arrow += rows
+                arrow += ops[i].lambda_out.value * slide
+            elif _window_derived(plan, i):
+                tuples += ops[i].lambda_out.value * slide
             else:
-                tuples += rows
+                tuples += ops[i].cardinality.value
     return tuples, arrow, estimates[group.top].cardinality.value
+
+
+def _window_derived(plan: LogicalPlan, op_id: str) -> bool:
+    """Whether ``op_id`` is a chain of selects/projects over a window (a FIFO relation)."""
+    op = plan.op(op_id)
+    while isinstance(op, Select | Project):
+        (op_id,) = plan.inputs(op_id)
+        op = plan.op(op_id)
+    return isinstance(op, Window)

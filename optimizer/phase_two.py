@@ -8,10 +8,12 @@ not the sum of its members' costs, which is why the search is not a plain per-op
 The search builds, for every R2R operator v in topological order, a set of *partial plans*
 (placements of v's subtree):
 
-* **one row-rooted partial plan**: v on the row engine over the Definition-6.1-best
-  partial plan of each input. Exact, because a row operator's u is the same in every partial
-  plan rooted at it and does not change when the plan is extended, and a consumer sees only
-  v's (placement-independent) output;
+* **row-rooted partial plans**: v on the row engine over the Pareto set (C_u, unit peak,
+  shared-core load, operators off row) of each input's closed partial plans. A row
+  operator's u is the same in every partial plan rooted at it and a consumer sees only v's
+  (placement-independent) output, so nothing else about an input plan matters; a single
+  best input plan would not be exact because Definition 6.1 mixes max-type and sum-type
+  measures (found by the property tests under a shared row core);
 * **every columnar-rooted partial plan**: v on engine e over each combination of its inputs'
   partial plans; inputs whose root is on e merge into v's open group, others are closed.
   They must all be kept, since merging with a consumer changes a group's cost.
@@ -221,6 +223,24 @@ class _Search:
     def best(self, ps: Sequence[_Partial]) -> _Partial:
         return min(ps, key=self.key)
 
+    def settled(self, ps: Sequence[_Partial]) -> list[_Partial]:
+        """The input plans a row operator can sit on: the Pareto set of their closed costs.
+
+        A row root closes every input group, and a consumer sees only the root, so an input
+        plan matters only through its final cost. One best plan per input is not enough:
+        Definition 6.1 ranks a whole plan by max-type (C_b, and the shared row core's load
+        adds up across inputs) and sum-type (C_u) measures together, so the input plan with
+        the best rank alone can combine into a worse plan than one with, say, less row-core
+        load. Plans no better in every component (C_u, unit peak, core load, operators off
+        the row engine) than another are dropped."""
+        finals = [(self.final(p), p) for p in ps]
+        keep: list[tuple[Cost, _Partial]] = []
+        for c, p in sorted(finals, key=lambda cp: (cp[0].utilization, cp[1].columnar)):
+            if any(_covers(k, kp, c, p) for k, kp in keep):
+                continue
+            keep.append((c, p))
+        return [p for _, p in keep]
+
     def run(self) -> tuple[dict[str, str], Cost, int]:
         plan = self.plan
         ids = list(self.allowed)
@@ -251,13 +271,13 @@ class _Search:
         fixed = self.coster.fixed
         for e in self.allowed[v]:
             if e == ROW:
-                picks = [self.best(ps) for ps in inputs]
-                closed = self.coster.row_cost(v)
-                for p in picks:
-                    closed = closed + self.final(p)
-                combos: list[tuple[Cost, tuple[str, ...], tuple[_Partial, ...]]] = [
-                    (closed, (), tuple(picks))
-                ]
+                combos: list[tuple[Cost, tuple[str, ...], tuple[_Partial, ...]]] = []
+                row = self.coster.row_cost(v)
+                for picks in itertools.product(*(self.settled(ps) for ps in inputs)):
+                    closed = row
+                    for p in picks:
+                        closed = closed + self.final(p)
+                    combos.append((closed, (), picks))
             else:
                 combos = []
                 for combo in itertools.product(*inputs):
@@ -291,6 +311,16 @@ class _Search:
             for kept in frontier.values():
                 out.extend(kept)
         return out
+
+
+def _covers(x: Cost, a: _Partial, y: Cost, b: _Partial) -> bool:
+    """Cost ``x`` of plan ``a`` is at least as good as ``y`` of ``b`` in every component."""
+    return (
+        x.utilization <= y.utilization
+        and x.unit_peak <= y.unit_peak
+        and x.core_load <= y.core_load
+        and a.columnar <= b.columnar
+    )
 
 
 def _dominates(a: _Partial, b: _Partial) -> bool:

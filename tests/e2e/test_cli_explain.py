@@ -71,7 +71,7 @@ def test_no_feasibility_minimizes_total_utilization(path: Path) -> None:
 
 def test_text_explain_tags_engines_and_prints_the_cost() -> None:
     r = hycq(
-        "explain", QUERIES / "smartplug" / "q1.sql", "--rate", "40000", "--cost-model", "analytical"
+        "explain", QUERIES / "smartplug" / "q2.sql", "--rate", "40000", "--cost-model", "analytical"
     )
     assert r.returncode == 0, r.stderr
     assert "[duckdb u=" in r.stdout and "[row u=" in r.stdout and "bottleneck" in r.stdout
@@ -80,7 +80,7 @@ def test_text_explain_tags_engines_and_prints_the_cost() -> None:
 
 
 def test_cost_model_from_a_toml_file_changes_the_plan(tmp_path: Path) -> None:
-    q1 = QUERIES / "smartplug" / "q1.sql"
+    q1 = QUERIES / "smartplug" / "q2.sql"
     toml = tmp_path / "slow_duckdb.toml"
     toml.write_text(
         '[cost_model]\nname = "slow-duckdb"\nbase = "analytical"\n'
@@ -126,7 +126,7 @@ def test_unknown_cost_model_names_the_choices() -> None:
 
 
 def test_run_auto_runs_the_explained_plan(tmp_path: Path) -> None:
-    q1 = QUERIES / "smartplug" / "q1.sql"
+    q1 = QUERIES / "smartplug" / "q2.sql"  # a hybrid plan at 40k
     info = explain_json(q1, "--rate", "40000")
     metrics = tmp_path / "m.json"
     r = hycq(

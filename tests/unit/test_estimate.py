@@ -25,6 +25,7 @@ from optimizer.sql.catalog import load_catalog
 
 ROOT = Path(__file__).resolve().parents[2]
 JOINS = ROOT / "queries" / "joins"
+QUERIES = ROOT / "queries" / "smartplug"
 
 
 @pytest.fixture(scope="module")
@@ -66,8 +67,10 @@ def test_equations_6_1_to_6_3_on_join_2(catalog: Catalog) -> None:
     sel = est["select1"]  # property = 1: default equality selectivity
     assert math.isclose(sel.lambda_out.value, 2000 * EQUALITY)
     assert math.isclose(sel.cardinality.value, 2000 * 60 * EQUALITY)
-    agg = est["aggregate1"]  # Eq. 6.3 with n_slide = 1/1s
-    assert math.isclose(agg.lambda_out.value, agg.groups.value)  # type: ignore[union-attr]
+    agg = est["aggregate1"]  # Eq. 6.3 refined to the groups an AVG changes per 1-s slide
+    g, events = agg.groups.value, 2 * sel.lambda_out.value  # type: ignore[union-attr]
+    assert math.isclose(agg.lambda_out.value, 2 * g * (1 - math.exp(-events / g)))
+    assert agg.lambda_out.value <= 2 * g
     assert agg.groups.value <= sel.cardinality.value  # type: ignore[union-attr]
     j = est["join1"]  # Eq. 6.2
     (l_in, r_in), (l_w, r_w) = j.lambda_in, j.input_cardinality
@@ -95,7 +98,8 @@ def test_catalog_statistics_override_defaults(catalog: Catalog) -> None:
     # Joining two per-plug aggregates on the plug key: 1 / 2000, so lambda_out = sum of inputs.
     j = est["join1"]
     assert math.isclose(j.selectivity.value, 1 / 2000)  # type: ignore[union-attr]
-    assert math.isclose(j.lambda_out.value, 2 * 2000) and math.isclose(j.cardinality.value, 2000)
+    lam_in = sum(e.value for e in j.lambda_in)
+    assert math.isclose(j.lambda_out.value, lam_in) and math.isclose(j.cardinality.value, 2000)
 
 
 def test_default_predicate_selectivities() -> None:
@@ -128,3 +132,27 @@ def test_selectivity_measured_from_a_sample(catalog: Catalog) -> None:
     assert measured == {"property = 1": 0.75}
     est = estimate(plan, catalog, selectivities=measured)
     assert est["select1"].selectivity.value == 0.75  # type: ignore[union-attr]
+
+
+def test_aggregate_output_changed_groups(catalog: Catalog) -> None:
+    """A per-plug MAX emits two rows per plug whose MAX changes: ~2 * slide / range of the
+    touched plugs per slide, so its output does not grow with the rate as Eq. 6.3's would."""
+    stream = catalog.get("readings")
+    assert stream is not None
+    cat = Catalog(
+        {
+            "readings": replace(
+                stream,
+                selectivity=(("property = 1", 0.5),),
+                distinct=(("house_id", 40), ("household_id", 10), ("plug_id", 5)),
+            )
+        }
+    )
+    plan = plan_query((QUERIES / "q1.sql").read_text(), cat)
+    outs = []
+    for rate in (1000, 40000):
+        agg = estimate(plan, cat, rates=rate)["aggregate1"]
+        assert agg.groups is not None and agg.groups.value == 2000
+        outs.append(agg.lambda_out.value)
+        assert math.isclose(agg.lambda_out.value, 2 * 2000 * 2 / 300)  # 2 rows x G x p
+    assert outs[0] == outs[1]

@@ -26,7 +26,7 @@ from optimizer.ir.cost import Cost
 from optimizer.ir.errors import DataError
 
 ROOT = Path(__file__).resolve().parents[2]
-Q1 = ROOT / "queries" / "smartplug" / "q1.sql"
+Q2 = ROOT / "queries" / "smartplug" / "q2.sql"
 CATALOG = ROOT / "queries" / "smartplug" / "catalog.toml"
 RATE = 40_000.0
 
@@ -37,18 +37,18 @@ def _optimize(path: Path, rate: float = RATE) -> Optimized:
 
 
 @pytest.fixture(scope="module")
-def q1() -> Optimized:
-    return _optimize(Q1)
+def q2() -> Optimized:
+    return _optimize(Q2)
 
 
 @pytest.fixture(scope="module")
-def q1_report(q1: Optimized) -> Report:
-    return build_report(q1)
+def q2_report(q2: Optimized) -> Report:
+    return build_report(q2)
 
 
 @pytest.fixture(scope="module")
-def q1_html(q1_report: Report) -> str:
-    return render(q1_report)
+def q2_html(q2_report: Report) -> str:
+    return render(q2_report)
 
 
 class _Page(HTMLParser):
@@ -84,45 +84,45 @@ def parse(page: str) -> _Page:
 # -- content ------------------------------------------------------------------------------
 
 
-def test_every_operator_is_drawn_and_listed(q1: Optimized, q1_html: str) -> None:
-    page = parse(q1_html)
+def test_every_operator_is_drawn_and_listed(q2: Optimized, q2_html: str) -> None:
+    page = parse(q2_html)
     ids = {attrs.get("id") for _, attrs in page.tags}
     text = " ".join(page.text)
-    for op_id in q1.plan.topological():
+    for op_id in q2.plan.topological():
         assert f"op-{op_id}" in ids, op_id  # the SVG node
         assert op_id in text, op_id
 
 
 def test_every_group_shows_its_generated_sql(
-    q1: Optimized, q1_report: Report, q1_html: str
+    q2: Optimized, q2_report: Report, q2_html: str
 ) -> None:
-    assert q1_report.groups, "Q1 at 40k should place something on DuckDB"
-    for k, g in enumerate(q1.groups):
-        sql = group_sql(q1.plan, g.operators, g.engine, f"g{k}_").sql
-        view = q1_report.groups[k]
+    assert q2_report.groups, "Q2 at 40k should place something on DuckDB"
+    for k, g in enumerate(q2.groups):
+        sql = group_sql(q2.plan, g.operators, g.engine, f"g{k}_").sql
+        view = q2_report.groups[k]
         assert (view.operators, view.engine, view.sql) == (list(g.operators), g.engine, sql)
-        assert f'id="sql-g{k}"' in q1_html and f'href="#sql-g{k}"' in q1_html
-        assert html.escape(sql, quote=True) in q1_html
+        assert f'id="sql-g{k}"' in q2_html and f'href="#sql-g{k}"' in q2_html
+        assert html.escape(sql, quote=True) in q2_html
 
 
 def test_cost_vector_feasibility_and_limit_are_the_optimizers(
-    q1: Optimized, q1_report: Report, q1_html: str
+    q2: Optimized, q2_report: Report, q2_html: str
 ) -> None:
-    assert q1_report.cost == q1.cost
-    assert q1_report.rate == RATE and "rate 40,000 tuples/s" in q1_html
-    assert q1_report.max_rate == api.max_feasible_rate(q1)
-    assert f"C_b = {q1.cost.bottleneck:.4g}, C_u = {q1.cost.utilization:.4g}" in q1_html
-    assert ("keeps up" if q1.cost.feasible else "does not keep up") in q1_html
-    assert f"{q1_report.max_rate:,.0f} tuples/s" in q1_html
+    assert q2_report.cost == q2.cost
+    assert q2_report.rate == RATE and "rate 40,000 tuples/s" in q2_html
+    assert q2_report.max_rate == api.max_feasible_rate(q2)
+    assert f"C_b = {q2.cost.bottleneck:.4g}, C_u = {q2.cost.utilization:.4g}" in q2_html
+    assert ("keeps up" if q2.cost.feasible else "does not keep up") in q2_html
+    assert f"{q2_report.max_rate:,.0f} tuples/s" in q2_html
 
 
-def test_the_text_plan_is_explains(q1_report: Report, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_text_plan_is_explains(q2_report: Report, capsys: pytest.CaptureFixture[str]) -> None:
     from hycq.cli import main
 
-    args = ["explain", str(Q1), "--rate", str(RATE), "--cost-model", "analytical"]
+    args = ["explain", str(Q2), "--rate", str(RATE), "--cost-model", "analytical"]
     assert main(args) == 0
-    assert q1_report.plan_text in capsys.readouterr().out
-    assert html.escape(q1_report.plan_text, quote=True) in render(q1_report)
+    assert q2_report.plan_text in capsys.readouterr().out
+    assert html.escape(q2_report.plan_text, quote=True) in render(q2_report)
 
 
 def _expected_condition(shown: Cost, other: Cost) -> str:
@@ -134,24 +134,24 @@ def _expected_condition(shown: Cost, other: Cost) -> str:
     return "3°" if shown.bottleneck != other.bottleneck else "tie-break"
 
 
-def test_alternatives_say_which_condition_they_lost_on(q1: Optimized, q1_report: Report) -> None:
-    alts = q1_report.alternatives
+def test_alternatives_say_which_condition_they_lost_on(q2: Optimized, q2_report: Report) -> None:
+    alts = q2_report.alternatives
     names = [a.name for a in alts.items]
     assert names[:2] == ["pure row", "pure duckdb"]
     assert any(n.startswith("next best") for n in names)
-    assert alts.space == 2 ** len(q1.plan.r2r_ids()) and alts.rank == 1
+    assert alts.space == 2 ** len(q2.plan.r2r_ids()) and alts.rank == 1
     for a in alts.items:
-        assert a.cost == q1.cost_of(a.placement)
-        assert a.max_rate == api.max_feasible_rate(q1, a.placement)
+        assert a.cost == q2.cost_of(a.placement)
+        assert a.max_rate == api.max_feasible_rate(q2, a.placement)
         assert a.verdict.outcome in ("loses", "ties"), (a.name, a.verdict)
-        assert a.verdict.condition == _expected_condition(q1.cost, a.cost), (a.name, a.verdict)
-    page = render(q1_report)
+        assert a.verdict.condition == _expected_condition(q2.cost, a.cost), (a.name, a.verdict)
+    page = render(q2_report)
     for a in alts.items:
         assert html.escape(a.verdict.reason, quote=True) in page
 
 
 def test_a_plan_that_cannot_keep_up_loses_on_condition_one() -> None:
-    opt = _optimize(Q1)
+    opt = _optimize(Q2)
     report = build_report(opt)
     row = next(a for a in report.alternatives.items if a.name == "pure row")
     if row.cost.feasible or not opt.cost.feasible:
@@ -186,20 +186,20 @@ def test_equal_costs_tie_break_on_operators_off_the_row_engine() -> None:
     assert (blind.outcome, blind.condition) == ("loses", "C_u only")
 
 
-def test_the_sweep_finds_where_the_placement_switches(q1: Optimized, q1_report: Report) -> None:
-    sweep = q1_report.sweep
+def test_the_sweep_finds_where_the_placement_switches(q2: Optimized, q2_report: Report) -> None:
+    sweep = q2_report.sweep
     assert sweep is not None
     at_rate = next(p for p in sweep.points if abs(p.rate - RATE) < 1e-6 * RATE)
-    assert at_rate.placement == {k: v for k, v in q1.placement.items() if v != "row"}
+    assert at_rate.placement == {k: v for k, v in q2.placement.items() if v != "row"}
     for s in sweep.switches:
         assert s.before != s.after
         assert sweep.points[0].rate < s.rate < sweep.points[-1].rate
 
 
-def test_the_trace_shows_both_phases(q1: Optimized, q1_html: str) -> None:
-    assert f"{q1.phase_one.plans_examined} plans examined" in q1_html
-    assert f"{q1.phase_two.plans_examined} complete plans costed" in q1_html
-    assert "The Phase-One plan" in q1_html
+def test_the_trace_shows_both_phases(q2: Optimized, q2_html: str) -> None:
+    assert f"{q2.phase_one.plans_examined} plans examined" in q2_html
+    assert f"{q2.phase_two.plans_examined} complete plans costed" in q2_html
+    assert "The Phase-One plan" in q2_html
 
 
 # -- offline and safe ---------------------------------------------------------------------
@@ -224,8 +224,8 @@ def assert_offline(page: str) -> None:
     assert csp and "default-src 'none'" in (csp[0].get("content") or "")
 
 
-def test_the_report_fetches_nothing(q1_html: str) -> None:
-    assert_offline(q1_html)
+def test_the_report_fetches_nothing(q2_html: str) -> None:
+    assert_offline(q2_html)
 
 
 HOSTILE = "</pre><script>alert('x')</script><img src=http://evil/x onerror=alert(1)>"
@@ -265,20 +265,20 @@ def _record(query: str, rate: float, plan: str, placement: dict[str, str], cb: f
     }
 
 
-def test_bench_file_adds_measured_against_predicted(q1: Optimized, tmp_path: Path) -> None:
+def test_bench_file_adds_measured_against_predicted(q2: Optimized, tmp_path: Path) -> None:
     low = {"aggregate1": "duckdb", "join1": "duckdb", "aggregate2": "duckdb"}
     high = {"join1": "duckdb", "aggregate2": "duckdb"}
     records = [
-        _record(str(Q1), 1000.0, "auto", low, 0.02),
-        _record(str(Q1), 10000.0, "auto", high, 0.08),
-        _record(str(Q1), 40000.0, "auto", high, 0.3),
-        _record(str(Q1), 1000.0, "row", {}, 0.06),
-        _record(str(Q1), 40000.0, "row", {}, 2.3),
+        _record(str(Q2), 1000.0, "auto", low, 0.02),
+        _record(str(Q2), 10000.0, "auto", high, 0.08),
+        _record(str(Q2), 40000.0, "auto", high, 0.3),
+        _record(str(Q2), 1000.0, "row", {}, 0.06),
+        _record(str(Q2), 40000.0, "row", {}, 2.3),
         _record("queries/smartplug/q5.sql", 1000.0, "auto", {}, 0.01),
     ]
     path = tmp_path / "bench.json"
     path.write_text(json.dumps({"records": records}), encoding="utf-8")
-    report = build_report(q1, bench=path)
+    report = build_report(q2, bench=path)
     assert report.bench is not None
     assert len(report.bench.records) == 5  # Q5's record is not this query's
     (switch,) = report.bench.switches
@@ -299,7 +299,7 @@ def test_bench_file_adds_measured_against_predicted(q1: Optimized, tmp_path: Pat
         ("[{", "invalid JSON"),
         ('{"rows": []}', "must hold a list of records"),
         ("[1]", "record 0: not an object"),
-        ('[{"query": "q1.sql", "plan": "auto", "predicted": {}, "measured": {}}]', "'rate'"),
+        ('[{"query": "q2.sql", "plan": "auto", "predicted": {}, "measured": {}}]', "'rate'"),
         (
             '[{"query": "other.sql", "rate": 5, "plan": "auto", "measured": {"throughput": 1},'
             ' "predicted": {"bottleneck": 1, "utilization": 1}}]',
@@ -308,24 +308,24 @@ def test_bench_file_adds_measured_against_predicted(q1: Optimized, tmp_path: Pat
     ],
 )
 def test_bad_bench_files_are_user_errors(
-    q1: Optimized, tmp_path: Path, content: str | None, needle: str
+    q2: Optimized, tmp_path: Path, content: str | None, needle: str
 ) -> None:
     path = tmp_path / "bench.json"
     if content is not None:
         path.write_text(content, encoding="utf-8")
     with pytest.raises(DataError, match=needle) as err:
-        build_report(q1, bench=path)
+        build_report(q2, bench=path)
     assert err.value.exit_code == 2
 
 
-def test_run_metrics_are_set_against_the_prediction(q1: Optimized) -> None:
-    rows = q1.operator_rows()
-    (g,) = q1.groups
+def test_run_metrics_are_set_against_the_prediction(q2: Optimized) -> None:
+    rows = q2.operator_rows()
+    (g,) = q2.groups
     metrics = {
         "throughput": 12345.0,
         "kept_up": True,
         "rate": RATE,
-        "placement": q1.placement,
+        "placement": q2.placement,
         "operators": {
             "select1": {"engine": "row", "busy_s": 0.5, "u": 0.05},
             f"mig[{g.top}]": {
@@ -342,5 +342,5 @@ def test_run_metrics_are_set_against_the_prediction(q1: Optimized) -> None:
     mig = by_name[f"g0 (mig[{g.top}])"]
     assert (mig.measured_u, mig.operators) == (0.1, list(g.operators))
     assert by_name["row-core (all row operators)"].measured_u == 0.05
-    page = render(build_report(q1, run_metrics=metrics))
+    page = render(build_report(q2, run_metrics=metrics))
     assert 'id="run"' in page and "12,345" in page and "mig[" in page
