@@ -210,4 +210,7 @@ def calibrated_model(path: Path | None = None) -> AnalyticalCostModel:
     path = path if path is not None else default_profile_path()
     doc = load_profile(path)
     base = AnalyticalCostModel(name="calibrated")
-    return with_parameters(base, doc["parameters"], str(path))
+    params = dict(doc["parameters"])
+    if "ingest" not in params and "from_arrow" in params:
+        params["ingest"] = params["from_arrow"]  # the gateway's conversion is the same one
+    return with_parameters(base, params, str(path))

@@ -26,7 +26,7 @@ from typing import Protocol
 from optimizer.estimate import Estimates, OpEstimate
 from optimizer.ir.cost import INFEASIBLE, ZERO, Cost, merge
 from optimizer.ir.placement import ROW, Group
-from optimizer.ir.plan import Category, LogicalPlan, Operator
+from optimizer.ir.plan import Category, LogicalPlan, Operator, Window
 
 
 class CostModel(Protocol):
@@ -87,8 +87,29 @@ class PlanCoster:
         """Cost of ``op_id`` run by the row engine."""
         if op_id not in self._row:
             u = operator_utilization(self.model, self.plan.op(op_id), self.estimates[op_id])
+            u += self._ingest(op_id)
             self._row[op_id] = Cost.on_core(u) if self.shared_row_core else Cost.unit(u)
         return self._row[op_id]
+
+    def _ingest(self, op_id: str) -> float:
+        """The gateway's Arrow -> tuple conversion of the arrivals a row operator reads.
+
+        Streams arrive as Arrow batches; only windows whose consumer runs on the row engine
+        need tuples (a window feeding a columnar group keeps its Arrow chunks), so the
+        conversion is charged to the row consumers of windows, at the model's ``ingest``
+        seconds per tuple (0 if it has none), shared among the stream's windows because
+        the gateway converts each batch once."""
+        per_tuple = float(getattr(self.model, "ingest", 0.0))
+        if not per_tuple:
+            return 0.0
+        u = 0.0
+        for i in self.plan.inputs(op_id):
+            w = self.plan.op(i)
+            if isinstance(w, Window):
+                (src,) = self.plan.inputs(i)
+                n = sum(isinstance(self.plan.op(c), Window) for c in self.plan.consumers(src))
+                u += per_tuple * self.estimates[i].lambda_out.value / max(n, 1)
+        return u
 
     def group_cost(self, engine: str, operators: Iterable[str], top: str | None = None) -> Cost:
         """Cost of running ``operators`` (a connected set with one top) as one group.
