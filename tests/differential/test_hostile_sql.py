@@ -72,7 +72,7 @@ HAVING MAX({P}.v) >= 0 OR {P}.label = {sql_string(HOSTILE[-1])}
 
 
 def data() -> pa.Table:
-    rows = [(100 + i // 3, HOSTILE[i % len(HOSTILE)], float(i % 11)) for i in range(180)]
+    rows = [(100 + i // 9, HOSTILE[i % len(HOSTILE)], float(i % 11)) for i in range(90)]
     ts, label, v = zip(*rows, strict=True)
     return pa.table({"ts": list(ts), "label": list(label), "v": list(v)})
 
