@@ -173,15 +173,7 @@ def _from_dotted(spec: str) -> CostModel:
         raise ConfigError(
             f"importing '{module_name}' for cost model '{spec}' failed: {type(err).__name__}: {err}"
         ) from None
-    target = module
-    for part in attr.split("."):
-        if not hasattr(target, part):
-            raise ConfigError(
-                f"module '{module_name}' has no attribute '{attr}' (cost model '{spec}')",
-                hint=did_you_mean(part, [n for n in dir(target) if not n.startswith("_")]),
-            )
-        target = getattr(target, part)
-    return _instantiate(target, spec)
+    return _instantiate(_attribute(module, attr, f"module '{module_name}'", spec), spec)
 
 
 def _from_file(path: Path, attr: str, spec: str) -> CostModel:
@@ -201,15 +193,20 @@ def _from_file(path: Path, attr: str, spec: str) -> CostModel:
         raise ConfigError(
             f"loading {path} for cost model '{spec}' failed: {type(err).__name__}: {err}"
         ) from None
-    target: Any = module
+    return _instantiate(_attribute(module, attr, str(path), spec), spec)
+
+
+def _attribute(module: Any, attr: str, where: str, spec: str) -> Any:
+    """``module.attr`` (dotted), or a ConfigError naming ``where`` with a did-you-mean."""
+    target = module
     for part in attr.split("."):
         if not hasattr(target, part):
             raise ConfigError(
-                f"{path} has no attribute '{attr}' (cost model '{spec}')",
+                f"{where} has no attribute '{attr}' (cost model '{spec}')",
                 hint=did_you_mean(part, [n for n in dir(target) if not n.startswith("_")]),
             )
         target = getattr(target, part)
-    return _instantiate(target, spec)
+    return target
 
 
 def _instantiate(target: Any, spec: str) -> CostModel:

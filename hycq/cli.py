@@ -64,6 +64,21 @@ def _non_negative_int(text: str) -> int:
     return value
 
 
+def _plan_flags(p: argparse.ArgumentParser) -> None:
+    """QUERY and the flags that say what to plan for, shared by explain and report."""
+    p.add_argument("query", metavar="QUERY", help="a .sql file, or - for stdin")
+    p.add_argument("--catalog", type=Path, help="catalog TOML (default: catalog.toml beside QUERY)")
+    p.add_argument(
+        "--rate", type=_positive_float, help="arrival rate of every input stream, tuples/s"
+    )
+    p.add_argument(
+        "--engines",
+        default="row,duckdb",
+        help="engines the placement may use, comma-separated from row,duckdb,spark "
+        "(default: row,duckdb)",
+    )
+
+
 def _optimizer_flags(p: argparse.ArgumentParser, placement: bool = False) -> None:
     """The optimizer's flags, shared by explain and run (for --placement auto)."""
     p.add_argument(
@@ -110,19 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Parse, bind and explain a continuous query. Operator ids are stable for "
         "the same query text and options; placement files use them.",
     )
-    ex.add_argument("query", metavar="QUERY", help="a .sql file, or - for stdin")
-    ex.add_argument(
-        "--catalog", type=Path, help="catalog TOML (default: catalog.toml beside QUERY)"
-    )
-    ex.add_argument(
-        "--rate", type=_positive_float, help="arrival rate of every input stream, tuples/s"
-    )
-    ex.add_argument(
-        "--engines",
-        default="row,duckdb",
-        help="engines the placement may use, comma-separated from row,duckdb,spark "
-        "(default: row,duckdb)",
-    )
+    _plan_flags(ex)
     _optimizer_flags(ex)
     ex.add_argument("--json", action="store_true", help="print one JSON object (see CONTRACT)")
     ex.add_argument("--schema", action="store_true", help="show every operator's output schema")
@@ -225,18 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
         "and the Definition 6.1 condition each lost on, the optimizer trace, and with --bench "
         "measured against predicted throughput.",
     )
-    rp.add_argument("query", metavar="QUERY", help="a .sql file, or - for stdin")
-    rp.add_argument(
-        "--catalog", type=Path, help="catalog TOML (default: catalog.toml beside QUERY)"
-    )
-    rp.add_argument(
-        "--rate", type=_positive_float, help="arrival rate of every input stream, tuples/s"
-    )
-    rp.add_argument(
-        "--engines",
-        default="row,duckdb",
-        help="engines the placement may use, from row,duckdb,spark (default: row,duckdb)",
-    )
+    _plan_flags(rp)
     _optimizer_flags(rp)
     rp.add_argument(
         "--bench", type=Path, metavar="PATH.json", help="a 'hycq bench --json' file to compare"
