@@ -22,6 +22,8 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import signal
+import threading
 from collections.abc import Sequence
 from functools import reduce
 from typing import Any
@@ -84,10 +86,17 @@ class SparkEngine(ColumnarEngine):
         builder = SparkSession.builder
         for key, value in self.conf.items():
             builder = builder.config(key, value)
+        # A new SparkContext installs its own SIGINT handler (raise KeyboardInterrupt, cancel
+        # jobs); keep the process's, so hycq's stop-between-batches handling stays in force.
+        main = threading.current_thread() is threading.main_thread()
+        previous = signal.getsignal(signal.SIGINT) if main else None
         try:
             spark = builder.getOrCreate()
         except Exception as err:
             raise EngineFault(f"cannot start Spark: {err}") from err
+        finally:
+            if main and previous is not None:
+                signal.signal(signal.SIGINT, previous)
         spark.sparkContext.setLogLevel("ERROR")
         atexit.register(_stop, spark)
         return spark
