@@ -22,7 +22,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
-import signal
 import threading
 from collections.abc import Sequence
 from functools import reduce
@@ -86,17 +85,23 @@ class SparkEngine(ColumnarEngine):
         builder = SparkSession.builder
         for key, value in self.conf.items():
             builder = builder.config(key, value)
-        # A new SparkContext installs its own SIGINT handler (raise KeyboardInterrupt, cancel
-        # jobs); keep the process's, so hycq's stop-between-batches handling stays in force.
-        main = threading.current_thread() is threading.main_thread()
-        previous = signal.getsignal(signal.SIGINT) if main else None
-        try:
-            spark = builder.getOrCreate()
-        except Exception as err:
-            raise EngineFault(f"cannot start Spark: {err}") from err
-        finally:
-            if main and previous is not None:
-                signal.signal(signal.SIGINT, previous)
+        # A SparkContext created on the main thread installs its own SIGINT handler (cancel
+        # jobs, raise KeyboardInterrupt), replacing hycq's stop-between-batches handling for
+        # the rest of the process. Created on a helper thread, it installs none.
+        box: dict[str, Any] = {}
+
+        def start() -> None:
+            try:
+                box["spark"] = builder.getOrCreate()
+            except Exception as err:  # noqa: BLE001 - re-raised on the caller's thread
+                box["error"] = err
+
+        thread = threading.Thread(target=start, name="hycq-spark-start", daemon=True)
+        thread.start()
+        thread.join()
+        if "error" in box:
+            raise EngineFault(f"cannot start Spark: {box['error']}") from box["error"]
+        spark = box["spark"]
         spark.sparkContext.setLogLevel("ERROR")
         atexit.register(_stop, spark)
         return spark
