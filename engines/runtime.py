@@ -2,8 +2,10 @@
 
 ``run_plan`` is what ``hycq run`` executes::
 
-    sources (generator | CSV/Parquet replay, --rate rescales timestamps, --duration cuts)
-      -> validation (bad rows -> dead letter)      -> engine.ingest(stream, batch)
+    sources (generator | CSV/Parquet replay, --rate rescales timestamps)
+      -> validation (bad rows -> dead letter), conversion to the query's time base
+      -> merge by event time across streams (engines.time_merge; --duration cuts)
+      -> engine.ingest(stream, batch) / engine.advance_stream / engine.end_stream
       -> engine emits (T, rows) per slide instant  -> sink (+ `_ts`), latency per instant
     at the end: engine.finish(), sink committed atomically, metrics JSON
 
@@ -34,10 +36,12 @@ import pyarrow.compute as pc
 
 from engines.arrow_types import arrow_schema
 from engines.defaults import DEFAULT_DURATION_S
+from engines.time_merge import TimeMerge
 from optimizer.ir.catalog import TIME_UNITS_MS, Catalog, StreamDef
 from optimizer.ir.errors import DataError, OptionError
 from optimizer.ir.plan import LogicalPlan
 from optimizer.ir.plan import Source as SourceOp
+from optimizer.ir.plan import Window as WindowOp
 
 Rows = list[tuple[Any, ...]]
 #: ``on_late(stream, row, reason)``: an engine reports a late tuple it rejected.
@@ -45,9 +49,17 @@ OnLate = Callable[[str, tuple[Any, ...], str], None]
 
 
 class Engine(Protocol):
-    """What the run-time needs from an engine (the row engine's RowExecutor implements it)."""
+    """What the run-time needs from an engine (the row engine's RowExecutor implements it).
+
+    ``advance_stream(stream, ts)``: the stream's next tuple has running-maximum timestamp
+    ``ts`` (its event-time progress); ``end_stream(stream)``: it has no tuple left.
+    """
 
     def ingest(self, stream: str, batch: pa.RecordBatch, time_column: int) -> int: ...
+
+    def advance_stream(self, stream: str, ts: int) -> None: ...
+
+    def end_stream(self, stream: str) -> None: ...
 
     def finish(self) -> None: ...
 
@@ -66,6 +78,9 @@ class RunOptions:
     dead_letter: Path | None = None
     progress: bool | None = None  # None: when stderr is a terminal
     batch_seconds: int = 1
+    #: Rows per batch read from a data file (internal: tests vary it to show that results do
+    #: not depend on batch sizes).
+    read_batch_rows: int = 65536
     #: SIGINT/SIGTERM stop the run gracefully (the CLI): the loop stops between batches, the
     #: instants emitted so far are committed to the output, metrics say ``interrupted``. A
     #: second signal stops at once without committing. Off for API callers (and tests).
@@ -87,7 +102,23 @@ class StreamInput:
 
 
 def ticks_per_second(stream: StreamDef) -> int:
+    """Ticks per second of the stream's own time unit (its raw timestamps)."""
     return 1000 // TIME_UNITS_MS[stream.time_unit]
+
+
+def plan_time_unit(plan: LogicalPlan) -> str:
+    """The query's time base: the unit the binder gave every source (the finest unit among
+    the streams the query reads). Timestamps, windows, instants and ``_ts`` are in it."""
+    units = {op.time_unit for op in plan.operators() if isinstance(op, SourceOp)}
+    return min(units, key=lambda u: TIME_UNITS_MS[u]) if units else "s"
+
+
+def plan_slides(plan: LogicalPlan) -> list[int]:
+    """The slides (in ticks) of the plan's time-sliding windows: its instants are their
+    multiples."""
+    return sorted(
+        {op.slide for op in plan.operators() if isinstance(op, WindowOp) and not op.slide_rows}
+    )
 
 
 def open_inputs(
@@ -186,12 +217,16 @@ def _file_input(
             # "row" is the line's text (Parquet: the row as JSON), not a dict of typed values.
             dead.add(name, cast(Any, raw), f"{path.name} {unit} {number}: {reason}")
 
-    batches = read_batches(path, fmt, schema=arrow_schema(stream.schema), on_bad=on_bad)
+    batches = read_batches(
+        path,
+        fmt,
+        batch_rows=options.read_batch_rows,
+        schema=arrow_schema(stream.schema),
+        on_bad=on_bad,
+    )
     t_index = stream.time_index
     if options.rate is not None:
         batches = _rescale(batches, t_index, options.rate, tps)
-    if options.duration is not None:
-        batches = _cut(batches, t_index, options.duration * tps)
     rate = options.rate if options.rate is not None else stream.rate
     return StreamInput(stream, batches, rate, f"file {path}")
 
@@ -217,46 +252,94 @@ def _rescale(
         yield b.set_column(t, b.schema.field(t), pa.array(ts, type=b.schema.field(t).type))
 
 
-def _cut(batches: Iterator[pa.RecordBatch], t: int, span: float) -> Iterator[pa.RecordBatch]:
-    """Keep tuples with ts < first_ts + span (``--duration``); stop reading after that."""
-    first: int | None = None
-    for b in batches:
-        if b.num_rows == 0:
-            continue
-        ts = b.column(t)
-        if first is None:
-            first = int(ts[0].as_py())
-        limit = math.ceil(first + span)  # integer ticks: ts < first + span
-        kept = b.filter(pc.less(ts, pa.scalar(limit, type=ts.type)))
-        if kept.num_rows:
-            yield kept
-        if int(pc.min(ts).as_py()) >= limit:
-            return
+class MergedInputs:
+    """A run's inputs as one arrival sequence: every batch validated (bad rows to ``dead``)
+    and converted to the query's time base, the streams merged by event time
+    (``engines.time_merge``), ``duration`` seconds kept.
 
+    Iterating yields ``(input, batch)``; before each ``engine.ingest`` call :meth:`tell`,
+    which passes the streams' progress and ends reported since to the engine.
+    """
 
-def merge_by_time(inputs: list[StreamInput]) -> Iterator[tuple[StreamInput, pa.RecordBatch]]:
-    """Interleave several streams' batches by their first timestamp (one stream: as is)."""
-    if len(inputs) == 1:
-        for b in inputs[0].batches:
-            yield inputs[0], b
-        return
-    heads = [_next_batch(inp) for inp in inputs]
-    while any(h is not None for h in heads):
-        k = min(
-            (i for i, h in enumerate(heads) if h is not None),
-            key=lambda i: int(heads[i][1].column(inputs[i].stream.time_index)[0].as_py()),  # type: ignore[index]
+    def __init__(
+        self,
+        plan: LogicalPlan,
+        inputs: list[StreamInput],
+        duration: float | None,
+        dead: DeadLetters,
+    ) -> None:
+        self.inputs = inputs
+        self.time_unit = plan_time_unit(plan)
+        self.tps = 1000 // TIME_UNITS_MS[self.time_unit]
+        self.dead = dead
+        self._progress: dict[str, int] = {}
+        self._ended: list[str] = []
+        read = {i.stream.name for i in inputs}
+        #: Streams the plan reads without an input: ended from the start.
+        self._ended = [
+            op.stream
+            for op in plan.operators()
+            if isinstance(op, SourceOp) and op.stream not in read
+        ]
+        self.merge = TimeMerge(
+            [(i.batches, i.stream.time_index) for i in inputs],
+            grid=plan_slides(plan),
+            prepare=self._prepare,
+            span=duration * self.tps if duration is not None else None,
+            on_progress=self._on_progress,
+            on_end=self._on_end,
         )
-        head = heads[k]
-        assert head is not None
-        yield head
-        heads[k] = _next_batch(inputs[k])
+
+    def __iter__(self) -> Iterator[tuple[StreamInput, pa.RecordBatch]]:
+        for index, batch in self.merge:
+            yield self.inputs[index], batch
+
+    def tell(self, engine: Engine) -> None:
+        """Pass the progress and ends reported since the last call on to ``engine``."""
+        for name, key in self._progress.items():
+            engine.advance_stream(name, key)
+        self._progress.clear()
+        for name in self._ended:
+            engine.end_stream(name)
+        self._ended.clear()
+
+    def _on_progress(self, index: int, key: int) -> None:
+        self._progress[self.inputs[index].stream.name] = key
+
+    def _on_end(self, index: int) -> None:
+        self._ended.append(self.inputs[index].stream.name)
+
+    def _prepare(self, index: int, batch: pa.RecordBatch) -> pa.RecordBatch:
+        stream = self.inputs[index].stream
+        batch = validate(batch, stream.name, self.dead)
+        return to_time_base(batch, stream, self.time_unit, self.dead)
 
 
-def _next_batch(inp: StreamInput) -> tuple[StreamInput, pa.RecordBatch] | None:
-    for b in inp.batches:
-        if b.num_rows:
-            return inp, b
-    return None
+def to_time_base(
+    batch: pa.RecordBatch, stream: StreamDef, unit: str, dead: DeadLetters
+) -> pa.RecordBatch:
+    """The batch with its timestamps converted from the stream's unit to ``unit`` (a finer
+    one, or the same). A timestamp too large to convert goes to ``dead``."""
+    factor = TIME_UNITS_MS[stream.time_unit] // TIME_UNITS_MS[unit]
+    if factor == 1 or batch.num_rows == 0:
+        return batch
+    t = stream.time_index
+    ts = batch.column(t)
+    field_type = batch.schema.field(t).type
+    limit = (2**31 - 1 if field_type == pa.int32() else 2**63 - 1) // factor
+    bad = pc.or_(pc.greater(ts, limit), pc.less(ts, -limit))
+    if pc.any(bad).as_py():
+        for row in batch.filter(bad).to_pylist():
+            dead.add(
+                stream.name,
+                row,
+                f"timestamp {row[stream.timestamp]} ({stream.time_unit}) does not fit in the "
+                f"query's time base ({unit}): at most {limit}",
+            )
+        batch = batch.filter(pc.invert(bad))
+        ts = batch.column(t)
+    scaled = pc.multiply(ts.cast(pa.int64()), pa.scalar(factor, pa.int64())).cast(field_type)
+    return batch.set_column(t, batch.schema.field(t), scaled)
 
 
 # -- validation / dead letters ---------------------------------------------------------------
@@ -532,6 +615,8 @@ def run_plan(
         stop.restore()
         sink.abort()
         raise
+    merged = MergedInputs(plan, inputs, options.duration, dead)
+    tps = merged.tps  # ticks per second of the query's time base
     total_expected = sum(i.expected_rows or 0 for i in inputs) or None
     progress = _progress(options, total_expected)
     tuples_in = 0
@@ -548,19 +633,15 @@ def run_plan(
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        # One batch at a time, pulled from the source only when the engine has taken the
-        # previous one: there is no queue, so a plan that cannot keep up slows the reading
-        # down (backpressure) instead of buffering a backlog (at realtime pace it falls
-        # behind the wall clock: kept_up false).
-        for inp, whole in merge_by_time(inputs):
+        # One slice at a time, read from the sources only when the engine has taken the
+        # previous one (at most one pending batch per stream): there is no queue, so a plan
+        # that cannot keep up slows the reading down (backpressure) instead of buffering a
+        # backlog (at realtime pace it falls behind the wall clock: kept_up false).
+        for inp, whole in merged:
             if stop.requested:
                 break
             name = inp.stream.name
             t_index = inp.stream.time_index
-            tps = ticks_per_second(inp.stream)
-            whole = validate(whole, name, dead)
-            if whole.num_rows == 0:
-                continue
             # Realtime replays event time against the wall clock one event-second at a time
             # (file batches span many seconds).
             pieces = _by_second(whole, t_index, tps) if realtime else iter((whole,))
@@ -579,6 +660,7 @@ def run_plan(
                 if stop.requested:
                     break
                 arrival[0] = time.perf_counter()
+                merged.tell(engine)
                 engine.ingest(name, batch, t_index)
                 tuples_in += batch.num_rows
                 min_ts = min(min_ts, lo)
@@ -590,6 +672,7 @@ def run_plan(
                     next_sample += sample_every * tps
         if not stop.requested:
             arrival[0] = time.perf_counter()
+            merged.tell(engine)
             # End of input: fire the remaining instants. An interrupted run skips this: the
             # instants emitted so far (all before the last timestamp read) are exact, the
             # remaining ones would be computed as if the stream ended here.
@@ -607,7 +690,6 @@ def run_plan(
         if progress is not None:
             progress.stop()
 
-    tps = ticks_per_second(inputs[0].stream) if inputs else 1
     event_s = (max_ts - min_ts + 1) / tps if min_ts is not None and max_ts is not None else 0.0
     rate = sum(i.rate for i in inputs) if inputs else 0.0
     throughput = tuples_in / wall_s if wall_s > 0 else 0.0

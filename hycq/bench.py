@@ -150,12 +150,13 @@ def measure(
     q: LoadedQuery, plan: LogicalPlan, placement: dict[str, str], rate: float, o: BenchOptions
 ) -> Measurement:
     """Warm start, then ``o.repeat`` timed spans (see the module docstring)."""
-    from engines.runtime import RunOptions, merge_by_time, open_inputs, ticks_per_second
+    from engines.runtime import DeadLetters, MergedInputs, RunOptions, open_inputs
 
     warm = warm_seconds(plan, rate)
     total = warm + o.repeat * o.measure_seconds
     inputs = open_inputs(plan, q.catalog, RunOptions(rate=rate, duration=total, data=o.data))
-    stream = iter(merge_by_time(inputs))
+    merged = MergedInputs(plan, inputs, total, DeadLetters(None))
+    stream = iter(merged)
     results = [0]
 
     def emit(_instant: int, rows: Any) -> None:
@@ -177,9 +178,10 @@ def measure(
                 continue
             ts0 = batch.column(inp.stream.time_index)[0].as_py()
             start_ts = ts0 if start_ts is None else start_ts
-            if ts0 - start_ts >= warm * ticks_per_second(inp.stream):
+            if ts0 - start_ts >= warm * merged.tps:
                 pending = (inp, batch)
                 break
+            merged.tell(engine)
             engine.ingest(inp.stream.name, batch, inp.stream.time_index)
             if time.perf_counter() - t0 > o.max_warm_wall:
                 complete = False
@@ -203,6 +205,7 @@ def measure(
             t = time.perf_counter()
             for inp, batch in span:
                 if batch.num_rows:
+                    merged.tell(engine)
                     engine.ingest(inp.stream.name, batch, inp.stream.time_index)
                     n += batch.num_rows
                 if time.perf_counter() - t > o.max_warm_wall / 4:

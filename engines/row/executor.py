@@ -8,11 +8,16 @@ How a plan runs::
                (each consumes its inputs' deltas, topological order)
 
 1. ``ingest(stream, batch)`` converts an Arrow batch to tuples, drops *late* tuples (a
-   timestamp not later than the last instant already fired; docs/semantics.md) and pushes
-   the rest into every window over that stream.
-2. Instants fire once event time has passed them: after a batch whose largest timestamp is
-   M, every plan instant T < M fires. ``finish()`` fires the remaining instants up to each
-   window's last one. A plan instant is a multiple of some window's slide.
+   timestamp not later than an instant that had already fired when the tuple arrived, which
+   only a tuple out of order in its own stream can be; docs/semantics.md) and pushes the rest
+   into every window over that stream.
+2. Instants fire once event time has passed them in *every* stream: each input stream has a
+   progress (the largest timestamp it has delivered, or that the run-time has seen at the
+   head of its reader, ``advance_stream``); the clock is the smallest progress over the
+   streams that have not ended (``end_stream``), and every plan instant T below it fires. A
+   stream that has shown no tuple yet holds the clock back; an ended one no longer does.
+   ``finish()`` fires the remaining instants up to each window's last one. A plan instant is
+   a multiple of some window's slide.
 3. At an instant every operator steps once, in topological order, turning its inputs'
    deltas into its output delta; per-operator tuples in/out and busy time are recorded (the
    measured utilisation u of the dissertation's cost model).
@@ -31,6 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from engines.row.aggregate import AggregateOp
@@ -71,6 +77,11 @@ from optimizer.ir.plan import (
 from optimizer.ir.plan import Source as SourceOp
 
 Emit = Callable[[int, Any], None]  # (instant, rows or a pyarrow.Table)
+
+#: ``_late_mask``'s "no instant fired" and "no timestamp seen yet" (a clock start after
+#: every timestamp, so no instant is due).
+_NO_INSTANT = np.iinfo(np.int64).min
+_NO_TS = 2**62
 
 
 @dataclass(frozen=True)
@@ -134,6 +145,11 @@ class RowExecutor:
         self.instants_fired = 0
         self.on_late = on_late
         self.late_count = 0
+        #: The input streams the plan reads, their event-time progress (None until a stream
+        #: shows its first tuple) and the ones that have ended.
+        self.streams = sorted(set(self.windows_by_stream) | set(self.arrow_windows_by_stream))
+        self.progress: dict[str, int | None] = dict.fromkeys(self.streams)
+        self.ended: set[str] = set()
 
     # -- building ---------------------------------------------------------------------------
 
@@ -367,20 +383,20 @@ class RowExecutor:
         ts_sorted = _is_sorted(ts_col)
         lo, hi = _min_max(ts_col)
         if not (ts_sorted and (self.last_fired is None or lo > self.last_fired)):
-            keep = self._late_mask(stream, ts_col.to_pylist(), lambda idx: _row_at(batch, idx))
-            if not all(keep):
+            keep = self._late_mask(stream, _int64(ts_col), lambda idx: _row_at(batch, idx))
+            if not keep.all():
                 batch = batch.filter(pa.array(keep, pa.bool_()))
                 if batch.num_rows == 0:
                     return 0
                 lo, hi = _min_max(batch.column(time_column))
-            ts_sorted = ts_sorted and all(keep)
+                ts_sorted = False
         if row_ws:
             rows = batch_to_rows(batch)
             for w in row_ws:
                 w.push(rows, ts_sorted=ts_sorted)
         for aw in arrow_ws:
             aw.push_arrow(batch)
-        self._advance(lo, hi)
+        self._advance(stream, lo, hi)
         return int(batch.num_rows)
 
     def ingest_rows(self, stream: str, rows: Rows, time_column: int, ts_sorted: bool) -> int:
@@ -399,9 +415,10 @@ class RowExecutor:
             lo = min(r[time_column] for r in rows)
             hi = max(r[time_column] for r in rows)
         if not (ts_sorted and (self.last_fired is None or lo > self.last_fired)):
-            keep = self._late_mask(stream, [r[time_column] for r in rows], rows.__getitem__)
-            if not all(keep):
-                rows = [r for r, k in zip(rows, keep, strict=True) if k]
+            ts = np.fromiter((r[time_column] for r in rows), dtype=np.int64, count=len(rows))
+            keep = self._late_mask(stream, ts, rows.__getitem__)
+            if not keep.all():
+                rows = [r for r, k in zip(rows, keep.tolist(), strict=True) if k]
                 if not rows:
                     return 0
                 lo = min(r[time_column] for r in rows)
@@ -409,53 +426,119 @@ class RowExecutor:
                 ts_sorted = False
         for w in windows:
             w.push(rows, ts_sorted=ts_sorted)
-        self._advance(lo, hi)
+        self._advance(stream, lo, hi)
         return len(rows)
 
-    def _advance(self, lo: int, hi: int) -> None:
-        """Account for accepted tuples with timestamps in [lo, hi] and fire what is due."""
+    # -- the clock --------------------------------------------------------------------------
+
+    def advance_stream(self, stream: str, ts: int) -> None:
+        """``stream`` will deliver nothing that moves its progress below ``ts`` (the run-time
+        has read its next tuple, whose running-maximum timestamp is ``ts``): fire what that
+        allows. A tuple of the stream that later arrives with a timestamp not after an
+        instant fired meanwhile is out of order in its own stream, and late."""
+        if stream not in self.progress or self.count_slide is not None:
+            return
+        p = self.progress[stream]
+        if p is None or ts > p:
+            self.progress[stream] = ts
+            self._fire_due()
+
+    def end_stream(self, stream: str) -> None:
+        """``stream`` has ended: it no longer holds the clock back."""
+        if stream not in self.progress or stream in self.ended:
+            return
+        self.ended.add(stream)
+        if self.count_slide is None:
+            self._fire_due()
+
+    def watermark(self) -> int | None:
+        """The clock: the smallest progress over the streams that have not ended. None while
+        one of them has shown no tuple yet, and once all have ended (``finish`` then fires
+        the rest)."""
+        live = [self.progress[s] for s in self.streams if s not in self.ended]
+        if not live or any(p is None for p in live):
+            return None
+        return min(p for p in live if p is not None)
+
+    def _fire_due(self) -> None:
+        mark = self.watermark()
+        if mark is not None:
+            self._fire_before(mark)
+
+    def _advance(self, stream: str, lo: int, hi: int) -> None:
+        """Account for accepted tuples of ``stream`` with timestamps in [lo, hi] and fire
+        what is due."""
         if self.last_fired is None and (self.min_ts is None or lo < self.min_ts):
             self.min_ts = lo  # before the first instant fires, the clock starts at the minimum
         if self.max_ts is None or hi > self.max_ts:
             self.max_ts = hi
-        self._fire_before(self.max_ts)
+        p = self.progress.get(stream)
+        if stream in self.progress and (p is None or hi > p):
+            self.progress[stream] = hi
+        self._fire_due()
 
     def _late_mask(
-        self, stream: str, timestamps: list[int], row_at: Callable[[int], tuple[Any, ...]]
-    ) -> list[bool]:
-        """Per-tuple lateness of a disordered batch: a tuple is late when its timestamp is not
-        later than the last instant that had fired when it arrived (instants fire as soon as a
-        later timestamp has been seen). Late tuples are counted and reported to ``on_late``."""
-        keep: list[bool] = []
-        running = self.max_ts
-        min_ts = self.min_ts
-        for idx, ts in enumerate(timestamps):
-            fired = self._last_instant_before(running, min_ts) if running is not None else None
-            if fired is not None and ts <= fired:
-                keep.append(False)
-                self.late_count += 1
-                if self.on_late is not None:
-                    reason = f"late: timestamp {ts} <= last emitted instant {fired}"
-                    self.on_late(stream, row_at(idx), reason)
-                continue
-            keep.append(True)
-            if running is None or ts > running:
-                running = ts
-            if fired is None and (min_ts is None or ts < min_ts):
-                min_ts = ts
-        return keep
+        self, stream: str, ts: np.ndarray, row_at: Callable[[int], tuple[Any, ...]]
+    ) -> np.ndarray:
+        """Which tuples of a batch of ``stream`` to keep (vectorised; Python runs only per
+        late tuple, to report it).
 
-    def _last_instant_before(self, bound: int, min_ts: int | None) -> int | None:
-        """The largest plan instant < bound that has (or would have) fired, or None."""
-        if min_ts is None:
-            return None
-        best: int | None = None
-        for w in self.windows:
-            s = w.slide
-            first = -(-min_ts // s) * s
+        Tuple ``i`` is late when its timestamp is not after the last plan instant that had
+        fired when it arrived. Instants fire tuple by tuple as the clock moves: for tuple
+        ``i`` the clock is the smaller of its own stream's running maximum (including the
+        tuples before it in this batch) and the other live streams' progress, so only a tuple
+        out of order in its own stream can be late. Until the first instant fires, the first
+        instant follows the smallest timestamp seen (as ``_init_clock`` does). Late tuples are
+        counted and reported to ``on_late`` with the reason.
+        """
+        n = len(ts)
+        keep = np.ones(n, dtype=bool)
+        if n == 0 or not self.windows:
+            return keep
+        others = [self.progress[s] for s in self.streams if s != stream and s not in self.ended]
+        if any(p is None for p in others):
+            return keep  # another stream has shown nothing yet: no instant can fire
+        own = self.progress.get(stream)
+        running = np.maximum.accumulate(ts)
+        if own is not None:
+            running = np.maximum(running, own)
+        clock = np.minimum(running, min(p for p in others if p is not None)) if others else running
+        if self.last_fired is not None:
+            assert self.min_ts is not None
+            fired = self._fired_below(clock, np.full(n, self.min_ts, dtype=np.int64))
+        else:
+            # The smallest timestamp before each tuple: the clock's start until it fires.
+            start = np.empty(n, dtype=np.int64)
+            start[0] = self.min_ts if self.min_ts is not None else _NO_TS
+            if n > 1:
+                start[1:] = np.minimum(np.minimum.accumulate(ts[:-1]), start[0])
+            fired = self._fired_below(clock, start)
+            first = np.flatnonzero(fired != _NO_INSTANT)
+            if len(first) and first[0] + 1 < n:
+                f = int(first[0])  # the first instant fires here: the start is fixed from now on
+                fired[f + 1 :] = self._fired_below(clock[f + 1 :], np.full(n - f - 1, start[f]))
+        late = (fired != _NO_INSTANT) & (ts <= fired)
+        if not late.any():
+            return keep
+        for idx in np.flatnonzero(late).tolist():
+            self.late_count += 1
+            if self.on_late is not None:
+                reason = (
+                    f"late in stream '{stream}': timestamp {int(ts[idx])} is not after instant "
+                    f"{int(fired[idx])}, which had fired when it arrived (stream '{stream}' "
+                    f"had already delivered timestamp {int(running[idx])})"
+                )
+                self.on_late(stream, row_at(idx), reason)
+        return ~late
+
+    def _fired_below(self, bound: np.ndarray, start: np.ndarray) -> np.ndarray:
+        """Per element: the largest plan instant < ``bound`` that is not before the first
+        instant of a clock starting at ``start`` (``_NO_INSTANT`` if there is none)."""
+        best = np.full(len(bound), _NO_INSTANT, dtype=np.int64)
+        for s in sorted({w.slide for w in self.windows}):
+            first = -(-start // s) * s
             cand = (-(-bound // s) - 1) * s
-            if cand >= first and (best is None or cand > best):
-                best = cand
+            np.copyto(best, cand, where=(cand >= first) & (cand > best))
         return best
 
     def _ingest_count(self, rows: Rows, windows: list[_WindowBase], t: int) -> int:
@@ -580,6 +663,8 @@ class RowExecutor:
                 "next": list(self._next) if self._next is not None else None,
                 "count_seen": self._count_seen,
                 "instants_fired": self.instants_fired,
+                "progress": dict(self.progress),
+                "ended": sorted(self.ended),
             },
         }
 
@@ -591,6 +676,8 @@ class RowExecutor:
         self._next = list(c["next"]) if c["next"] is not None else None
         self._count_seen = c["count_seen"]
         self.instants_fired = c["instants_fired"]
+        self.progress = dict(c["progress"])
+        self.ended = set(c["ended"])
 
     def operator_metrics(self) -> dict[str, dict[str, Any]]:
         return {
@@ -628,6 +715,11 @@ def _min_max(col: pa.Array | pa.ChunkedArray) -> tuple[int, int]:
 
     mm = pc.min_max(col)
     return int(mm["min"].as_py()), int(mm["max"].as_py())
+
+
+def _int64(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A timestamp column as an int64 numpy array (no nulls: the run-time validated it)."""
+    return np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
 def _row_at(batch: pa.RecordBatch | pa.Table, idx: int) -> tuple[Any, ...]:
