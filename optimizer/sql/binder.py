@@ -182,6 +182,10 @@ class Binder:
         self.src = source
         self.builder = PlanBuilder()
         self._sources: dict[str, str] = {}
+        #: The query's time base: the finest time unit among the streams it reads. Every
+        #: stream's timestamps are converted to it at run time, so window sizes, slides and
+        #: slide instants are all in its ticks (docs/semantics.md, "Time base").
+        self.time_unit = "s"
 
     # -- errors ---------------------------------------------------------------------------
 
@@ -195,6 +199,7 @@ class Binder:
 
     def bind(self, select: exp.Select) -> LogicalPlan:
         self._check_depth(select)
+        self.time_unit = self._time_base(select)
         mode = self._r2s_mode(select)
         try:
             top, schema = self.bind_select(select)
@@ -208,6 +213,17 @@ class Binder:
         r2s = self.builder.add(lambda i: R2S(i, schema, mode), top)
         sink = self.builder.add(lambda i: Sink(i, schema), r2s)
         return self.builder.build(sink)
+
+    def _time_base(self, select: exp.Select) -> str:
+        """The finest time unit among the catalog streams the query reads (any nesting
+        level); ``s`` when it reads none (binding then fails with a positioned error)."""
+        units = {
+            stream.time_unit
+            for table in select.find_all(exp.Table)
+            if table.args.get("cql_window") is not None
+            and (stream := self.catalog.get(table.name)) is not None
+        }
+        return min(units, key=lambda u: TIME_UNITS_MS[u]) if units else "s"
 
     def _check_depth(self, select: exp.Select) -> None:
         """Reject expressions nested deeper than MAX_DEPTH levels (iteratively, so any depth
@@ -517,7 +533,7 @@ class Binder:
         qualified = schema.requalify(qualifier)
         if src_id is None:
             src_id = self.builder.add(
-                lambda i: SourceOp(i, schema, stream.name, stream.time_index, stream.time_unit)
+                lambda i: SourceOp(i, schema, stream.name, stream.time_index, self.time_unit)
             )
             self._sources[stream.name] = src_id
         win = self._window(window_ast, stream)
@@ -530,7 +546,7 @@ class Binder:
                 win[2],
                 win[3],
                 stream.time_index,
-                stream.time_unit,
+                self.time_unit,
                 window_ast.args["text"],
             ),
             src_id,
@@ -540,9 +556,13 @@ class Binder:
     def _window(
         self, w: StreamWindow, stream: StreamDef
     ) -> tuple[WindowKind, int | None, int, bool]:
-        """(kind, size, slide, slide_rows) in the stream's ticks, validated."""
-        tick_ms = TIME_UNITS_MS[stream.time_unit]
-        tick_name = "second" if stream.time_unit == "s" else "millisecond"
+        """(kind, size, slide, slide_rows) in ticks of the query's time base, validated.
+
+        The default slide is one tick of the stream's own unit (1 second for a stream in
+        seconds, also when another stream makes the time base milliseconds).
+        """
+        tick_ms = TIME_UNITS_MS[self.time_unit]
+        tick_name = "second" if self.time_unit == "s" else "millisecond"
 
         def ticks(amount: int, unit: str, what: str) -> int:
             ms = amount * TIME_UNITS[unit]
@@ -567,7 +587,7 @@ class Binder:
             size = 1
         slide_amount = w.args.get("slide")
         if slide_amount is None:
-            slide = 1
+            slide = TIME_UNITS_MS[stream.time_unit] // tick_ms
         elif w.args.get("slide_unit") is None:
             slide, slide_rows = slide_amount, True
         else:
