@@ -7,6 +7,14 @@ input restricted to the window's contents at ``T``, and runs the whole query fro
 DuckDB. The R2S operator (RSTREAM / ISTREAM / DSTREAM) is applied afterwards in Python as a bag
 difference between consecutive instants. This is slow by design: use it on small data.
 
+The truth comes from event time alone: every stream's timestamps are converted to the query's
+time base (the finest time unit among the streams it reads), each stream is sorted by event
+time (stable: ties keep their arrival order, which ROWS windows use), and every plan instant
+is evaluated over all the well-formed tuples. Nothing is dropped as late: an engine may drop
+a tuple that arrives out of order in its own stream (docs/semantics.md); tests compute those
+with ``tests.lateness`` and give the oracle the input without them. A count-sliding window
+(``[ROWS n SLIDE m]``) is defined on the arrival sequence, so its stream keeps arrival order.
+
 Example:
     >>> import pyarrow as pa
     >>> from optimizer.sql.catalog import parse_catalog_text
@@ -58,7 +66,8 @@ __all__ = [
     "plan_instants",
     "result_rows",
     "sort_stream",
-    "valid_inputs",
+    "time_base",
+    "well_formed_inputs",
 ]
 
 
@@ -69,7 +78,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class WindowSpec:
-    """One windowed stream reference, in the stream's ticks.
+    """One windowed stream reference, in ticks of the query's time base.
 
     ``kind`` is range | rows | now | unbounded; ``size`` is the range in ticks (RANGE, NOW: 1)
     or the row count (ROWS); ``slide`` is in ticks, or in tuples when ``count_slide``.
@@ -84,9 +93,9 @@ class WindowSpec:
     count_slide: bool
 
 
-def _ticks(amount: int, unit: str, stream: StreamDef) -> int:
+def _ticks(amount: int, unit: str, base: str, stream: StreamDef) -> int:
     ms = amount * TIME_UNITS[unit.upper()]
-    tick = TIME_UNITS_MS[stream.time_unit]
+    tick = TIME_UNITS_MS[base]
     if ms % tick:
         raise ValueError(f"{amount} {unit} is not a whole number of ticks of {stream.name}")
     return ms // tick
@@ -96,8 +105,20 @@ def _windowed_tables(tree: exp.Expression) -> list[exp.Table]:
     return [t for t in tree.find_all(exp.Table) if t.args.get("cql_window") is not None]
 
 
+def time_base(tree: exp.Expression, catalog: Catalog) -> str:
+    """The query's time unit: the finest among the streams it reads (docs/semantics.md)."""
+    units = set()
+    for table in _windowed_tables(tree):
+        stream = catalog.get(table.name)
+        if stream is not None:
+            units.add(stream.time_unit)
+    return min(units, key=lambda u: TIME_UNITS_MS[u]) if units else "s"
+
+
 def parse_windows(tree: exp.Expression, catalog: Catalog) -> list[WindowSpec]:
-    """The window of every stream reference of a parsed query (any nesting level)."""
+    """The window of every stream reference of a parsed query (any nesting level), in ticks
+    of the query's time base. The default slide is one tick of the stream's own unit."""
+    base = time_base(tree, catalog)
     specs = []
     for table in _windowed_tables(tree):
         stream = catalog.get(table.name)
@@ -107,17 +128,18 @@ def parse_windows(tree: exp.Expression, catalog: Catalog) -> list[WindowSpec]:
         kind = str(w.args["kind"])
         size: int | None = None
         if kind == "range":
-            size = _ticks(int(w.args["size"]), str(w.args["unit"]), stream)
+            size = _ticks(int(w.args["size"]), str(w.args["unit"]), base, stream)
         elif kind == "rows":
             size = int(w.args["size"])
         elif kind == "now":
             size = 1
-        slide, count_slide = 1, False
+        slide = TIME_UNITS_MS[stream.time_unit] // TIME_UNITS_MS[base]
+        count_slide = False
         if w.args.get("slide") is not None:
             if w.args.get("slide_unit") is None:
                 slide, count_slide = int(w.args["slide"]), True
             else:
-                slide = _ticks(int(w.args["slide"]), str(w.args["slide_unit"]), stream)
+                slide = _ticks(int(w.args["slide"]), str(w.args["slide_unit"]), base, stream)
         specs.append(
             WindowSpec(int(w.args["start"]), stream.name.lower(), kind, size, slide, count_slide)
         )
@@ -138,11 +160,12 @@ def plan_instants(slides: Iterable[int], min_ts: int, max_ts: int) -> list[int]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Valid input (rejected and late tuples)
+# Valid input: well-formed tuples, in the query's time base, in event-time order
 # ---------------------------------------------------------------------------------------------
 
 
-def _row_is_well_formed(values: Sequence[Any]) -> bool:
+def row_is_well_formed(values: Sequence[Any]) -> bool:
+    """semantics.md: a tuple with a NULL, NaN or infinite field is rejected."""
     for v in values:
         if v is None:
             return False
@@ -151,39 +174,13 @@ def _row_is_well_formed(values: Sequence[Any]) -> bool:
     return True
 
 
-def _late_filter(ts: Sequence[int], ok: Sequence[bool], slides: Sequence[int]) -> list[bool]:
-    """Which tuples are kept, in arrival order, for time-sliding windows with ``slides``.
-
-    Instant ``T`` is emitted as soon as a valid tuple with ``ts > T`` has arrived; a tuple whose
-    ts is not later than the last emitted plan instant is late.
-    """
-    keep = []
-    lo: int | None = None
-    hi: int | None = None
-    for t, good in zip(ts, ok, strict=True):
-        if not good:
-            keep.append(False)
-            continue
-        if lo is not None and hi is not None:
-            emitted = [last for s in slides if (last := ((hi - 1) // s) * s) >= _ceil_to(lo, s)]
-            if emitted and t <= max(emitted):
-                keep.append(False)
-                continue
-        keep.append(True)
-        lo = t if lo is None else min(lo, t)
-        hi = t if hi is None else max(hi, t)
-    return keep
-
-
-def _valid_with(
+def _well_formed(
     windows: list[WindowSpec], catalog: Catalog, inputs: dict[str, pa.Table]
 ) -> dict[str, pa.Table]:
+    """Per stream the query reads: its well-formed tuples (catalog columns), arrival order."""
     by_name = {k.lower(): v for k, v in inputs.items()}
-    streams = sorted({w.stream for w in windows})
-    count_based = any(w.count_slide for w in windows)
-    slides = sorted({w.slide for w in windows})
     out: dict[str, pa.Table] = {}
-    for name in streams:
+    for name in sorted({w.stream for w in windows}):
         stream = catalog.get(name)
         assert stream is not None
         cols = [c.name for c in stream.columns]
@@ -191,33 +188,45 @@ def _valid_with(
         if table is None:
             table = _empty_stream_table(stream)
         table = table.select(cols)
-        rows = list(zip(*(table.column(c).to_pylist() for c in cols), strict=True))
-        ok = [_row_is_well_formed(r) for r in rows]
-        if count_based:
-            # A count-sliding query has no slide instants, so no tuple can be late.
-            keep = ok
-        else:
-            ts = table.column(stream.timestamp).to_pylist()
-            keep = _late_filter(ts, ok, slides)
-        out[name] = table.filter(pa.array(keep, pa.bool_())) if rows else table
+        rows = zip(*(table.column(c).to_pylist() for c in cols), strict=True)
+        ok = [row_is_well_formed(r) for r in rows]
+        out[name] = table.filter(pa.array(ok, pa.bool_())) if table.num_rows else table
     return out
 
 
-def valid_inputs(
+def well_formed_inputs(
     query_text: str, catalog: Catalog, inputs: dict[str, pa.Table]
 ) -> dict[str, pa.Table]:
-    """The valid tuples of every stream the query reads, in arrival (row) order.
-
-    Drops rows with a NULL, NaN or infinite field, and late tuples (semantics.md: a tuple
-    whose timestamp is not later than the last slide instant already emitted when it
-    arrives). Instant ``T`` counts as emitted once a valid tuple with ``ts > T`` has arrived.
-    A count-sliding query (``[ROWS n SLIDE m]``) has no slide instants, so nothing is late.
-    Idempotent: valid input comes back unchanged. With several streams the interleaving of
-    arrivals is unknown from separate tables, so each stream is filtered on its own (exact for
-    one stream). ``dead_letter = input rows - valid rows``.
-    """
+    """The well-formed tuples of every stream the query reads, in arrival (row) order: rows
+    with a NULL, NaN or infinite field are dropped (every engine dead-letters them)."""
     tree = parse_select(Source(query_text))
-    return _valid_with(parse_windows(tree, catalog), catalog, inputs)
+    return _well_formed(parse_windows(tree, catalog), catalog, inputs)
+
+
+def _event_time_inputs(
+    tree: exp.Expression, windows: list[WindowSpec], catalog: Catalog, inputs: dict[str, pa.Table]
+) -> dict[str, pa.Table]:
+    """The oracle's input: well-formed tuples, timestamps in the query's time base, each
+    stream sorted by event time (stable). A count-sliding query keeps arrival order: its
+    windows are defined on the arrival sequence (semantics.md)."""
+    base = time_base(tree, catalog)
+    count_based = any(w.count_slide for w in windows)
+    out = {}
+    for name, table in _well_formed(windows, catalog, inputs).items():
+        stream = catalog.get(name)
+        assert stream is not None
+        factor = TIME_UNITS_MS[stream.time_unit] // TIME_UNITS_MS[base]
+        if factor != 1:
+            i = table.column_names.index(stream.timestamp)
+            ts = pa.array([t * factor for t in table.column(i).to_pylist()], pa.int64())
+            table = table.set_column(i, stream.timestamp, ts.cast(table.schema.field(i).type))
+        if not count_based and table.num_rows:
+            order = sorted(
+                range(table.num_rows), key=table.column(stream.timestamp).to_pylist().__getitem__
+            )
+            table = table.take(pa.array(order, pa.int64()))
+        out[name] = table
+    return out
 
 
 def _empty_stream_table(stream: StreamDef) -> pa.Table:
@@ -363,15 +372,16 @@ def _normalize_result(table: pa.Table) -> pa.Table:
 def oracle(query_text: str, catalog: Catalog, inputs: dict[str, pa.Table]) -> pa.Table:
     """The query's full result stream: its output columns (by position) plus int64 ``_ts``.
 
-    ``inputs`` maps stream names to tables in arrival order; invalid and late tuples are
-    dropped first (see :func:`valid_inputs`).
+    ``inputs`` maps stream names to tables in arrival order; rows with a NULL, NaN or
+    infinite field are dropped, and every other tuple counts, by its event time (see the
+    module docstring: lateness is not the oracle's business).
     """
     parsed = parse_select(Source(query_text))
     windows = parse_windows(parsed, catalog)
     tree, mods = _prepare(parsed)
     mode = next((m for m in mods if m in ("ISTREAM", "DSTREAM", "RSTREAM")), "RSTREAM")
     template = _template_sql(tree, {w.key: w for w in windows}, catalog)
-    valid = _valid_with(windows, catalog, inputs)
+    valid = _event_time_inputs(parsed, windows, catalog, inputs)
     evaluations = _evaluations(windows, catalog, valid)
 
     con = duckdb.connect()

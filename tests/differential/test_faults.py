@@ -16,7 +16,8 @@ from hycq.api import execute
 from optimizer.sql import plan_query
 from optimizer.sql.catalog import load_catalog
 from tests.datagen import small_smartplug
-from tests.oracle import assert_same_stream, oracle, valid_inputs
+from tests.lateness import without_late
+from tests.oracle import assert_same_stream, oracle
 
 ROOT = Path(__file__).resolve().parents[2]
 CATALOG = load_catalog(ROOT / "queries" / "smartplug" / "catalog.toml")
@@ -24,7 +25,7 @@ QUERY = (ROOT / "queries" / "smartplug" / "q1.sql").read_text()
 
 
 def _expected(data: pa.Table) -> pa.Table:
-    return oracle(QUERY, CATALOG, valid_inputs(QUERY, CATALOG, {"readings": data}))
+    return oracle(QUERY, CATALOG, without_late(QUERY, CATALOG, {"readings": data}))
 
 
 def test_duckdb_connection_lost_mid_run(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -3,7 +3,8 @@
 Every test runs a query on the row engine through ``hycq.api.execute`` (placement ``row``)
 and on the oracle over the same input, and compares the result streams as bags per ``_ts``
 (columns by position, floats within 1e-9). Inputs may hold late or invalid tuples: the oracle
-gets the valid ones (``valid_inputs``) and the engine's ``dead_letter`` must count the rest.
+gets the input without the late ones (``tests.lateness.without_late``; it drops invalid ones
+itself) and the engine's ``dead_letter`` must count both (``dead_letter_count``).
 
 The module is skipped while ``hycq.api.execute`` does not exist yet.
 """
@@ -30,7 +31,8 @@ from tests.datagen import (
     small_smartplug,
     with_disorder,
 )
-from tests.oracle import assert_same_stream, oracle, parse_windows, valid_inputs
+from tests.lateness import dead_letter_count, late_in_own_stream, without_late
+from tests.oracle import assert_same_stream, oracle, parse_windows
 from tests.querygen import cql_queries
 
 execute = getattr(hycq.api, "execute", None)
@@ -50,10 +52,9 @@ def check(query: str, catalog: Catalog, data: pa.Table, name: str = "<query>") -
     plan = plan_query(query, catalog, name)
     inputs = {"readings": data}
     result = execute(plan, catalog, inputs, placement="row")
-    valid = valid_inputs(query, catalog, inputs)
-    expected = oracle(query, catalog, valid)
+    expected = oracle(query, catalog, without_late(query, catalog, inputs))
     assert_same_stream(result.table, expected)
-    rejected = data.num_rows - valid["readings"].num_rows
+    rejected = dead_letter_count(query, catalog, inputs)
     assert result.dead_letter == rejected, (
         f"dead_letter {result.dead_letter}, expected {rejected} of {data.num_rows} input rows"
     )
@@ -208,8 +209,11 @@ def test_edge_case(smartplug: Catalog, query_name: str, data_name: str) -> None:
 def test_late_tuples_are_dead_lettered(smartplug: Catalog) -> None:
     data = _late()
     query = EDGE_QUERIES["global_aggs"]
-    valid = valid_inputs(query, smartplug, {"readings": data})
-    assert valid["readings"].num_rows == data.num_rows - 2  # 1001 and 999
+    late = late_in_own_stream(query, smartplug, {"readings": data})["readings"]
+    assert [t for t, x in zip(data.column("ts").to_pylist(), late, strict=True) if x] == [
+        1001,
+        999,
+    ]
     check(query, smartplug, data)
 
 
@@ -231,7 +235,7 @@ def test_invalid_tuples_are_dead_lettered(smartplug: Catalog) -> None:
 @pytest.mark.parametrize("disorder", [False, True], ids=["in_order", "disorder"])
 def test_count_sliding(smartplug: Catalog, disorder: bool) -> None:
     # With disorder this also pins down that a count-sliding query has no late tuples (it has
-    # no slide instants; see tests/oracle.valid_inputs).
+    # no slide instants; see tests/lateness.py).
     data = random_readings(9, seconds=30, rate=3)
     if disorder:
         data = with_disorder(data, seed=9, moves=6)

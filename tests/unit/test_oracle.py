@@ -14,13 +14,13 @@ from hypothesis import HealthCheck, given, settings
 
 from optimizer.ir.catalog import Catalog
 from optimizer.sql.catalog import parse_catalog_text
-from tests.datagen import make_readings, random_readings, readings_tables, with_disorder
+from tests.datagen import make_readings, readings_tables
 from tests.oracle import (
     assert_same_stream,
     oracle,
     plan_instants,
     result_rows,
-    valid_inputs,
+    well_formed_inputs,
 )
 from tests.querygen import binds, cql_queries
 
@@ -90,7 +90,7 @@ def test_rows_time_sliding(smartplug: Catalog) -> None:
 
 
 def test_rows_orders_by_timestamp_then_arrival(smartplug: Catalog) -> None:
-    # 11 arrives first, then 10: not late (no instant emitted yet), so min_ts becomes 10.
+    # 11 arrives first, then 10: the oracle goes by event time, so instants start at 10.
     # T=10 {10}; T=11 {10, 11}; T=12 the two most recent by ts {11 (2), 12 (8)} = 10, not 4 + 8.
     rows = [(11, 2.0), (10, 4.0), (12, 8.0)]
     q = "SELECT SUM(value) AS s FROM readings [ROWS 2]"
@@ -161,6 +161,30 @@ def test_millisecond_stream() -> None:
     q = "SELECT COUNT(*) AS n FROM readings [RANGE 2 SECONDS SLIDE 1 SECOND]"
     got = result_rows(oracle(q, cat, {"readings": data}))
     assert got == [(1, 1000), (2, 2000), (2, 3000), (2, 4000)]
+
+
+def test_mixed_time_units_use_the_finest() -> None:
+    # a in seconds, b in milliseconds: the time base is ms; a's timestamps become ms, the
+    # default slide of a window on a stays 1 s (1000 ms), b's is 1 ms.
+    cat = parse_catalog_text(
+        '[streams.a]\ntimestamp = "ts"\ntime_unit = "s"\n'
+        '[streams.a.columns]\nid = "BIGINT"\nts = "BIGINT"\n'
+        '[streams.b]\ntimestamp = "ts"\ntime_unit = "ms"\n'
+        '[streams.b.columns]\nid = "BIGINT"\nts = "BIGINT"\n'
+    )
+    a = pa.table({"id": [1, 2], "ts": [10, 11]})
+    b = pa.table({"id": [1, 2, 2], "ts": [10_500, 11_000, 11_999]})
+    q = (
+        "SELECT COUNT(*) AS c FROM a [RANGE 1 SECOND SLIDE 1 SECOND] AS x, "
+        "b [RANGE 1 SECOND SLIDE 1 SECOND] AS y WHERE x.id = y.id"
+    )
+    # Instants 10000, 11000, 12000 ms. T=10000: x {1@10000}, y (9000,10000] {}: 0.
+    # T=11000: x {2@11000}, y (10000,11000] {1, 2}: 1. T=12000: x {}, y {2@11999}: 0.
+    got = result_rows(oracle(q, cat, {"a": a, "b": b}))
+    assert got == [(0, 10_000), (1, 11_000), (0, 12_000)]
+    # A selected timestamp column shows the time base too.
+    q = "SELECT x.ts FROM a [NOW] AS x, b [RANGE 1 SECOND SLIDE 1 SECOND] AS y WHERE x.id = y.id"
+    assert result_rows(oracle(q, cat, {"a": a, "b": b})) == [(11_000, 11_000)]
 
 
 # -- output modes --------------------------------------------------------------------------------
@@ -265,28 +289,19 @@ def test_median_and_duckdb_arithmetic(smartplug: Catalog) -> None:
 # -- valid input ---------------------------------------------------------------------------------
 
 
-def test_late_tuples_slide_1(smartplug: Catalog) -> None:
-    # Arrivals 10, 12, 11, 12, 13, 9: after 12 arrives instant 11 is emitted, so 11 is late;
-    # the second 12 is fine; 9 is late.
+def test_out_of_order_input_counts_by_event_time(smartplug: Catalog) -> None:
+    # Arrivals 10, 12, 11, 12, 13, 9: the oracle drops nothing for being late; every tuple
+    # counts at its event time. Instants 9..13, RANGE 2 holds T-2 < ts <= T:
+    # 9 {9}; 10 {9,10}; 11 {10,11}; 12 {11,12,12}; 13 {12,12,13}
     data = make_readings([(10, 1.0), (12, 1.0), (11, 1.0), (12, 1.0), (13, 1.0), (9, 1.0)])
     q = "SELECT COUNT(*) AS n FROM readings [RANGE 2 SECONDS]"
-    valid = valid_inputs(q, smartplug, {"readings": data})["readings"]
-    assert valid.column("id").to_pylist() == [1, 2, 4, 5]
-    # The oracle applies the same filter itself.
+    got = result_rows(oracle(q, smartplug, {"readings": data}))
+    assert got == [(1, 9), (2, 10), (2, 11), (3, 12), (3, 13)]
+    # The same as the input sorted by event time.
+    ordered = data.sort_by([("ts", "ascending")])
     assert_same_stream(
-        oracle(q, smartplug, {"readings": data}), oracle(q, smartplug, {"readings": valid})
+        oracle(q, smartplug, {"readings": data}), oracle(q, smartplug, {"readings": ordered})
     )
-
-
-def test_late_tuples_slide_5(smartplug: Catalog) -> None:
-    # Slide 5: arrivals 12, 14, 11 (no instant emitted yet: 10 < ceil(12/5)*5, so 11 is
-    # valid), 16 (emits 15), 15 (late), 16.
-    data = make_readings([(12, 1.0), (14, 1.0), (11, 1.0), (16, 1.0), (15, 1.0), (16, 1.0)])
-    q = "SELECT COUNT(*) AS n FROM readings [RANGE 10 SECONDS SLIDE 5 SECONDS]"
-    valid = valid_inputs(q, smartplug, {"readings": data})["readings"]
-    assert valid.column("id").to_pylist() == [1, 2, 3, 4, 6]
-    # Instants 15, 20: T=15 (5,15] {12,14,11} = 3; T=20 (10,20] all 5 valid tuples.
-    assert result_rows(oracle(q, smartplug, {"readings": data})) == [(3, 15), (5, 20)]
 
 
 def test_invalid_fields_rejected(smartplug: Catalog) -> None:
@@ -295,14 +310,22 @@ def test_invalid_fields_rejected(smartplug: Catalog) -> None:
         "dummy", pa.array([0, 0, 0, 0])
     )  # extra columns are ignored
     q = "SELECT COUNT(*) AS n FROM readings [UNBOUNDED]"
-    valid = valid_inputs(q, smartplug, {"readings": data})["readings"]
+    valid = well_formed_inputs(q, smartplug, {"readings": data})["readings"]
     assert valid.column("id").to_pylist() == [1]
+    assert result_rows(oracle(q, smartplug, {"readings": data})) == [(1, 10)]
 
 
-def test_count_slide_has_no_late_tuples(smartplug: Catalog) -> None:
-    data = make_readings([(12, 1.0), (10, 1.0), (11, 1.0)])
-    q = "SELECT COUNT(*) AS n FROM readings [ROWS 2 SLIDE 1]"
-    assert valid_inputs(q, smartplug, {"readings": data})["readings"].num_rows == 3
+def test_count_slide_keeps_arrival_order(smartplug: Catalog) -> None:
+    # A count-sliding window is defined on the arrival sequence: tuples 12 (1.0), 10 (2.0),
+    # 11 (4.0); ROWS 2 SLIDE 1 evaluates after each: {1}, {1,2}, {2,4} at _ts 12, 10, 11.
+    data = make_readings([(12, 1.0), (10, 2.0), (11, 4.0)])
+    q = "SELECT SUM(value) AS s FROM readings [ROWS 2 SLIDE 1]"
+    assert run(smartplug, q, [(12, 1.0), (10, 2.0), (11, 4.0)]) == [
+        (3.0, 10),
+        (6.0, 11),
+        (1.0, 12),
+    ]
+    assert well_formed_inputs(q, smartplug, {"readings": data})["readings"].num_rows == 3
 
 
 def test_plan_instants() -> None:
@@ -356,13 +379,6 @@ def test_random_queries_bind_and_run(smartplug: Catalog, query: str, data: pa.Ta
     assert binds(query)
     out = oracle(query, smartplug, {"readings": data})
     assert out.column_names[-1] == "_ts"
-    # Feeding the valid input again changes nothing (the late filter is idempotent).
-    valid = valid_inputs(query, smartplug, {"readings": data})
+    # Feeding the well-formed input again changes nothing.
+    valid = well_formed_inputs(query, smartplug, {"readings": data})
     assert_same_stream(oracle(query, smartplug, valid), out)
-
-
-def test_disorder_drops_some_tuples(smartplug: Catalog) -> None:
-    data = with_disorder(random_readings(3, seconds=30, rate=3), seed=3, moves=6)
-    q = "SELECT COUNT(*) AS n FROM readings [RANGE 3 SECONDS]"
-    valid = valid_inputs(q, smartplug, {"readings": data})["readings"]
-    assert 0 < valid.num_rows < data.num_rows
