@@ -167,22 +167,54 @@ def open_inputs(
 
 
 def _generator_input(stream: StreamDef, options: RunOptions) -> StreamInput:
-    from engines.sources.smartplug import SmartPlugGenerator
-
     spec = stream.source
     rate = options.rate if options.rate is not None else stream.rate
+    seconds = options.duration if options.duration is not None else DEFAULT_DURATION_S
+    if spec.generator == "keyed":
+        return _keyed_input(stream, rate, seconds, options)
+    from engines.sources.smartplug import SmartPlugGenerator
+
     kwargs: dict[str, Any] = {
         k: v
         for k, v in spec.options
         if k in ("houses", "seed", "households_per_house", "plugs_per_household", "start")
     }
     gen = SmartPlugGenerator(rate=rate, **kwargs)
-    seconds = options.duration if options.duration is not None else DEFAULT_DURATION_S
     return StreamInput(
         stream,
         gen.batches(seconds, options.batch_seconds),
         gen.rate,
         f"generator smartplug ({gen.houses} houses, {gen.plugs} plugs, seed {gen.seed})",
+        expected_rows=gen.rows(seconds),
+    )
+
+
+def _keyed_input(
+    stream: StreamDef, rate: float, seconds: float, options: RunOptions
+) -> StreamInput:
+    from engines.sources.keyed import DEFAULT_ORIGIN, KeyedGenerator, KeyedStream
+
+    o = dict(stream.source.options)
+    spec = KeyedStream(
+        stream.name,
+        rate=rate,
+        keys=int(cast(int, o.get("keys", 100))),
+        skew=float(cast(float, o.get("skew", 0.0))),
+        start=float(cast(float, o.get("start", 0.0))),
+        end=cast(float | None, o.get("end")),
+        silent=cast(tuple[tuple[float, float], ...], o.get("silent", ())),
+        time_unit=stream.time_unit,
+    )
+    gen = KeyedGenerator(
+        spec,
+        seed=int(cast(int, o.get("seed", 42))),
+        origin=int(cast(int, o.get("origin", DEFAULT_ORIGIN))),
+    )
+    return StreamInput(
+        stream,
+        gen.batches(seconds, options.batch_seconds),
+        rate,
+        f"generator keyed ({rate:g} tuples/s, {spec.keys} keys, seed {gen.seed})",
         expected_rows=gen.rows(seconds),
     )
 

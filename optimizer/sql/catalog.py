@@ -13,8 +13,8 @@ A catalog names the streams a query may read::
 
     [streams.readings.source]   # used when `hycq run` gets no --data for the stream
     kind = "generator"          # or "file" with path = "...", format = "debs"|"csv"|"parquet"
-    generator = "smartplug"
-    houses = 40
+    generator = "smartplug"     # or "keyed" (columns ts, k, v; engines/sources/keyed.py)
+    houses = 40                 # keyed: seed, origin, keys, skew, start, end, silent
     seed = 42
 
     [streams.readings.statistics]   # optional, for the optimizer (issue 5)
@@ -38,7 +38,15 @@ from optimizer.ir.types import TYPE_NAMES, DataType
 
 _STREAM_KEYS = {"timestamp", "time_unit", "rate", "columns", "source", "statistics", "doc"}
 _SOURCE_KEYS = {"kind", "generator", "path", "format"}
-_GENERATOR_OPTIONS = {"houses", "seed", "households_per_house", "plugs_per_household", "start"}
+#: Settings of each built-in generator (``[streams.X.source]`` keys besides kind/generator).
+_GENERATOR_OPTIONS = {
+    "smartplug": {"houses", "seed", "households_per_house", "plugs_per_household", "start"},
+    "keyed": {"seed", "origin", "keys", "skew", "start", "end", "silent"},
+}
+#: The columns of a keyed-generator stream (engines.sources.keyed.SCHEMA).
+_KEYED_COLUMNS = (("ts", DataType.BIGINT), ("k", DataType.INTEGER), ("v", DataType.DOUBLE))
+#: Keyed-generator settings that are numbers (seconds, exponent) rather than integers.
+_KEYED_NUMBERS = {"skew", "start", "end"}
 _FILE_FORMATS = ("debs", "csv", "parquet")
 _STAT_KEYS = {"distinct", "selectivity"}
 _TIME_UNIT_NAMES = {
@@ -162,6 +170,14 @@ def _parse_stream(sname: str, body: Any, name: str, base: Path | None) -> Stream
         )
 
     source = _parse_source(body.get("source"), name, f"{where}.source", base)
+    if source.generator == "keyed":
+        layout = [(c.name, c.dtype) for c in columns]
+        if layout != list(_KEYED_COLUMNS) or ts != "ts":
+            raise CatalogError(
+                f"{name}: {where}: the keyed generator writes columns ts BIGINT, k INTEGER, "
+                "v DOUBLE (timestamp ts)",
+                hint='[streams.X.columns] ts = "BIGINT", k = "INTEGER", v = "DOUBLE"',
+            )
     distinct, selectivity = _parse_stats(body.get("statistics"), name, f"{where}.statistics")
     for col, _ in distinct:
         if col not in [c.name for c in columns]:
@@ -188,24 +204,37 @@ def _parse_source(raw: Any, name: str, where: str, base: Path | None) -> SourceS
             hint=did_you_mean(kind, ("generator", "file")) if isinstance(kind, str) else None,
         )
     if kind == "generator":
-        _check_keys(raw, {"kind", "generator"} | _GENERATOR_OPTIONS, name, where)
         gen = raw.get("generator", "smartplug")
         _expect(gen, str, name, f"{where}.generator")
-        if gen != "smartplug":
+        if gen not in _GENERATOR_OPTIONS:
             raise CatalogError(
                 f"{name}: {where}.generator: unknown generator '{gen}'",
-                hint="the built-in generator is 'smartplug'",
+                hint=did_you_mean(gen, sorted(_GENERATOR_OPTIONS))
+                or "the built-in generators are 'smartplug' and 'keyed'",
             )
-        options = []
-        for key in sorted(_GENERATOR_OPTIONS & set(raw)):
+        allowed = _GENERATOR_OPTIONS[gen]
+        _check_keys(raw, {"kind", "generator"} | allowed, name, where)
+        options: list[tuple[str, object]] = []
+        for key in sorted(allowed & set(raw)):
             value = raw[key]
+            if gen == "keyed" and key == "silent":
+                options.append((key, _silent_periods(value, name, f"{where}.silent")))
+                continue
+            if gen == "keyed" and key in _KEYED_NUMBERS:
+                ok = isinstance(value, int | float) and not isinstance(value, bool)
+                if not ok or not math.isfinite(value) or value < 0:
+                    raise CatalogError(f"{name}: {where}.{key} must be a number >= 0")
+                options.append((key, float(value)))
+                continue
             if isinstance(value, bool) or not isinstance(value, int):
                 raise CatalogError(f"{name}: {where}.{key} must be an integer")
-            if value < 0 or (key != "start" and key != "seed" and value == 0):
+            if value < 0 or (key not in ("start", "seed", "origin") and value == 0):
                 raise CatalogError(f"{name}: {where}.{key} must be positive, got {value}")
             if value >= 2**63:
                 raise CatalogError(f"{name}: {where}.{key} is too large: {value}")
             options.append((key, value))
+        if gen == "keyed" and "end" in raw and float(raw["end"]) <= float(raw.get("start", 0)):
+            raise CatalogError(f"{name}: {where}.end must be after start")
         return SourceSpec(kind="generator", generator=gen, options=tuple(options))
     _check_keys(raw, {"kind", "path", "format"}, name, where)
     path_raw = raw.get("path")
@@ -220,6 +249,27 @@ def _parse_source(raw: Any, name: str, where: str, base: Path | None) -> SourceS
     if base is not None and not path.is_absolute():
         path = base / path
     return SourceSpec(kind="file", path=path, format=fmt)
+
+
+def _silent_periods(raw: Any, name: str, where: str) -> tuple[tuple[float, float], ...]:
+    """``silent = [[from, to], ...]``: offsets in seconds, 0 <= from < to."""
+    if not isinstance(raw, list):
+        raise CatalogError(f"{name}: {where} must be a list of [from, to] pairs")
+    out = []
+    for pair in raw:
+        if (
+            not isinstance(pair, list)
+            or len(pair) != 2
+            or any(isinstance(x, bool) or not isinstance(x, int | float) for x in pair)
+            or not all(math.isfinite(x) for x in pair)
+            or not 0 <= pair[0] < pair[1]
+        ):
+            raise CatalogError(
+                f"{name}: {where}: {pair!r} is not a [from, to] pair with 0 <= from < to",
+                hint="e.g. silent = [[30, 60]] (seconds after the origin)",
+            )
+        out.append((float(pair[0]), float(pair[1])))
+    return tuple(out)
 
 
 def _parse_stats(

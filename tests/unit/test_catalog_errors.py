@@ -37,6 +37,13 @@ def small(body: str) -> str:
     return f'[streams.r]\ntimestamp = "ts"\ncolumns = {{ ts = "BIGINT", v = "DOUBLE" }}\n{body}\n'
 
 
+#: A one-stream catalog whose source is the keyed generator.
+KEYED = (
+    '[streams.r]\ntimestamp = "ts"\ncolumns = { ts = "BIGINT", k = "INTEGER", v = "DOUBLE" }\n'
+    '[streams.r.source]\nkind = "generator"\ngenerator = "keyed"\nkeys = 10\n'
+)
+
+
 # (id, catalog text, substrings of the message, substring of the hint or None)
 CASES = [
     # unknown keys, with the closest valid key
@@ -261,7 +268,43 @@ CASES = [
         "unknown-generator",
         edit('generator = "smartplug"', 'generator = "smartplugs"'),
         ["unknown generator 'smartplugs'"],
-        "the built-in generator is 'smartplug'",
+        "did you mean 'smartplug'?",
+    ),
+    (
+        "unknown-generator-far",
+        edit('generator = "smartplug"', 'generator = "kafka"'),
+        ["unknown generator 'kafka'"],
+        "the built-in generators are 'smartplug' and 'keyed'",
+    ),
+    (
+        "keyed-generator-columns",
+        edit('generator = "smartplug"', 'generator = "keyed"').replace("houses = 40\n", ""),
+        ["the keyed generator writes columns ts BIGINT, k INTEGER, v DOUBLE"],
+        None,
+    ),
+    (
+        "keyed-silent-pair",
+        KEYED.replace("keys = 10", "keys = 10\nsilent = [[60, 30]]"),
+        ["streams.r.source.silent: [60, 30] is not a [from, to] pair with 0 <= from < to"],
+        "silent = [[30, 60]]",
+    ),
+    (
+        "keyed-end-before-start",
+        KEYED.replace("keys = 10", "keys = 10\nstart = 20\nend = 10"),
+        ["streams.r.source.end must be after start"],
+        None,
+    ),
+    (
+        "keyed-negative-skew",
+        KEYED.replace("keys = 10", "keys = 10\nskew = -1"),
+        ["streams.r.source.skew must be a number >= 0"],
+        None,
+    ),
+    (
+        "keyed-smartplug-setting",
+        KEYED.replace("keys = 10", "keys = 10\nhouses = 3"),
+        ["unknown key 'streams.r.source.houses'"],
+        None,
     ),
     (
         "file-source-without-path",
@@ -326,6 +369,18 @@ def test_shipped_catalog_is_valid() -> None:
     assert stream is not None and stream.timestamp == "ts" and stream.time_unit == "s"
     assert stream.column_type("value") is DataType.DOUBLE
     assert stream.rate == 2000
+
+
+def test_keyed_generator_settings() -> None:
+    text = KEYED.replace("keys = 10", "keys = 10\nskew = 1.2\nstart = 5\nsilent = [[30, 60]]")
+    r = parse_catalog_text(text, "cat.toml").get("r")
+    assert r is not None and r.source.generator == "keyed"
+    assert dict(r.source.options) == {
+        "keys": 10,
+        "skew": 1.2,
+        "start": 5.0,
+        "silent": ((30.0, 60.0),),
+    }
 
 
 def test_minimal_catalog_takes_defaults() -> None:
