@@ -54,6 +54,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got '{text}'") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got '{text}'")
+    return value
+
+
 def _non_negative_int(text: str) -> int:
     try:
         value = int(text)
@@ -321,25 +331,67 @@ def build_parser() -> argparse.ArgumentParser:
         "--quick", action="store_true", help="smaller data and fewer points (about 10 s)"
     )
 
-    data = sub.add_parser("data", help="synthetic smart-plug data")
+    data = sub.add_parser("data", help="synthetic data: smart-plug readings, keyed streams")
     data_sub = data.add_subparsers(dest="data_command", metavar="ACTION", parser_class=_Parser)
     data_sub.required = True
     gen = data_sub.add_parser(
         "generate",
-        help="write deterministic synthetic DEBS 2014 smart-plug data",
-        description="Write synthetic smart-plug readings in the DEBS 2014 format: .csv (raw, no "
-        "header) or .parquet, chosen by the extension of --out.",
+        help="write deterministic synthetic data (smart-plug readings or keyed streams)",
+        description="Write synthetic data. --generator smartplug (default): smart-plug "
+        "readings in the DEBS 2014 format, .csv (raw, no header) or .parquet, chosen by the "
+        "extension of --out. --generator keyed: a keyed multi-stream workload (columns ts, "
+        "k, v; one file per stream plus catalog.toml) into the folder --out, e.g. "
+        "'--generator keyed --out data/ --seconds 150 --rate 20' writes data/r.csv, "
+        "data/s.csv, data/t.csv and data/catalog.toml; per-stream settings with --stream, "
+        "e.g. --stream r:rate=2000 --stream s:start=10,end=100 --stream t:silent=30-60.",
     )
-    gen.add_argument("--out", type=Path, required=True, help="output file (.csv or .parquet)")
+    gen.add_argument(
+        "--generator",
+        choices=("smartplug", "keyed"),
+        default="smartplug",
+        help="what to generate (default smartplug)",
+    )
+    gen.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="output file (.csv or .parquet); for keyed, a folder (created if missing)",
+    )
     gen.add_argument("--seconds", type=_positive_float, default=60.0, help="event-time span (60)")
     gen.add_argument(
         "--rate",
         type=_positive_float,
-        help="tuples per event-second (default: every sensor reports once per second, "
-        "about 2 readings per plug per second)",
+        help="tuples per event-second (smartplug default: every sensor reports once per "
+        "second, about 2 readings per plug per second; keyed: per stream, default 20)",
     )
-    gen.add_argument("--houses", type=_positive_int, default=40, help="number of houses (40)")
+    gen.add_argument("--houses", type=_positive_int, help="smartplug: number of houses (40)")
     gen.add_argument("--seed", type=_non_negative_int, default=42, help="random seed (42)")
+    keyed = gen.add_argument_group("keyed streams (--generator keyed)")
+    keyed.add_argument(
+        "--stream",
+        action="append",
+        default=[],
+        metavar="NAME[:KEY=VALUE,...]",
+        help="a stream and its own settings: rate, keys, skew, start, end (offsets in "
+        "seconds), silent=FROM-TO[+FROM-TO], unit=s|ms; repeat for each stream "
+        "(default: r, s, t with the settings below)",
+    )
+    keyed.add_argument("--keys", type=_positive_int, default=100, help="key domain 0..KEYS-1 (100)")
+    keyed.add_argument(
+        "--skew",
+        type=_non_negative_float,
+        default=0.0,
+        help="Zipf exponent of the key distribution (0: uniform)",
+    )
+    keyed.add_argument("--time-unit", choices=("s", "ms"), default="s", help="timestamp unit (s)")
+    keyed.add_argument(
+        "--origin",
+        type=_non_negative_int,
+        help="epoch seconds of offset 0 (default 1400000000)",
+    )
+    keyed.add_argument(
+        "--format", choices=("csv", "parquet"), default="csv", help="file format (csv, with header)"
+    )
     return parser
 
 
@@ -668,8 +720,27 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 
 def _data_generate(args: argparse.Namespace) -> int:
+    if args.generator == "keyed":
+        return _generate_keyed(args)
     from engines.sources.smartplug import generate_to_file
 
+    keyed_only = [
+        flag
+        for flag, given in (
+            ("--stream", bool(args.stream)),
+            ("--keys", args.keys != 100),
+            ("--skew", args.skew != 0.0),
+            ("--time-unit", args.time_unit != "s"),
+            ("--origin", args.origin is not None),
+            ("--format", args.format != "csv"),
+        )
+        if given
+    ]
+    if keyed_only:
+        raise OptionError(
+            f"{', '.join(keyed_only)}: only for --generator keyed",
+            hint="add --generator keyed, or drop the option",
+        )
     suffix = args.out.suffix.lower()
     if suffix not in (".csv", ".parquet"):
         raise OptionError(
@@ -679,9 +750,43 @@ def _data_generate(args: argparse.Namespace) -> int:
     if not args.out.parent.exists():
         raise OptionError(f"output folder does not exist: {args.out.parent}")
     rows = generate_to_file(
-        args.out, seconds=args.seconds, rate=args.rate, houses=args.houses, seed=args.seed
+        args.out,
+        seconds=args.seconds,
+        rate=args.rate,
+        houses=args.houses if args.houses is not None else 40,
+        seed=args.seed,
     )
     sys.stderr.write(f"wrote {rows} rows to {args.out}\n")
+    return 0
+
+
+def _generate_keyed(args: argparse.Namespace) -> int:
+    from engines.sources.keyed import DEFAULT_ORIGIN, KeyedStream, parse_stream_spec, write_workload
+
+    if args.houses is not None:
+        raise OptionError("--houses is for --generator smartplug", hint="drop --houses")
+    out: Path = args.out
+    if out.exists() and not out.is_dir():
+        raise OptionError(
+            f"--out {out} is a file; the keyed generator writes a folder",
+            hint="give a folder, e.g. --out data/",
+        )
+    if not out.parent.exists():
+        raise OptionError(f"output folder does not exist: {out.parent}")
+    defaults = KeyedStream(
+        "x",
+        rate=args.rate if args.rate is not None else 20.0,
+        keys=args.keys,
+        skew=args.skew,
+        time_unit=args.time_unit,
+    )
+    specs = args.stream or ["r", "s", "t"]
+    streams = [parse_stream_spec(spec, defaults) for spec in specs]
+    out.mkdir(exist_ok=True)
+    origin = args.origin if args.origin is not None else DEFAULT_ORIGIN
+    counts = write_workload(out, streams, args.seconds, args.seed, origin, args.format)
+    files = ", ".join(f"{name}.{args.format} ({n} rows)" for name, n in counts.items())
+    sys.stderr.write(f"wrote {files} and catalog.toml to {out}\n")
     return 0
 
 
