@@ -1,0 +1,18 @@
+"""The shipped queries (queries/*/*.sql), grouped by the data they read.
+
+Most differential tests feed smart-plug ``readings`` data; the keyed multi-stream queries
+(queries/keyed, streams ``r``, ``s``, ``t``, ``m``) have their own tests
+(tests/differential/test_multi_stream.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+#: Every shipped query.
+ALL = sorted((ROOT / "queries").glob("*/*.sql"))
+#: The keyed multi-stream queries.
+KEYED = [p for p in ALL if p.parent.name == "keyed"]
+#: The queries over the smart-plug stream ``readings`` (smartplug/, joins/).
+READINGS = [p for p in ALL if p not in KEYED]
