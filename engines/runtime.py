@@ -300,19 +300,16 @@ class MergedInputs:
         duration: float | None,
         dead: DeadLetters,
     ) -> None:
+        reads = {op.stream for op in plan.operators() if isinstance(op, SourceOp)}
+        # Inputs of streams the plan does not read (an API caller's extra tables) are skipped.
+        inputs = [i for i in inputs if i.stream.name in reads]
         self.inputs = inputs
         self.time_unit = plan_time_unit(plan)
         self.tps = 1000 // TIME_UNITS_MS[self.time_unit]
         self.dead = dead
         self._progress: dict[str, int] = {}
-        self._ended: list[str] = []
-        read = {i.stream.name for i in inputs}
-        #: Streams the plan reads without an input: ended from the start.
-        self._ended = [
-            op.stream
-            for op in plan.operators()
-            if isinstance(op, SourceOp) and op.stream not in read
-        ]
+        # Streams the plan reads without an input have ended from the start.
+        self._ended: list[str] = sorted(reads - {i.stream.name for i in inputs})
         self.merge = TimeMerge(
             [(i.batches, i.stream.time_index) for i in inputs],
             grid=plan_slides(plan),
