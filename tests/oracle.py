@@ -65,6 +65,7 @@ __all__ = [
     "parse_windows",
     "plan_instants",
     "result_rows",
+    "row_is_well_formed",
     "sort_stream",
     "time_base",
     "well_formed_inputs",

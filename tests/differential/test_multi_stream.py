@@ -28,6 +28,7 @@ from optimizer.ir.plan import Source
 from optimizer.sql import plan_query
 from optimizer.sql.catalog import load_catalog
 from tests.differential.test_placements import random_placements
+from tests.lateness import dead_letter_count, without_late
 from tests.oracle import assert_same_stream, oracle
 from tests.shipped import KEYED
 
@@ -170,12 +171,17 @@ ORIGIN = 1_400_000_000
 
 
 @st.composite
-def keyed_streams(draw: st.DrawFn) -> dict[str, pa.Table]:
-    """Three small streams, each in event-time order, with random timestamps (several per
-    second, gaps, different starts and ends), keys and values."""
+def keyed_streams(draw: st.DrawFn, in_order: bool = True) -> dict[str, pa.Table]:
+    """Three small streams with random timestamps (several per second, gaps, different
+    starts and ends), keys and values; each in event-time order unless ``in_order`` is
+    False (then a few tuples of a stream are moved back)."""
     out = {}
     for name in "rst":
         ts = sorted(draw(st.lists(st.integers(0, 30), max_size=40)))
+        if not in_order and len(ts) > 1:
+            for _ in range(draw(st.integers(1, 3))):
+                i = draw(st.integers(0, len(ts) - 1))
+                ts.insert(draw(st.integers(i, len(ts) - 1)), ts.pop(i))
         n = len(ts)
         keys = draw(st.lists(st.integers(0, 3), min_size=n, max_size=n))
         values = draw(st.lists(st.integers(0, 20), min_size=n, max_size=n))
@@ -219,6 +225,35 @@ def test_result_does_not_depend_on_batch_sizes(
     for result in (whole, sliced):
         assert_same_stream(result.table, expected)
         assert result.dead_letter == 0
+
+
+@settings(
+    max_examples=30,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(
+    query=st.sampled_from(sorted(SMALL_QUERIES)),
+    streams=keyed_streams(in_order=False),
+    sizes=st.fixed_dictionaries(dict.fromkeys("rst", BATCH_SIZES)),
+)
+def test_out_of_order_streams_drop_only_their_own_late_tuples(
+    query: str, streams: dict[str, pa.Table], sizes: dict[str, int]
+) -> None:
+    """With tuples out of order in their own streams, the engine drops exactly the tuples
+    tests/lateness.py names (late in their own stream), whatever the batch sizes, and its
+    result over the rest is the oracle's."""
+    text = SMALL_QUERIES[query]
+    expected = oracle(text, CATALOG, without_late(text, CATALOG, streams))
+    result = execute(
+        plan_query(text, CATALOG),
+        CATALOG,
+        {n: t.to_batches(max_chunksize=sizes[n]) for n, t in streams.items()},
+        placement="row",
+    )
+    assert_same_stream(result.table, expected)
+    assert result.dead_letter == dead_letter_count(text, CATALOG, streams)
 
 
 @pytest.mark.slow
