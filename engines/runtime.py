@@ -645,6 +645,7 @@ def run_plan(
         sink.abort()
         raise
     merged = MergedInputs(plan, inputs, options.duration, dead)
+    inputs = merged.inputs  # the streams the plan reads
     tps = merged.tps  # ticks per second of the query's time base
     total_expected = sum(i.expected_rows or 0 for i in inputs) or None
     progress = _progress(options, total_expected)

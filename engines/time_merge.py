@@ -43,6 +43,7 @@ import pyarrow.compute as pc
 #: ``prepare(index, batch) -> batch``: applied to every batch as it is read (validation,
 #: time-base conversion); may drop rows.
 Prepare = Callable[[int, pa.RecordBatch], pa.RecordBatch]
+_INT64_MAX = 2**63 - 1
 
 
 @dataclass
@@ -186,7 +187,7 @@ class TimeMerge:
         fires before them)."""
         if not self.grid:
             return bound
-        return min(-(-bound // s) * s for s in self.grid)
+        return min(min(-(-bound // s) * s for s in self.grid), _INT64_MAX)
 
     # -- introspection (tests, metrics) -----------------------------------------------------
 
