@@ -1,4 +1,4 @@
--- Three-way window join on the key (issue 13's example): per key, the triples of the last 20 s.
+-- Three-way window join on the key: per key, the triples of the last 20 s.
 SELECT r.k, COUNT(*) AS n, SUM(r.v + s.v + t.v) AS total
 FROM r [RANGE 20 SECONDS SLIDE 1 SECOND] AS r,
      s [RANGE 20 SECONDS SLIDE 1 SECOND] AS s,

@@ -1,8 +1,8 @@
 """Several input streams through the real CLI: ``hycq data generate --generator keyed`` and
 ``hycq run`` over its files, against the oracle.
 
-The first test is issue 13's reproduction: three keyed streams r, s, t (seconds), 150 s at
-20 tuples/s each, CSV files with a header, the 3-way window join, ``--placement row``. It
+The first test reproduces a reported failure: three keyed streams r, s, t (seconds), 150 s
+at 20 tuples/s each, CSV files with a header, the 3-way window join, ``--placement row``. It
 used to dead-letter every tuple of s and t (the streams were merged batch by batch); it must
 give the oracle's rows at every instant with nothing dead-lettered.
 """
@@ -116,8 +116,9 @@ MIXED_QUERY = (
 
 
 def test_mixed_time_units_run_in_milliseconds(tmp_path: Path) -> None:
-    """Issue 13: stream a in seconds, b in milliseconds. The run converts a to ms: instants
-    every millisecond (b's default slide) over the data's 2 seconds, not ~1.4e12 raw ticks."""
+    """A reported failure: stream a in seconds, b in milliseconds. The run converts a to ms:
+    instants every millisecond (b's default slide) over the data's 2 seconds, not over
+    ~1.4e12 raw ticks (which ran without end)."""
     (tmp_path / "catalog.toml").write_text(MIXED_CATALOG)
     (tmp_path / "q.sql").write_text(MIXED_QUERY)
     t0 = 1_400_000_000
