@@ -1,14 +1,19 @@
 """Grouped aggregation over deltas.
 
 Per group the operator keeps a state list ``st``: ``st[0]`` counts the group's tuples, then
-one or two slots per aggregate:
+one or more slots per aggregate:
 
 ========================  ===========================================  ====================
 aggregate                 state                                        per insert/delete
 ========================  ===========================================  ====================
 COUNT(*)                  st[0]                                        O(1)
-COUNT(x), SUM, AVG        non-NULL count (st[0] if x cannot be NULL)   O(1), incremental
-                          and running sum
+COUNT(x)                  non-NULL count                               O(1)
+SUM, AVG of integers;     non-NULL count (if x can be NULL) and        O(1)
+of DOUBLE without deletes running sum
+SUM, AVG of DOUBLE,       two stacks (front suffix sums, back values   amortised O(1)
+FIFO input or panes       and their running sum)
+SUM, AVG of DOUBLE,       exact sum: an integer count of 2**-1074      O(1), ~0.5 us
+other input               units, plus counts of +-inf and NaN
 MIN / MAX, FIFO input     monotonic deque                              amortised O(1)
 MIN / MAX, other input    multiset (value -> count), rescan on output  O(1) + O(d) rescan
 MEDIAN                    multiset, sorted on output (rescan)          O(1) + O(d log d)
@@ -19,7 +24,23 @@ COUNT(DISTINCT x)         multiset; its size                           O(1)
 which holds when the input is a sliding window seen through selects and projects only; the
 executor decides this statically. The update loops are generated Python (see
 ``engines.row.compile``), specialised to the aggregate list, so the per-tuple path is a
-handful of dict and arithmetic operations.
+handful of list, dict and arithmetic operations.
+
+Accurate sums (docs/semantics.md, "Floating-point sums"): a DOUBLE sum is never maintained
+by subtracting what leaves the window, because a running sum remembers the rounding of
+everything that ever passed through it (1e15 followed by 0.001s loses the 0.001s for good).
+Over FIFO input (and over panes) it is a sliding aggregation without subtraction, the
+two-stacks scheme (Tangwongsan, Hirzel, Schneider, "Low-latency sliding-window aggregation
+in worst-case constant time", DEBS 2017): new
+values are pushed on a back stack with a running sum; when the oldest value must go and the
+front stack is empty, the back stack's values are turned into suffix sums (newest first) on
+the front, so the front's top always sums the whole front; the window's sum is front top +
+back sum. Every result is then a sum of exactly the values in the window, in some order,
+within ``(n-1) * 2**-53 * sum(|x|)`` of the exact sum (n values), the bound DuckDB's and
+Spark's own sums meet. Over other input (after a join or an aggregate, deletes in any order)
+the sum is exact: each value is added to or subtracted from a Python integer counting units
+of 2**-1074 (every finite double is a whole number of them), and the result is that integer
+divided by 2**1074 (and by the count for AVG), correctly rounded.
 
 After each instant only the groups touched by the delta are re-finalised, and only rows that
 changed are emitted (delete old row, insert new row). An aggregate without GROUP BY always
@@ -28,17 +49,26 @@ has its single row (COUNT 0 and NULLs over an empty input), as in SQL.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Callable, Sequence
+from itertools import accumulate
 from typing import Any
 
 from engines.row.base import NO_CHANGE, Delta, Row, RowOperator, Rows
 from engines.row.compile import RUNTIME, expr_source, nullable
 from optimizer.ir.expr import AggCall, ColumnRef, Expr
+from optimizer.ir.types import DataType
 
 
 class _Slot:
-    """How one aggregate is stored and finalised."""
+    """How one aggregate is stored and finalised.
+
+    ``deletes`` says whether tuples can ever leave the aggregate's input (False for a
+    replacing input and for a window that never expires): a running DOUBLE sum is only
+    accurate when nothing is subtracted from it, so SUM/AVG of DOUBLE pick their state by
+    how deletes arrive (see the module docstring, "Accurate sums").
+    """
 
     def __init__(
         self,
@@ -48,6 +78,7 @@ class _Slot:
         arg_null: bool,
         fifo: bool,
         paned: bool = False,
+        deletes: bool = True,
     ) -> None:
         self.call = call
         self.paned = paned
@@ -55,12 +86,17 @@ class _Slot:
         self.arg = arg_code
         self.arg_null = arg_null
         f = call.func
+        double = call.arg is not None and call.arg.dtype is DataType.DOUBLE
         if f == "COUNT" and call.arg is None:
             self.mode = "count_star"
         elif f == "COUNT" and call.distinct:
             self.mode = "multiset_distinct"
         elif f == "COUNT":
             self.mode = "count" if arg_null else "count_star"
+        elif f in ("SUM", "AVG") and double and paned:
+            self.mode = "sum_panes"
+        elif f in ("SUM", "AVG") and double and deletes:
+            self.mode = "sum_stacks" if fifo else "sum_exact"
         elif f in ("SUM", "AVG"):
             self.mode = "sum"
         elif f in ("MIN", "MAX") and paned:
@@ -72,16 +108,39 @@ class _Slot:
 
     @property
     def width(self) -> int:
-        return {"count_star": 0, "count": 1, "sum": 2 if self.arg_null else 1}.get(self.mode, 1)
+        extra = 1 if self.arg_null else 0  # a non-NULL count before the sum's own slots
+        return {
+            "count_star": 0,
+            "count": 1,
+            "sum": 1 + extra,
+            "sum_stacks": 3 + extra,
+            "sum_panes": 3 + extra,
+            "sum_exact": 2 + extra,
+        }.get(self.mode, 1)
+
+    @property
+    def _sum_at(self) -> int:
+        """The first slot of a sum's own state (after the non-NULL count, if any)."""
+        return self.index + 1 if self.arg_null else self.index
+
+    @property
+    def _count(self) -> str:
+        """Code for the number of values the sum is over."""
+        return f"st[{self.index}]" if self.arg_null else "st[0]"
 
     def init_code(self) -> list[str]:
+        count = ["0"] if self.arg_null else []
         if self.mode in ("count_star",):
             return []
         if self.mode == "count":
             return ["0"]
         if self.mode == "sum":
             zero = "0.0" if self.call.dtype.value == "DOUBLE" or self.call.func == "AVG" else "0"
-            return ["0", zero] if self.arg_null else [zero]
+            return [*count, zero]
+        if self.mode in ("sum_stacks", "sum_panes"):
+            return [*count, "[]", "[]", "0.0"]  # front suffix sums, back values, back sum
+        if self.mode == "sum_exact":
+            return [*count, "0", "0"]  # exact sum in units of 2**-1074, non-finite counts
         if self.mode in ("deque", "pane_deque"):
             return ["_deque()"]
         return ["{}"]
@@ -91,10 +150,15 @@ class _Slot:
     def partial_init(self) -> list[str]:
         if self.mode == "pane_deque":
             return ["None"]
+        if self.mode == "sum_panes":
+            # Same width as the group state; the pane's plain sum sits in the first sum slot.
+            return [*(["0"] if self.arg_null else []), "0.0", "None", "None"]
         return self.init_code()
 
     def partial_code(self) -> list[str]:
         """Statements folding tuple ``r`` into the pane partial ``st``."""
+        if self.mode == "sum_panes":
+            return self._running_sum(+1)
         if self.mode != "pane_deque":
             return self.update_code(+1)
         i = self.index
@@ -114,6 +178,13 @@ class _Slot:
             return [f"st[{i}] {op} p[{i}]"]
         if self.mode == "sum":
             return [f"st[{i}] {op} p[{i}]", f"st[{i + 1}] {op} p[{i + 1}]"]
+        if self.mode == "sum_panes":
+            # The group's sum over its live panes: two stacks of pane sums, never subtracted.
+            count = [f"st[{i}] {op} p[{i}]"] if self.arg_null else []
+            j = self._sum_at
+            if sign > 0:
+                return [*count, f"v = p[{j}]", *_stacks_push(j)]
+            return [*count, *_stacks_pop(j)]
         assert self.mode == "pane_deque"
         if sign < 0:
             return [f"d = st[{i}]", "if d and d[0][0] == pane: d.popleft()"]
@@ -126,9 +197,21 @@ class _Slot:
             "    d.append((pane, v))",
         ]
 
+    def _running_sum(self, sign: int) -> list[str]:
+        """A plain running sum (and non-NULL count) of the argument."""
+        i, op = self.index, "+=" if sign > 0 else "-="
+        body = [f"st[{i}] {op} 1", f"st[{i + 1}] {op} v"] if self.arg_null else [f"st[{i}] {op} v"]
+        return self._guard(body)
+
+    def _guard(self, body: list[str], needs_value: bool = True) -> list[str]:
+        """``v = <arg>`` then ``body``, skipped for a NULL argument."""
+        if self.arg_null:
+            return [f"v = {self.arg}", "if v is not None:", *["    " + b for b in body]]
+        return ([f"v = {self.arg}"] if needs_value else []) + body
+
     def update_code(self, sign: int) -> list[str]:
         """Statements applying one tuple ``r`` with sign +1 (insert) or -1 (delete)."""
-        i, a = self.index, self.arg
+        i = self.index
         op = "+=" if sign > 0 else "-="
         body: list[str]
         if self.mode == "count_star":
@@ -136,10 +219,26 @@ class _Slot:
         if self.mode == "count":
             body = [f"st[{i}] {op} 1"]
         elif self.mode == "sum":
-            if self.arg_null:
-                body = [f"st[{i}] {op} 1", f"st[{i + 1}] {op} v"]
-            else:
-                body = [f"st[{i}] {op} v"]
+            return self._running_sum(sign)
+        elif self.mode in ("sum_stacks", "sum_panes"):  # panes: a tuple-level change
+            count = [f"st[{i}] {op} 1"] if self.arg_null else []
+            j = self._sum_at
+            if sign > 0:
+                return self._guard([*count, *_stacks_push(j)])
+            # FIFO: the deleted value is the oldest one still counted: pop it, whatever it is.
+            return self._guard([*count, *_stacks_pop(j)], needs_value=False)
+        elif self.mode == "sum_exact":
+            count = [f"st[{i}] {op} 1"] if self.arg_null else []
+            j = self._sum_at
+            body = [
+                *count,
+                "try:",
+                "    n_, d_ = v.as_integer_ratio()",
+                f"    st[{j}] {op} n_ << (1075 - d_.bit_length())",
+                "except (OverflowError, ValueError):",
+                f"    st[{j + 1}] {op} _nonfinite(v)",
+            ]
+            return self._guard(body)
         elif self.mode == "deque":
             cmp = "<" if self.call.func == "MAX" else ">"
             if sign > 0:
@@ -151,10 +250,7 @@ class _Slot:
                 body = [f"c = st[{i}]", "c[v] = c.get(v, 0) + 1"]
             else:
                 body = [f"c = st[{i}]", "n = c[v] - 1", "if n: c[v] = n", "else: del c[v]"]
-        head = [f"v = {a}"]
-        if self.arg_null:
-            return [*head, "if v is not None:", *["    " + b for b in _indent_block(body)]]
-        return head + _indent_block(body)
+        return self._guard(body)
 
     def final_code(self, global_agg: bool) -> str:
         """Python expression computing this aggregate's value from the group state ``st``."""
@@ -163,9 +259,16 @@ class _Slot:
             return "st[0]"
         if mode == "count":
             return f"st[{i}]"
-        if mode == "sum":
-            n, total = (f"st[{i}]", f"st[{i + 1}]") if self.arg_null else ("st[0]", f"st[{i}]")
-            value = f"{total} / {n}" if func == "AVG" else total
+        if mode.startswith("sum"):
+            n, j = self._count, self._sum_at
+            if mode == "sum":
+                total = f"st[{j}]"
+                value = f"{total} / {n}" if func == "AVG" else total
+            elif mode == "sum_exact":
+                value = f"_exact_sum(st[{j}], st[{j + 1}], {n if func == 'AVG' else 1})"
+            else:  # front top + back sum, inline (this runs per group and instant)
+                total = f"((f[-1] + st[{j + 2}]) if (f := st[{j}]) else st[{j + 2}])"
+                value = f"{total} / {n}" if func == "AVG" else total
             if self.arg_null or global_agg:
                 return f"({value} if {n} else None)"
             return f"({value})"
@@ -181,12 +284,9 @@ class _Slot:
     def reset_code(self) -> list[str]:
         """Statements zeroing a running sum once its group is empty (no float drift)."""
         if self.mode != "sum":
-            return []
-        i = self.index
-        slot = i + 1 if self.arg_null else i
-        n = f"st[{i}]" if self.arg_null else "st[0]"
+            return []  # stacks empty themselves; an exact sum is exactly zero
         zero = "0.0" if self.call.dtype.value == "DOUBLE" or self.call.func == "AVG" else "0"
-        return [f"if {n} == 0: st[{slot}] = {zero}"]
+        return [f"if {self._count} == 0: st[{self._sum_at}] = {zero}"]
 
     def final(self, st: list[Any]) -> Any:
         i = self.index
@@ -195,17 +295,23 @@ class _Slot:
             return st[0]
         if mode == "count":
             return st[i]
-        if mode == "sum":
+        if mode.startswith("sum"):
             n = st[i] if self.arg_null else st[0]
-            total = st[i + 1] if self.arg_null else st[i]
+            j = self._sum_at
             if n == 0:
-                # Reset the running sum so float error cannot accumulate across empty phases.
-                st[i + 1 if self.arg_null else i] = 0.0 if isinstance(total, float) else 0
+                if mode == "sum":
+                    # Reset the running sum so float error cannot accumulate across empty phases.
+                    st[j] = 0.0 if isinstance(st[j], float) else 0
                 return None
+            if mode == "sum_exact":
+                return _exact_sum(st[j], st[j + 1], n if self.call.func == "AVG" else 1)
+            total = st[j] if mode == "sum" else _stacks_sum(st[j], st[j + 2])
             return total / n if self.call.func == "AVG" else total
         if mode == "deque":
             d = st[i]
             return d[0] if d else None
+        if mode == "pane_deque":
+            return st[i][0][1] if st[i] else None
         c = st[i]
         if mode == "multiset_distinct":
             return len(c)
@@ -216,6 +322,57 @@ class _Slot:
         if self.call.func == "MIN":
             return min(c)
         return _median(c)
+
+
+def _stacks_push(j: int) -> list[str]:
+    """Push ``v`` on the back stack (values st[j+1], their running sum st[j+2])."""
+    return [f"st[{j + 1}].append(v)", f"st[{j + 2}] += v"]
+
+
+def _stacks_pop(j: int) -> list[str]:
+    """Drop the oldest value. When the front stack (suffix sums, st[j]) is empty, the back
+    stack's values become its suffix sums, newest first, so ``front[-1]`` always sums the
+    whole front; the back restarts empty."""
+    return [
+        f"f = st[{j}]",
+        "if not f:",
+        f"    b = st[{j + 1}]",
+        "    f.extend(_accumulate(reversed(b)))",
+        "    b.clear()",
+        f"    st[{j + 2}] = 0.0",
+        "f.pop()",
+    ]
+
+
+def _stacks_sum(front: list[float], back_sum: float) -> float:
+    """The window's sum from the two stacks: front suffix sum plus back running sum."""
+    return front[-1] + back_sum if front else back_sum
+
+
+#: What a non-finite value adds to an exact sum's non-finite counter.
+_PINF, _NINF, _NAN_COUNT = 1, 1 << 64, 1 << 128
+_EXACT_UNIT = 1 << 1074  # every finite double is an integer multiple of 2**-1074
+
+
+def _nonfinite(v: float) -> int:
+    if v != v:
+        return _NAN_COUNT
+    return _PINF if v > 0 else _NINF
+
+
+def _exact_sum(units: int, nonfinite: int, n: int) -> float:
+    """``units * 2**-1074 / n`` correctly rounded (Python's int / int is), or the IEEE result
+    of the non-finite values counted in ``nonfinite`` (NaN if any NaN or both infinities)."""
+    if nonfinite:
+        pinf = nonfinite & (_NINF - 1)
+        ninf = (nonfinite >> 64) & (_NINF - 1)
+        if nonfinite >= _NAN_COUNT or (pinf and ninf):
+            return math.nan
+        return math.inf if pinf else -math.inf
+    try:
+        return units / (_EXACT_UNIT * n)
+    except OverflowError:  # beyond the largest double, as IEEE addition overflows
+        return math.copysign(math.inf, units)
 
 
 def _indent_block(lines: list[str]) -> list[str]:
@@ -240,6 +397,18 @@ def _median(counts: dict[Any, int]) -> float:
     return (lo + hi) / 2.0
 
 
+#: Names the generated update, merge and finish code may use.
+_NAMESPACE: dict[str, Any] = dict(
+    RUNTIME,
+    _deque=deque,
+    _median=_median,
+    _accumulate=accumulate,
+    _nonfinite=_nonfinite,
+    _exact_sum=_exact_sum,
+    _stacks_sum=_stacks_sum,
+)
+
+
 class AggregateOp(RowOperator):
     """Grouped (or global) aggregation; see the module docstring for the state layout."""
 
@@ -254,6 +423,7 @@ class AggregateOp(RowOperator):
         fifo: bool,
         replace_in: bool,
         paned: bool = False,
+        deletes: bool = True,
     ) -> None:
         super().__init__(op_id, replace_out=replace_in)
         self.paned = paned
@@ -275,7 +445,9 @@ class AggregateOp(RowOperator):
         for call in aggs:
             arg_code = expr_source(call.arg, cols) if call.arg is not None else None
             arg_null = call.arg is not None and nullable(call.arg, cols)
-            slot = _Slot(call, width, arg_code, arg_null, fifo, paned)
+            slot = _Slot(
+                call, width, arg_code, arg_null, fifo, paned, deletes=deletes and not replace_in
+            )
             self.slots.append(slot)
             width += slot.width
         init = ["0"] + [c for s in self.slots for c in s.init_code()]
@@ -285,7 +457,7 @@ class AggregateOp(RowOperator):
         self._finish = self._gen_finish()
         partial = ["0"] + [c for s in self.slots for c in s.partial_init()]
         self._new_state_src += f"def _new_partial():\n    return [{', '.join(partial)}]\n"
-        ns = dict(RUNTIME, _deque=deque)
+        ns = dict(_NAMESPACE)
         exec(compile(self._new_state_src, f"<hycq:{op_id}:new>", "exec"), ns)
         self._new: Callable[[], list[Any]] = ns["_new"]
         self._new_partial: Callable[[], list[Any]] = ns["_new_partial"]
@@ -319,7 +491,7 @@ class AggregateOp(RowOperator):
         for slot in self.slots:
             lines += ["        " + stmt for stmt in slot.update_code(sign)]
         src = "\n".join(lines) + "\n"
-        ns = dict(RUNTIME, _deque=deque)
+        ns = dict(_NAMESPACE)
         name = "ins" if sign > 0 else "del"
         exec(compile(src, f"<hycq:{self.op_id}:{name}>", "exec"), ns)
         fn = ns["_upd"]
@@ -328,7 +500,7 @@ class AggregateOp(RowOperator):
 
     def _compile(self, lines: list[str], name: str, fn_name: str) -> Callable[..., Any]:
         src = "\n".join(lines) + "\n"
-        ns = dict(RUNTIME, _deque=deque, _median=_median)
+        ns = dict(_NAMESPACE)
         exec(compile(src, f"<hycq:{self.op_id}:{name}>", "exec"), ns)
         fn = ns[fn_name]
         fn.__hycq_source__ = src
@@ -413,7 +585,7 @@ class AggregateOp(RowOperator):
             "    return ins, dels",
         ]
         src = "\n".join(lines) + "\n"
-        ns = dict(RUNTIME, _median=_median)
+        ns = dict(_NAMESPACE)
         exec(compile(src, f"<hycq:{self.op_id}:finish>", "exec"), ns)
         fn = ns["_finish"]
         fn.__hycq_source__ = src
@@ -487,6 +659,8 @@ class AggregateOp(RowOperator):
         def plain(v: Any) -> Any:
             if isinstance(v, deque):
                 return ("deque", list(v))
+            if isinstance(v, list):
+                return ("stack", list(v))
             if isinstance(v, dict):
                 return ("multiset", dict(v))
             return v
@@ -506,6 +680,8 @@ class AggregateOp(RowOperator):
                 return deque(v[1])
             if isinstance(v, tuple) and len(v) == 2 and v[0] == "multiset":
                 return dict(v[1])
+            if isinstance(v, tuple) and len(v) == 2 and v[0] == "stack":
+                return list(v[1])
             return v
 
         self.groups = {k: [live(v) for v in st] for k, st in snap["groups"].items()}

@@ -143,6 +143,7 @@ class RowExecutor:
         nulls: dict[str, list[bool]] = {}
         replace: dict[str, bool] = {}
         fifo_window: dict[str, bool] = {}  # reaches a FIFO window through select/project only
+        expiring: dict[str, bool] = {}  # may delete tuples (not an UNBOUNDED window's deltas)
         for op_id in plan.topological():
             op = plan.op(op_id)
             ins = plan.inputs(op_id)
@@ -185,6 +186,7 @@ class RowExecutor:
                     self.windows_by_stream.setdefault(stream.stream, []).append(node)
                 self.windows.append(node)
                 fifo_window[op_id] = True
+                expiring[op_id] = op.window is not WindowKind.UNBOUNDED
             else:
                 positions = [pos[i] for i in ins]
                 rep_in = [replace[i] for i in ins]
@@ -199,10 +201,12 @@ class RowExecutor:
                     else:
                         node = SelectOp(op_id, keep, rep_in[0])
                     fifo_window[op_id] = fifo_window.get(ins[0], False)
+                    expiring[op_id] = expiring.get(ins[0], True)
                 elif isinstance(op, Project):
                     node = ProjectOp(op_id, compile_map(op.exprs, in_null), rep_in[0])
                     out_null = [nullable(e, in_null) for e in op.exprs]
                     fifo_window[op_id] = fifo_window.get(ins[0], False)
+                    expiring[op_id] = expiring.get(ins[0], True)
                 elif isinstance(op, Join):
                     node = self._join(op, in_null, (rep_in[0], rep_in[1]))
                 elif isinstance(op, Aggregate):
@@ -214,6 +218,7 @@ class RowExecutor:
                         fifo=fifo_window.get(ins[0], False),
                         replace_in=rep_in[0],
                         paned=op_id in self._paned_aggs,
+                        deletes=expiring.get(ins[0], True),
                     )
                     out_null = [nullable(g, in_null) for g in op.group_by] + [
                         a.func != "COUNT"
