@@ -38,7 +38,7 @@ from engines.arrow_types import arrow_schema
 from engines.columnar import ColumnarEngine, EngineFault
 from engines.row.arrow_ops import table_of
 from engines.row.base import NO_CHANGE, Delta, RowOperator
-from engines.row.executor import GroupInput, batch_to_rows
+from engines.row.executor import GroupInput, canonical_rows
 from optimizer.ir.placement import Group
 
 
@@ -208,7 +208,7 @@ class MigOp(RowOperator):
             self.stats.slides.append((instant, time.perf_counter() - start))
             return Delta(table=result)
         t0 = time.perf_counter()
-        current = Counter(batch_to_rows(result))
+        current = Counter(canonical_rows(result))
         ins = list((current - self._previous).elements())
         dels = list((self._previous - current).elements())
         self._previous = current

@@ -56,7 +56,15 @@ from itertools import accumulate
 from typing import Any
 
 from engines.row.base import NO_CHANGE, Delta, Row, RowOperator, Rows
-from engines.row.compile import RUNTIME, expr_source, nullable
+from engines.row.compile import (
+    RUNTIME,
+    _canon,
+    _nan_key,
+    expr_source,
+    may_be_infinite,
+    may_be_nan,
+    nullable,
+)
 from optimizer.ir.expr import AggCall, ColumnRef, Expr
 from optimizer.ir.types import DataType
 
@@ -79,12 +87,14 @@ class _Slot:
         fifo: bool,
         paned: bool = False,
         deletes: bool = True,
+        nan_arg: bool = False,
     ) -> None:
         self.call = call
         self.paned = paned
         self.index = index  # first state slot
         self.arg = arg_code
         self.arg_null = arg_null
+        self.nan_arg = nan_arg  # the argument may be NaN: order values with NaN largest
         f = call.func
         double = call.arg is not None and call.arg.dtype is DataType.DOUBLE
         if f == "COUNT" and call.arg is None:
@@ -163,7 +173,7 @@ class _Slot:
             return self.update_code(+1)
         i = self.index
         better = ">" if self.call.func == "MAX" else "<"
-        test = f"st[{i}] is None or v {better} st[{i}]"
+        test = f"st[{i}] is None or {self._cmp('v', better, f'st[{i}]')}"
         if self.arg_null:
             test = f"v is not None and ({test})"
         return [f"v = {self.arg}", f"if {test}: st[{i}] = v"]
@@ -193,7 +203,7 @@ class _Slot:
             f"v = p[{i}]",
             "if v is not None:",
             f"    d = st[{i}]",
-            f"    while d and d[-1][1] {cmp} v: d.pop()",
+            f"    while d and {self._cmp('d[-1][1]', cmp, 'v')}: d.pop()",
             "    d.append((pane, v))",
         ]
 
@@ -242,9 +252,13 @@ class _Slot:
         elif self.mode == "deque":
             cmp = "<" if self.call.func == "MAX" else ">"
             if sign > 0:
-                body = [f"d = st[{i}]", f"while d and d[-1] {cmp} v: d.pop()", "d.append(v)"]
-            else:
-                body = [f"d = st[{i}]", "if d and d[0] == v: d.popleft()"]
+                body = [
+                    f"d = st[{i}]",
+                    f"while d and {self._cmp('d[-1]', cmp, 'v')}: d.pop()",
+                    "d.append(v)",
+                ]
+            else:  # `is` first: NaN (one object) is equal to itself
+                body = [f"d = st[{i}]", "if d and (d[0] is v or d[0] == v): d.popleft()"]
         else:  # multisets
             if sign > 0:
                 body = [f"c = st[{i}]", "c[v] = c.get(v, 0) + 1"]
@@ -264,13 +278,15 @@ class _Slot:
             if mode == "sum":
                 total = f"st[{j}]"
                 value = f"{total} / {n}" if func == "AVG" else total
-            elif mode == "sum_exact":
+            elif mode == "sum_exact":  # its NaN is already the one NaN object
                 value = f"_exact_sum(st[{j}], st[{j + 1}], {n if func == 'AVG' else 1})"
             else:  # front top + back sum, inline (this runs per group and instant)
                 total = f"((f[-1] + st[{j + 2}]) if (f := st[{j}]) else st[{j + 2}])"
                 value = f"{total} / {n}" if func == "AVG" else total
             if self.arg_null or global_agg:
-                return f"({value} if {n} else None)"
+                value = f"({value} if {n} else None)"
+            if mode != "sum_exact" and self.call.dtype is DataType.DOUBLE:
+                return _canon_inline(value)  # inf - inf or a NaN input: a new NaN object
             return f"({value})"
         if mode == "deque":
             return f"(st[{i}][0] if st[{i}] else None)"
@@ -278,8 +294,17 @@ class _Slot:
             return f"(st[{i}][0][1] if st[{i}] else None)"
         if mode == "multiset_distinct":
             return f"len(st[{i}])"
-        fn = {"MAX": "max", "MIN": "min"}.get(func, "_median")
-        return f"({fn}(st[{i}]) if st[{i}] else None)"
+        if func in ("MAX", "MIN"):
+            key = ", key=_nan_key" if self.nan_arg else ""
+            return f"({func.lower()}(st[{i}]{key}) if st[{i}] else None)"
+        median = "_median_nan" if self.nan_arg else "_median"
+        return _canon_inline(f"({median}(st[{i}]) if st[{i}] else None)")
+
+    def _cmp(self, a: str, op: str, b: str) -> str:
+        """Code for ``a op b`` on aggregate values, NaN ordered above every number."""
+        if self.nan_arg:
+            return f"_nan_key({a}) {op} _nan_key({b})"
+        return f"{a} {op} {b}"
 
     def reset_code(self) -> list[str]:
         """Statements zeroing a running sum once its group is empty (no float drift)."""
@@ -317,11 +342,12 @@ class _Slot:
             return len(c)
         if not c:
             return None
+        key = _nan_key if self.nan_arg else None
         if self.call.func == "MAX":
-            return max(c)
+            return max(c, key=key)
         if self.call.func == "MIN":
-            return min(c)
-        return _median(c)
+            return min(c, key=key)
+        return _canon(_median(c, key))
 
 
 def _stacks_push(j: int) -> list[str]:
@@ -380,12 +406,22 @@ def _indent_block(lines: list[str]) -> list[str]:
     return lines
 
 
-def _median(counts: dict[Any, int]) -> float:
+def _canon_inline(code: str) -> str:
+    """``code``'s value, with NaN made the one NaN object (inline: no call per group)."""
+    return f"(_c if (_c := {code}) == _c else _NAN)"
+
+
+def _median_nan(counts: dict[Any, int]) -> float:
+    """MEDIAN of values that may include NaN, which sorts above every number (DuckDB)."""
+    return _median(counts, _nan_key)
+
+
+def _median(counts: dict[Any, int], key: Callable[[Any], Any] | None = None) -> float:
     total = sum(counts.values())
     lo_rank, hi_rank = (total - 1) // 2, total // 2
     seen = 0
     lo = hi = None
-    for v in sorted(counts):
+    for v in sorted(counts, key=key):
         nxt = seen + counts[v]
         if lo is None and lo_rank < nxt:
             lo = v
@@ -402,11 +438,21 @@ _NAMESPACE: dict[str, Any] = dict(
     RUNTIME,
     _deque=deque,
     _median=_median,
+    _median_nan=_median_nan,
     _accumulate=accumulate,
     _nonfinite=_nonfinite,
     _exact_sum=_exact_sum,
     _stacks_sum=_stacks_sum,
 )
+
+
+def finite_aggregate(call: AggCall, finite: Sequence[bool]) -> bool:
+    """Whether an aggregate's result is never +-inf or NaN (its input columns' ``finite``)."""
+    if call.func == "COUNT" or call.dtype is not DataType.DOUBLE:
+        return True
+    if call.func in ("MIN", "MAX") and call.arg is not None:
+        return not (may_be_infinite(call.arg, finite) or may_be_nan(call.arg, finite))
+    return False  # SUM / AVG / MEDIAN of DOUBLE may overflow
 
 
 class AggregateOp(RowOperator):
@@ -424,6 +470,7 @@ class AggregateOp(RowOperator):
         replace_in: bool,
         paned: bool = False,
         deletes: bool = True,
+        input_finite: Sequence[bool] | None = None,
     ) -> None:
         super().__init__(op_id, replace_out=replace_in)
         self.paned = paned
@@ -432,21 +479,30 @@ class AggregateOp(RowOperator):
         self.replace_in = replace_in
         self.fifo = fifo
         cols = list(input_nullable)
-        # Group key code: a scalar for one key, a tuple for several.
+        fin = list(input_finite) if input_finite is not None else [True] * len(cols)
+        # Group key code: a scalar for one key, a tuple for several (NaN: the one object).
         if not group_by:
             key_code = "()"
         elif len(group_by) == 1:
-            key_code = expr_source(group_by[0], cols)
+            key_code = expr_source(group_by[0], cols, finite=fin)
         else:
-            key_code = "(" + ", ".join(expr_source(g, cols) for g in group_by) + ",)"
+            key_code = "(" + ", ".join(expr_source(g, cols, finite=fin) for g in group_by) + ",)"
         self._single_key = len(group_by) == 1
         self.slots: list[_Slot] = []
         width = 1
         for call in aggs:
-            arg_code = expr_source(call.arg, cols) if call.arg is not None else None
+            arg_code = expr_source(call.arg, cols, finite=fin) if call.arg is not None else None
             arg_null = call.arg is not None and nullable(call.arg, cols)
+            nan_arg = call.arg is not None and may_be_nan(call.arg, fin)
             slot = _Slot(
-                call, width, arg_code, arg_null, fifo, paned, deletes=deletes and not replace_in
+                call,
+                width,
+                arg_code,
+                arg_null,
+                fifo,
+                paned,
+                deletes=deletes and not replace_in,
+                nan_arg=nan_arg,
             )
             self.slots.append(slot)
             width += slot.width
