@@ -624,20 +624,8 @@ class Binder:
                     w,
                     "windows span at most a few thousand years",
                 )
-        if kind is WindowKind.RANGE and size is not None and not slide_rows and slide > size:
-            raise self.error(
-                BindError,
-                "window slide is larger than its range",
-                w,
-                "a slide larger than the range skips tuples; use SLIDE <= RANGE",
-            )
-        if kind is WindowKind.ROWS and slide_rows and size is not None and slide > size:
-            raise self.error(
-                BindError,
-                "window slide is larger than its row count",
-                w,
-                "use SLIDE <= ROWS",
-            )
+        # A slide larger than the window is allowed: a hopping window whose gaps no window
+        # covers ([RANGE 2 SECONDS SLIDE 5 SECONDS], [ROWS 3 SLIDE 7]; docs/semantics.md).
         return kind, size, slide, slide_rows
 
     # -- joins and filter placement -------------------------------------------------------
