@@ -331,7 +331,7 @@ class _Slot:
             if mode == "sum_exact":
                 return _exact_sum(st[j], st[j + 1], n if self.call.func == "AVG" else 1)
             total = st[j] if mode == "sum" else _stacks_sum(st[j], st[j + 2])
-            return total / n if self.call.func == "AVG" else total
+            return _canon(total / n if self.call.func == "AVG" else total)
         if mode == "deque":
             d = st[i]
             return d[0] if d else None

@@ -210,3 +210,14 @@ def test_nan_join_keys_match_on_row_and_duckdb() -> None:
     )
     expected = check_all(query, nan_data())
     assert any(math.isnan(z) for z in expected.column("z").to_pylist())
+
+
+def test_nan_from_a_tumbling_window_groups_downstream() -> None:
+    """A tumbling window's aggregate rows are rebuilt every instant (replacing deltas): its
+    NaN results still group as one value in the aggregate above."""
+    query = (
+        "SELECT q.a, COUNT(*) AS n FROM (SELECT house_id, AVG(value / 0.0 - value / 0.0) AS a "
+        "FROM readings [RANGE 2 SECONDS SLIDE 2 SECONDS] GROUP BY house_id) AS q GROUP BY q.a"
+    )
+    expected = check_all(query, nan_data())
+    assert max(expected.column("n").to_pylist()) == 2
