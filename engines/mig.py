@@ -20,7 +20,8 @@ The MIG keeps every input as Arrow data on the Python side, so when the engine f
 error, the Spark JVM killed) it restarts the engine, re-ships its inputs and re-runs the
 instant; if the engine keeps failing it moves the group to a fallback engine. Each fault is
 recorded; the instant's output is produced exactly once, so the result stream stays complete
-and duplicate-free.
+and duplicate-free. A stop request (SIGINT/SIGTERM) during recovery abandons the instant at
+once (``engines.stop.StopRequested``): the run ends with the instants before it.
 """
 
 from __future__ import annotations
@@ -34,11 +35,12 @@ from typing import Any
 
 import pyarrow as pa
 
+from engines import stop
 from engines.arrow_types import arrow_schema
 from engines.columnar import ColumnarEngine, EngineFault
 from engines.row.arrow_ops import table_of
 from engines.row.base import NO_CHANGE, Delta, RowOperator
-from engines.row.executor import GroupInput, batch_to_rows
+from engines.row.executor import GroupInput, canonical_rows
 from optimizer.ir.placement import Group
 
 
@@ -208,7 +210,7 @@ class MigOp(RowOperator):
             self.stats.slides.append((instant, time.perf_counter() - start))
             return Delta(table=result)
         t0 = time.perf_counter()
-        current = Counter(batch_to_rows(result))
+        current = Counter(canonical_rows(result))
         ins = list((current - self._previous).elements())
         dels = list((self._previous - current).elements())
         self._previous = current
@@ -252,6 +254,8 @@ class MigOp(RowOperator):
                     {"instant": instant, "engine": self.engine.name, "error": str(err)[:500]}
                 )
                 which = [True] * len(self.inputs)  # the new engine holds nothing yet
+                # A run asked to stop does not wait for a restart (engines.stop).
+                stop.check(f"{self.op_id}: recovering {self.engine.name} at instant {instant}")
                 if attempt <= self.max_retries:
                     warnings.warn(
                         f"{self.op_id}: {self.engine.name} failed at instant {instant} "

@@ -15,6 +15,7 @@ is vectorised. The row engine turns batches into tuples in its ``ingest``.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import math
@@ -34,8 +35,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engines import stop as stop_flag
 from engines.arrow_types import arrow_schema
 from engines.defaults import DEFAULT_DURATION_S
+from engines.stop import StopRequested
 from engines.time_merge import TimeMerge
 from optimizer.ir.catalog import TIME_UNITS_MS, Catalog, StreamDef
 from optimizer.ir.errors import DataError, OptionError
@@ -691,7 +694,10 @@ def run_plan(
                     break
                 arrival[0] = time.perf_counter()
                 merged.tell(engine)
-                engine.ingest(name, batch, t_index)
+                try:
+                    engine.ingest(name, batch, t_index)
+                except StopRequested:
+                    break  # a stop came while an engine was restarting: the loop ends below
                 tuples_in += batch.num_rows
                 min_ts = min(min_ts, lo)
                 max_ts = hi if max_ts is None else max(max_ts, hi)
@@ -706,7 +712,8 @@ def run_plan(
             # End of input: fire the remaining instants. An interrupted run skips this: the
             # instants emitted so far (all before the last timestamp read) are exact, the
             # remaining ones would be computed as if the stream ended here.
-            engine.finish()
+            with contextlib.suppress(StopRequested):
+                engine.finish()
         wall_s = time.perf_counter() - wall_start
         table = sink.close()
     except BaseException:
@@ -789,6 +796,7 @@ class _StopSignal:
     def __init__(self, enabled: bool) -> None:
         self.signum: int | None = None
         self._previous: dict[int, Any] = {}
+        stop_flag.clear()
         if enabled and threading.current_thread() is threading.main_thread():
             for sig in self.SIGNALS:
                 self._previous[sig] = signal.signal(sig, self._handle)
@@ -797,10 +805,11 @@ class _StopSignal:
         if self.signum is not None:
             raise KeyboardInterrupt
         self.signum = signum
+        stop_flag.request()  # also ends an engine restart in progress (engines.stop)
 
     @property
     def requested(self) -> bool:
-        return self.signum is not None
+        return self.signum is not None or stop_flag.requested()
 
     def sleep_until(self, due: float) -> None:
         """Sleep until ``due`` (perf_counter time) or until a stop is requested."""
@@ -814,6 +823,7 @@ class _StopSignal:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
         self._previous = {}
+        stop_flag.clear()
 
 
 def _rss_mb() -> float:

@@ -5,7 +5,9 @@ dialect (for the sqlglot AST only), and then, for every slide instant ``T``, rew
 so that each windowed stream reference becomes a DuckDB subquery over the stream's valid
 input restricted to the window's contents at ``T``, and runs the whole query from scratch on
 DuckDB. The R2S operator (RSTREAM / ISTREAM / DSTREAM) is applied afterwards in Python as a bag
-difference between consecutive instants. This is slow by design: use it on small data.
+difference between consecutive instants, with the row-equality rule of docs/semantics.md
+(floats within the comparison tolerance, NaN equal to itself): :func:`r2s_difference`. This
+is slow by design: use it on small data.
 
 The truth comes from event time alone: every stream's timestamps are converted to the query's
 time base (the finest time unit among the streams it reads), each stream is sorted by event
@@ -64,6 +66,7 @@ __all__ = [
     "oracle",
     "parse_windows",
     "plan_instants",
+    "r2s_difference",
     "result_rows",
     "row_is_well_formed",
     "sort_stream",
@@ -415,24 +418,90 @@ def oracle(query_text: str, catalog: Catalog, inputs: dict[str, pa.Table]) -> pa
         return pa.concat_tables(parts) if parts else out_schema.empty_table()
 
     rows_out: list[tuple[Any, ...]] = []
-    prev: Counter[tuple[Any, ...]] = Counter()
-    rep: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+    prev: list[tuple[Any, ...]] = []
     for t, r in results:
         rows = _rows(r)
-        cur: Counter[tuple[Any, ...]] = Counter()
-        for row in rows:
-            key = _key(row)
-            cur[key] += 1
-            rep.setdefault(key, row)
-        diff = cur - prev if mode == "ISTREAM" else prev - cur
-        for key, n in diff.items():
-            rows_out.extend([(*rep[key], t)] * n)
-        prev = cur
+        entered, left = r2s_difference(rows, prev)
+        rows_out.extend((*row, t) for row in (entered if mode == "ISTREAM" else left))
+        prev = rows
     columns = list(zip(*rows_out, strict=True)) if rows_out else [[] for _ in out_schema]
     return pa.table(
         [pa.array(list(c), f.type) for c, f in zip(columns, out_schema, strict=True)],
         schema=out_schema,
     )
+
+
+#: docs/semantics.md, ISTREAM/DSTREAM: floats within this distance are the same value.
+R2S_REL_TOL = 1e-9
+R2S_ABS_TOL = 1e-9
+
+
+def r2s_difference(
+    now: list[tuple[Any, ...]], before: list[tuple[Any, ...]]
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """(rows of R(T) that are new, rows of R(T') that are gone), by docs/semantics.md.
+
+    Rows are the same when they agree exactly on every non-float value and their floats are
+    close (NaN to NaN, infinity to the same infinity, finite within 1e-9 relative or 1e-9
+    absolute). Identical rows pair off first; the rest pair within each group of rows that
+    agree on every non-float value, both sides sorted by their floats (NaN last), each row
+    of R(T) taking the first unpaired close row of R(T').
+    """
+    # 1. identical rows (NaN identical to NaN) pair off.
+    budget = Counter(_key(r) for r in now) & Counter(_key(r) for r in before)
+    rest_now, rest_before = [], []
+    for rows, rest in ((now, rest_now), (before, rest_before)):
+        left = Counter(budget)
+        for r in rows:
+            k = _key(r)
+            if left[k] > 0:
+                left[k] -= 1
+            else:
+                rest.append(r)
+
+    # 2. close rows pair off, group by group, in sorted order.
+    def group(r: tuple[Any, ...]) -> tuple[Any, ...]:
+        return tuple("<float>" if isinstance(v, float) else _key_value(v) for v in r)
+
+    def floats(r: tuple[Any, ...]) -> list[tuple[bool, float]]:
+        return [(math.isnan(v), 0.0 if math.isnan(v) else v) for v in r if isinstance(v, float)]
+
+    def same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+        for x, y in zip(a, b, strict=True):
+            if not isinstance(x, float):
+                continue
+            if math.isnan(x) or math.isnan(y):
+                if not (math.isnan(x) and math.isnan(y)):
+                    return False
+            elif math.isinf(x) or math.isinf(y):
+                if x != y:
+                    return False
+            elif abs(x - y) > max(R2S_REL_TOL * max(abs(x), abs(y)), R2S_ABS_TOL):
+                return False
+        return True
+
+    unpaired_before = sorted(rest_before, key=floats)
+    entered = []
+    for r in sorted(rest_now, key=floats):
+        g = group(r)
+        for i, b in enumerate(unpaired_before):
+            if group(b) == g and same(r, b):
+                del unpaired_before[i]
+                break
+        else:
+            entered.append(r)
+    return _in_order(entered, rest_now), _in_order(unpaired_before, rest_before)
+
+
+def _in_order(chosen: list[tuple[Any, ...]], rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """The ``chosen`` rows (a sub-bag of ``rows``, same objects) in the order of ``rows``."""
+    ids = Counter(id(r) for r in chosen)
+    out = []
+    for r in rows:
+        if ids[id(r)] > 0:
+            ids[id(r)] -= 1
+            out.append(r)
+    return out
 
 
 def _evaluations(

@@ -1,14 +1,19 @@
 """Grouped aggregation over deltas.
 
 Per group the operator keeps a state list ``st``: ``st[0]`` counts the group's tuples, then
-one or two slots per aggregate:
+one or more slots per aggregate:
 
 ========================  ===========================================  ====================
 aggregate                 state                                        per insert/delete
 ========================  ===========================================  ====================
 COUNT(*)                  st[0]                                        O(1)
-COUNT(x), SUM, AVG        non-NULL count (st[0] if x cannot be NULL)   O(1), incremental
-                          and running sum
+COUNT(x)                  non-NULL count                               O(1)
+SUM, AVG of integers;     non-NULL count (if x can be NULL) and        O(1)
+of DOUBLE without deletes running sum
+SUM, AVG of DOUBLE,       two stacks (front suffix sums, back values   amortised O(1)
+FIFO input or panes       and their running sum)
+SUM, AVG of DOUBLE,       exact sum: an integer count of 2**-1074      O(1), ~0.5 us
+other input               units, plus counts of +-inf and NaN
 MIN / MAX, FIFO input     monotonic deque                              amortised O(1)
 MIN / MAX, other input    multiset (value -> count), rescan on output  O(1) + O(d) rescan
 MEDIAN                    multiset, sorted on output (rescan)          O(1) + O(d log d)
@@ -19,7 +24,23 @@ COUNT(DISTINCT x)         multiset; its size                           O(1)
 which holds when the input is a sliding window seen through selects and projects only; the
 executor decides this statically. The update loops are generated Python (see
 ``engines.row.compile``), specialised to the aggregate list, so the per-tuple path is a
-handful of dict and arithmetic operations.
+handful of list, dict and arithmetic operations.
+
+Accurate sums (docs/semantics.md, "Floating-point sums"): a DOUBLE sum is never maintained
+by subtracting what leaves the window, because a running sum remembers the rounding of
+everything that ever passed through it (1e15 followed by 0.001s loses the 0.001s for good).
+Over FIFO input (and over panes) it is a sliding aggregation without subtraction, the
+two-stacks scheme (Tangwongsan, Hirzel, Schneider, "Low-latency sliding-window aggregation
+in worst-case constant time", DEBS 2017): new
+values are pushed on a back stack with a running sum; when the oldest value must go and the
+front stack is empty, the back stack's values are turned into suffix sums (newest first) on
+the front, so the front's top always sums the whole front; the window's sum is front top +
+back sum. Every result is then a sum of exactly the values in the window, in some order,
+within ``(n-1) * 2**-53 * sum(|x|)`` of the exact sum (n values), the bound DuckDB's and
+Spark's own sums meet. Over other input (after a join or an aggregate, deletes in any order)
+the sum is exact: each value is added to or subtracted from a Python integer counting units
+of 2**-1074 (every finite double is a whole number of them), and the result is that integer
+divided by 2**1074 (and by the count for AVG), correctly rounded.
 
 After each instant only the groups touched by the delta are re-finalised, and only rows that
 changed are emitted (delete old row, insert new row). An aggregate without GROUP BY always
@@ -28,17 +49,34 @@ has its single row (COUNT 0 and NULLs over an empty input), as in SQL.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Callable, Sequence
+from itertools import accumulate
 from typing import Any
 
 from engines.row.base import NO_CHANGE, Delta, Row, RowOperator, Rows
-from engines.row.compile import RUNTIME, expr_source, nullable
+from engines.row.compile import (
+    RUNTIME,
+    _canon,
+    _nan_key,
+    expr_source,
+    may_be_infinite,
+    may_be_nan,
+    nullable,
+)
 from optimizer.ir.expr import AggCall, ColumnRef, Expr
+from optimizer.ir.types import DataType
 
 
 class _Slot:
-    """How one aggregate is stored and finalised."""
+    """How one aggregate is stored and finalised.
+
+    ``deletes`` says whether tuples can ever leave the aggregate's input (False for a
+    replacing input and for a window that never expires): a running DOUBLE sum is only
+    accurate when nothing is subtracted from it, so SUM/AVG of DOUBLE pick their state by
+    how deletes arrive (see the module docstring, "Accurate sums").
+    """
 
     def __init__(
         self,
@@ -48,19 +86,27 @@ class _Slot:
         arg_null: bool,
         fifo: bool,
         paned: bool = False,
+        deletes: bool = True,
+        nan_arg: bool = False,
     ) -> None:
         self.call = call
         self.paned = paned
         self.index = index  # first state slot
         self.arg = arg_code
         self.arg_null = arg_null
+        self.nan_arg = nan_arg  # the argument may be NaN: order values with NaN largest
         f = call.func
+        double = call.arg is not None and call.arg.dtype is DataType.DOUBLE
         if f == "COUNT" and call.arg is None:
             self.mode = "count_star"
         elif f == "COUNT" and call.distinct:
             self.mode = "multiset_distinct"
         elif f == "COUNT":
             self.mode = "count" if arg_null else "count_star"
+        elif f in ("SUM", "AVG") and double and paned:
+            self.mode = "sum_panes"
+        elif f in ("SUM", "AVG") and double and deletes:
+            self.mode = "sum_stacks" if fifo else "sum_exact"
         elif f in ("SUM", "AVG"):
             self.mode = "sum"
         elif f in ("MIN", "MAX") and paned:
@@ -72,16 +118,39 @@ class _Slot:
 
     @property
     def width(self) -> int:
-        return {"count_star": 0, "count": 1, "sum": 2 if self.arg_null else 1}.get(self.mode, 1)
+        extra = 1 if self.arg_null else 0  # a non-NULL count before the sum's own slots
+        return {
+            "count_star": 0,
+            "count": 1,
+            "sum": 1 + extra,
+            "sum_stacks": 3 + extra,
+            "sum_panes": 3 + extra,
+            "sum_exact": 2 + extra,
+        }.get(self.mode, 1)
+
+    @property
+    def _sum_at(self) -> int:
+        """The first slot of a sum's own state (after the non-NULL count, if any)."""
+        return self.index + 1 if self.arg_null else self.index
+
+    @property
+    def _count(self) -> str:
+        """Code for the number of values the sum is over."""
+        return f"st[{self.index}]" if self.arg_null else "st[0]"
 
     def init_code(self) -> list[str]:
+        count = ["0"] if self.arg_null else []
         if self.mode in ("count_star",):
             return []
         if self.mode == "count":
             return ["0"]
         if self.mode == "sum":
             zero = "0.0" if self.call.dtype.value == "DOUBLE" or self.call.func == "AVG" else "0"
-            return ["0", zero] if self.arg_null else [zero]
+            return [*count, zero]
+        if self.mode in ("sum_stacks", "sum_panes"):
+            return [*count, "[]", "[]", "0.0"]  # front suffix sums, back values, back sum
+        if self.mode == "sum_exact":
+            return [*count, "0", "0"]  # exact sum in units of 2**-1074, non-finite counts
         if self.mode in ("deque", "pane_deque"):
             return ["_deque()"]
         return ["{}"]
@@ -91,15 +160,20 @@ class _Slot:
     def partial_init(self) -> list[str]:
         if self.mode == "pane_deque":
             return ["None"]
+        if self.mode == "sum_panes":
+            # Same width as the group state; the pane's plain sum sits in the first sum slot.
+            return [*(["0"] if self.arg_null else []), "0.0", "None", "None"]
         return self.init_code()
 
     def partial_code(self) -> list[str]:
         """Statements folding tuple ``r`` into the pane partial ``st``."""
+        if self.mode == "sum_panes":
+            return self._running_sum(+1)
         if self.mode != "pane_deque":
             return self.update_code(+1)
         i = self.index
         better = ">" if self.call.func == "MAX" else "<"
-        test = f"st[{i}] is None or v {better} st[{i}]"
+        test = f"st[{i}] is None or {self._cmp('v', better, f'st[{i}]')}"
         if self.arg_null:
             test = f"v is not None and ({test})"
         return [f"v = {self.arg}", f"if {test}: st[{i}] = v"]
@@ -114,6 +188,13 @@ class _Slot:
             return [f"st[{i}] {op} p[{i}]"]
         if self.mode == "sum":
             return [f"st[{i}] {op} p[{i}]", f"st[{i + 1}] {op} p[{i + 1}]"]
+        if self.mode == "sum_panes":
+            # The group's sum over its live panes: two stacks of pane sums, never subtracted.
+            count = [f"st[{i}] {op} p[{i}]"] if self.arg_null else []
+            j = self._sum_at
+            if sign > 0:
+                return [*count, f"v = p[{j}]", *_stacks_push(j)]
+            return [*count, *_stacks_pop(j)]
         assert self.mode == "pane_deque"
         if sign < 0:
             return [f"d = st[{i}]", "if d and d[0][0] == pane: d.popleft()"]
@@ -122,13 +203,25 @@ class _Slot:
             f"v = p[{i}]",
             "if v is not None:",
             f"    d = st[{i}]",
-            f"    while d and d[-1][1] {cmp} v: d.pop()",
+            f"    while d and {self._cmp('d[-1][1]', cmp, 'v')}: d.pop()",
             "    d.append((pane, v))",
         ]
 
+    def _running_sum(self, sign: int) -> list[str]:
+        """A plain running sum (and non-NULL count) of the argument."""
+        i, op = self.index, "+=" if sign > 0 else "-="
+        body = [f"st[{i}] {op} 1", f"st[{i + 1}] {op} v"] if self.arg_null else [f"st[{i}] {op} v"]
+        return self._guard(body)
+
+    def _guard(self, body: list[str], needs_value: bool = True) -> list[str]:
+        """``v = <arg>`` then ``body``, skipped for a NULL argument."""
+        if self.arg_null:
+            return [f"v = {self.arg}", "if v is not None:", *["    " + b for b in body]]
+        return ([f"v = {self.arg}"] if needs_value else []) + body
+
     def update_code(self, sign: int) -> list[str]:
         """Statements applying one tuple ``r`` with sign +1 (insert) or -1 (delete)."""
-        i, a = self.index, self.arg
+        i = self.index
         op = "+=" if sign > 0 else "-="
         body: list[str]
         if self.mode == "count_star":
@@ -136,25 +229,42 @@ class _Slot:
         if self.mode == "count":
             body = [f"st[{i}] {op} 1"]
         elif self.mode == "sum":
-            if self.arg_null:
-                body = [f"st[{i}] {op} 1", f"st[{i + 1}] {op} v"]
-            else:
-                body = [f"st[{i}] {op} v"]
+            return self._running_sum(sign)
+        elif self.mode in ("sum_stacks", "sum_panes"):  # panes: a tuple-level change
+            count = [f"st[{i}] {op} 1"] if self.arg_null else []
+            j = self._sum_at
+            if sign > 0:
+                return self._guard([*count, *_stacks_push(j)])
+            # FIFO: the deleted value is the oldest one still counted: pop it, whatever it is.
+            return self._guard([*count, *_stacks_pop(j)], needs_value=False)
+        elif self.mode == "sum_exact":
+            count = [f"st[{i}] {op} 1"] if self.arg_null else []
+            j = self._sum_at
+            body = [
+                *count,
+                "try:",
+                "    n_, d_ = v.as_integer_ratio()",
+                f"    st[{j}] {op} n_ << (1075 - d_.bit_length())",
+                "except (OverflowError, ValueError):",
+                f"    st[{j + 1}] {op} _nonfinite(v)",
+            ]
+            return self._guard(body)
         elif self.mode == "deque":
             cmp = "<" if self.call.func == "MAX" else ">"
             if sign > 0:
-                body = [f"d = st[{i}]", f"while d and d[-1] {cmp} v: d.pop()", "d.append(v)"]
-            else:
-                body = [f"d = st[{i}]", "if d and d[0] == v: d.popleft()"]
+                body = [
+                    f"d = st[{i}]",
+                    f"while d and {self._cmp('d[-1]', cmp, 'v')}: d.pop()",
+                    "d.append(v)",
+                ]
+            else:  # `is` first: NaN (one object) is equal to itself
+                body = [f"d = st[{i}]", "if d and (d[0] is v or d[0] == v): d.popleft()"]
         else:  # multisets
             if sign > 0:
                 body = [f"c = st[{i}]", "c[v] = c.get(v, 0) + 1"]
             else:
                 body = [f"c = st[{i}]", "n = c[v] - 1", "if n: c[v] = n", "else: del c[v]"]
-        head = [f"v = {a}"]
-        if self.arg_null:
-            return [*head, "if v is not None:", *["    " + b for b in _indent_block(body)]]
-        return head + _indent_block(body)
+        return self._guard(body)
 
     def final_code(self, global_agg: bool) -> str:
         """Python expression computing this aggregate's value from the group state ``st``."""
@@ -163,11 +273,20 @@ class _Slot:
             return "st[0]"
         if mode == "count":
             return f"st[{i}]"
-        if mode == "sum":
-            n, total = (f"st[{i}]", f"st[{i + 1}]") if self.arg_null else ("st[0]", f"st[{i}]")
-            value = f"{total} / {n}" if func == "AVG" else total
+        if mode.startswith("sum"):
+            n, j = self._count, self._sum_at
+            if mode == "sum":
+                total = f"st[{j}]"
+                value = f"{total} / {n}" if func == "AVG" else total
+            elif mode == "sum_exact":  # its NaN is already the one NaN object
+                value = f"_exact_sum(st[{j}], st[{j + 1}], {n if func == 'AVG' else 1})"
+            else:  # front top + back sum, inline (this runs per group and instant)
+                total = f"((f[-1] + st[{j + 2}]) if (f := st[{j}]) else st[{j + 2}])"
+                value = f"{total} / {n}" if func == "AVG" else total
             if self.arg_null or global_agg:
-                return f"({value} if {n} else None)"
+                value = f"({value} if {n} else None)"
+            if mode != "sum_exact" and self.call.dtype is DataType.DOUBLE:
+                return _canon_inline(value)  # inf - inf or a NaN input: a new NaN object
             return f"({value})"
         if mode == "deque":
             return f"(st[{i}][0] if st[{i}] else None)"
@@ -175,18 +294,24 @@ class _Slot:
             return f"(st[{i}][0][1] if st[{i}] else None)"
         if mode == "multiset_distinct":
             return f"len(st[{i}])"
-        fn = {"MAX": "max", "MIN": "min"}.get(func, "_median")
-        return f"({fn}(st[{i}]) if st[{i}] else None)"
+        if func in ("MAX", "MIN"):
+            key = ", key=_nan_key" if self.nan_arg else ""
+            return f"({func.lower()}(st[{i}]{key}) if st[{i}] else None)"
+        median = "_median_nan" if self.nan_arg else "_median"
+        return _canon_inline(f"({median}(st[{i}]) if st[{i}] else None)")
+
+    def _cmp(self, a: str, op: str, b: str) -> str:
+        """Code for ``a op b`` on aggregate values, NaN ordered above every number."""
+        if self.nan_arg:
+            return f"_nan_key({a}) {op} _nan_key({b})"
+        return f"{a} {op} {b}"
 
     def reset_code(self) -> list[str]:
         """Statements zeroing a running sum once its group is empty (no float drift)."""
         if self.mode != "sum":
-            return []
-        i = self.index
-        slot = i + 1 if self.arg_null else i
-        n = f"st[{i}]" if self.arg_null else "st[0]"
+            return []  # stacks empty themselves; an exact sum is exactly zero
         zero = "0.0" if self.call.dtype.value == "DOUBLE" or self.call.func == "AVG" else "0"
-        return [f"if {n} == 0: st[{slot}] = {zero}"]
+        return [f"if {self._count} == 0: st[{self._sum_at}] = {zero}"]
 
     def final(self, st: list[Any]) -> Any:
         i = self.index
@@ -195,27 +320,85 @@ class _Slot:
             return st[0]
         if mode == "count":
             return st[i]
-        if mode == "sum":
+        if mode.startswith("sum"):
             n = st[i] if self.arg_null else st[0]
-            total = st[i + 1] if self.arg_null else st[i]
+            j = self._sum_at
             if n == 0:
-                # Reset the running sum so float error cannot accumulate across empty phases.
-                st[i + 1 if self.arg_null else i] = 0.0 if isinstance(total, float) else 0
+                if mode == "sum":
+                    # Reset the running sum so float error cannot accumulate across empty phases.
+                    st[j] = 0.0 if isinstance(st[j], float) else 0
                 return None
-            return total / n if self.call.func == "AVG" else total
+            if mode == "sum_exact":
+                return _exact_sum(st[j], st[j + 1], n if self.call.func == "AVG" else 1)
+            total = st[j] if mode == "sum" else _stacks_sum(st[j], st[j + 2])
+            return _canon(total / n if self.call.func == "AVG" else total)
         if mode == "deque":
             d = st[i]
             return d[0] if d else None
+        if mode == "pane_deque":
+            return st[i][0][1] if st[i] else None
         c = st[i]
         if mode == "multiset_distinct":
             return len(c)
         if not c:
             return None
+        key = _nan_key if self.nan_arg else None
         if self.call.func == "MAX":
-            return max(c)
+            return max(c, key=key)
         if self.call.func == "MIN":
-            return min(c)
-        return _median(c)
+            return min(c, key=key)
+        return _canon(_median(c, key))
+
+
+def _stacks_push(j: int) -> list[str]:
+    """Push ``v`` on the back stack (values st[j+1], their running sum st[j+2])."""
+    return [f"st[{j + 1}].append(v)", f"st[{j + 2}] += v"]
+
+
+def _stacks_pop(j: int) -> list[str]:
+    """Drop the oldest value. When the front stack (suffix sums, st[j]) is empty, the back
+    stack's values become its suffix sums, newest first, so ``front[-1]`` always sums the
+    whole front; the back restarts empty."""
+    return [
+        f"f = st[{j}]",
+        "if not f:",
+        f"    b = st[{j + 1}]",
+        "    f.extend(_accumulate(reversed(b)))",
+        "    b.clear()",
+        f"    st[{j + 2}] = 0.0",
+        "f.pop()",
+    ]
+
+
+def _stacks_sum(front: list[float], back_sum: float) -> float:
+    """The window's sum from the two stacks: front suffix sum plus back running sum."""
+    return front[-1] + back_sum if front else back_sum
+
+
+#: What a non-finite value adds to an exact sum's non-finite counter.
+_PINF, _NINF, _NAN_COUNT = 1, 1 << 64, 1 << 128
+_EXACT_UNIT = 1 << 1074  # every finite double is an integer multiple of 2**-1074
+
+
+def _nonfinite(v: float) -> int:
+    if v != v:
+        return _NAN_COUNT
+    return _PINF if v > 0 else _NINF
+
+
+def _exact_sum(units: int, nonfinite: int, n: int) -> float:
+    """``units * 2**-1074 / n`` correctly rounded (Python's int / int is), or the IEEE result
+    of the non-finite values counted in ``nonfinite`` (NaN if any NaN or both infinities)."""
+    if nonfinite:
+        pinf = nonfinite & (_NINF - 1)
+        ninf = (nonfinite >> 64) & (_NINF - 1)
+        if nonfinite >= _NAN_COUNT or (pinf and ninf):
+            return math.nan
+        return math.inf if pinf else -math.inf
+    try:
+        return units / (_EXACT_UNIT * n)
+    except OverflowError:  # beyond the largest double, as IEEE addition overflows
+        return math.copysign(math.inf, units)
 
 
 def _indent_block(lines: list[str]) -> list[str]:
@@ -223,12 +406,22 @@ def _indent_block(lines: list[str]) -> list[str]:
     return lines
 
 
-def _median(counts: dict[Any, int]) -> float:
+def _canon_inline(code: str) -> str:
+    """``code``'s value, with NaN made the one NaN object (inline: no call per group)."""
+    return f"(_c if (_c := {code}) == _c else _NAN)"
+
+
+def _median_nan(counts: dict[Any, int]) -> float:
+    """MEDIAN of values that may include NaN, which sorts above every number (DuckDB)."""
+    return _median(counts, _nan_key)
+
+
+def _median(counts: dict[Any, int], key: Callable[[Any], Any] | None = None) -> float:
     total = sum(counts.values())
     lo_rank, hi_rank = (total - 1) // 2, total // 2
     seen = 0
     lo = hi = None
-    for v in sorted(counts):
+    for v in sorted(counts, key=key):
         nxt = seen + counts[v]
         if lo is None and lo_rank < nxt:
             lo = v
@@ -238,6 +431,28 @@ def _median(counts: dict[Any, int]) -> float:
         seen = nxt
     assert lo is not None and hi is not None
     return (lo + hi) / 2.0
+
+
+#: Names the generated update, merge and finish code may use.
+_NAMESPACE: dict[str, Any] = dict(
+    RUNTIME,
+    _deque=deque,
+    _median=_median,
+    _median_nan=_median_nan,
+    _accumulate=accumulate,
+    _nonfinite=_nonfinite,
+    _exact_sum=_exact_sum,
+    _stacks_sum=_stacks_sum,
+)
+
+
+def finite_aggregate(call: AggCall, finite: Sequence[bool]) -> bool:
+    """Whether an aggregate's result is never +-inf or NaN (its input columns' ``finite``)."""
+    if call.func == "COUNT" or call.dtype is not DataType.DOUBLE:
+        return True
+    if call.func in ("MIN", "MAX") and call.arg is not None:
+        return not (may_be_infinite(call.arg, finite) or may_be_nan(call.arg, finite))
+    return False  # SUM / AVG / MEDIAN of DOUBLE may overflow
 
 
 class AggregateOp(RowOperator):
@@ -254,6 +469,8 @@ class AggregateOp(RowOperator):
         fifo: bool,
         replace_in: bool,
         paned: bool = False,
+        deletes: bool = True,
+        input_finite: Sequence[bool] | None = None,
     ) -> None:
         super().__init__(op_id, replace_out=replace_in)
         self.paned = paned
@@ -262,20 +479,31 @@ class AggregateOp(RowOperator):
         self.replace_in = replace_in
         self.fifo = fifo
         cols = list(input_nullable)
-        # Group key code: a scalar for one key, a tuple for several.
+        fin = list(input_finite) if input_finite is not None else [True] * len(cols)
+        # Group key code: a scalar for one key, a tuple for several (NaN: the one object).
         if not group_by:
             key_code = "()"
         elif len(group_by) == 1:
-            key_code = expr_source(group_by[0], cols)
+            key_code = expr_source(group_by[0], cols, finite=fin)
         else:
-            key_code = "(" + ", ".join(expr_source(g, cols) for g in group_by) + ",)"
+            key_code = "(" + ", ".join(expr_source(g, cols, finite=fin) for g in group_by) + ",)"
         self._single_key = len(group_by) == 1
         self.slots: list[_Slot] = []
         width = 1
         for call in aggs:
-            arg_code = expr_source(call.arg, cols) if call.arg is not None else None
+            arg_code = expr_source(call.arg, cols, finite=fin) if call.arg is not None else None
             arg_null = call.arg is not None and nullable(call.arg, cols)
-            slot = _Slot(call, width, arg_code, arg_null, fifo, paned)
+            nan_arg = call.arg is not None and may_be_nan(call.arg, fin)
+            slot = _Slot(
+                call,
+                width,
+                arg_code,
+                arg_null,
+                fifo,
+                paned,
+                deletes=deletes and not replace_in,
+                nan_arg=nan_arg,
+            )
             self.slots.append(slot)
             width += slot.width
         init = ["0"] + [c for s in self.slots for c in s.init_code()]
@@ -285,7 +513,7 @@ class AggregateOp(RowOperator):
         self._finish = self._gen_finish()
         partial = ["0"] + [c for s in self.slots for c in s.partial_init()]
         self._new_state_src += f"def _new_partial():\n    return [{', '.join(partial)}]\n"
-        ns = dict(RUNTIME, _deque=deque)
+        ns = dict(_NAMESPACE)
         exec(compile(self._new_state_src, f"<hycq:{op_id}:new>", "exec"), ns)
         self._new: Callable[[], list[Any]] = ns["_new"]
         self._new_partial: Callable[[], list[Any]] = ns["_new_partial"]
@@ -319,7 +547,7 @@ class AggregateOp(RowOperator):
         for slot in self.slots:
             lines += ["        " + stmt for stmt in slot.update_code(sign)]
         src = "\n".join(lines) + "\n"
-        ns = dict(RUNTIME, _deque=deque)
+        ns = dict(_NAMESPACE)
         name = "ins" if sign > 0 else "del"
         exec(compile(src, f"<hycq:{self.op_id}:{name}>", "exec"), ns)
         fn = ns["_upd"]
@@ -328,7 +556,7 @@ class AggregateOp(RowOperator):
 
     def _compile(self, lines: list[str], name: str, fn_name: str) -> Callable[..., Any]:
         src = "\n".join(lines) + "\n"
-        ns = dict(RUNTIME, _deque=deque, _median=_median)
+        ns = dict(_NAMESPACE)
         exec(compile(src, f"<hycq:{self.op_id}:{name}>", "exec"), ns)
         fn = ns[fn_name]
         fn.__hycq_source__ = src
@@ -413,7 +641,7 @@ class AggregateOp(RowOperator):
             "    return ins, dels",
         ]
         src = "\n".join(lines) + "\n"
-        ns = dict(RUNTIME, _median=_median)
+        ns = dict(_NAMESPACE)
         exec(compile(src, f"<hycq:{self.op_id}:finish>", "exec"), ns)
         fn = ns["_finish"]
         fn.__hycq_source__ = src
@@ -487,6 +715,8 @@ class AggregateOp(RowOperator):
         def plain(v: Any) -> Any:
             if isinstance(v, deque):
                 return ("deque", list(v))
+            if isinstance(v, list):
+                return ("stack", list(v))
             if isinstance(v, dict):
                 return ("multiset", dict(v))
             return v
@@ -506,6 +736,8 @@ class AggregateOp(RowOperator):
                 return deque(v[1])
             if isinstance(v, tuple) and len(v) == 2 and v[0] == "multiset":
                 return dict(v[1])
+            if isinstance(v, tuple) and len(v) == 2 and v[0] == "stack":
+                return list(v[1])
             return v
 
         self.groups = {k: [live(v) for v in st] for k, st in snap["groups"].items()}

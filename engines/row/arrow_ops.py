@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 import pyarrow as pa
+
+from engines.row.bags import bag_difference
 
 
 def rows_of(table: pa.Table) -> list[tuple[Any, ...]]:
@@ -21,19 +22,14 @@ def table_of(rows: list[tuple[Any, ...]], schema: pa.Schema) -> pa.Table:
     )
 
 
-def bag_minus(a: pa.Table, b: pa.Table) -> pa.Table:
-    """Bag difference ``a - b`` (each row of ``a`` kept max(0, n_a - n_b) times).
+def arrow_bag_difference(new: pa.Table, old: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """``engines.row.bags.bag_difference`` of two result tables: (rows of ``new`` without a
+    partner in ``old``, rows of ``old`` without one in ``new``), as tables.
 
-    Rows compare as Python tuples, so NULL equals NULL here, as R2S semantics require.
+    Rows compare as Python tuples, so NULL equals NULL here, as R2S semantics require, and
+    floats follow the R2S rule (within tolerance, NaN equal to itself).
     """
-    if a.num_rows == 0 or b.num_rows == 0:
-        return a
-    budget = Counter(rows_of(b))
-    out = []
-    for r in rows_of(a):
-        n = budget.get(r)
-        if n:
-            budget[r] = n - 1
-        else:
-            out.append(r)
-    return table_of(out, a.schema)
+    if new.num_rows == 0 or old.num_rows == 0:
+        return new, old
+    entered, left = bag_difference(rows_of(new), rows_of(old))
+    return table_of(entered, new.schema), table_of(left, old.schema)

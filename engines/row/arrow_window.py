@@ -112,10 +112,14 @@ class ArrowWindow(RowOperator):
             if visible is not None:
                 self._add(instant, visible, change)
         elif self.window == "range":
-            if visible is not None:
-                self._add(instant, visible, change)
             assert self.size is not None
             bound = instant - self.size
+            if visible is not None and self.slide > self.size:
+                # A hopping window with gaps: tuples between two windows are in neither.
+                visible = visible.filter(pc.greater(visible.column(self.ts), bound))
+                visible = visible if visible.num_rows else None
+            if visible is not None:
+                self._add(instant, visible, change)
             while self.chunks and self.chunks[0][1] <= bound:
                 self._drop_left(change)
             if self.chunks:  # a chunk straddling the bound (range not a multiple of slide)

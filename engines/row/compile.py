@@ -13,6 +13,14 @@ are dead-lettered at ingest) and emits plain Python operators on the non-null fa
 Scalar semantics are DuckDB's (docs/semantics.md): ``/`` is IEEE division, integer ``%`` by
 zero is NULL, ROUND rounds half away from zero, CAST of a DOUBLE to an integer half to even.
 
+NaN is equal to itself (as in DuckDB) wherever values are grouped, counted or compared as
+rows: the row engine represents every NaN by one object, :data:`NAN`, so dict keys, bags and
+tuple comparisons (which test identity first) treat NaN rows as equal. A computed value can
+only be a *new* NaN object when its expression may produce NaN; the compiler tracks which
+columns may be non-finite (``finite``: source columns never are, NaN and infinity input is
+dead-lettered) and wraps exactly those expressions in :func:`_canon` (``value * 2`` over a
+source column is never NaN, so the fast path has no check).
+
 Example:
     >>> from optimizer.ir.expr import Binary, ColumnRef, Literal
     >>> from optimizer.ir.types import DataType
@@ -51,12 +59,25 @@ _PY_COMPARE = {"=": "==", "<>": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="
 
 # -- runtime helpers referenced by generated code --------------------------------------------
 
+#: The row engine's one NaN object (see the module docstring).
+NAN = math.nan
+
+
+def _canon(x: Any) -> Any:
+    """``x``, or :data:`NAN` if ``x`` is a NaN."""
+    return NAN if x != x else x
+
+
+def _nan_key(x: Any) -> tuple[bool, Any]:
+    """Sort/compare key ordering NaN above every number, as DuckDB does."""
+    return (x != x, x)
+
 
 def _div(a: float, b: float) -> float:
     if b:
         return a / b
     if a != a or a == 0:  # NaN or 0 / 0
-        return math.nan
+        return NAN
     return math.copysign(math.inf, a) * (math.copysign(1.0, b) if isinstance(b, float) else 1.0)
 
 
@@ -69,7 +90,7 @@ def _imod(a: int, b: int) -> int | None:
 
 def _fmod(a: float, b: float) -> float:
     if b == 0 or math.isinf(a) or a != a or b != b:
-        return math.nan
+        return NAN
     return math.fmod(a, b)
 
 
@@ -166,6 +187,9 @@ def _to_varchar(x: Any) -> str:
 
 
 RUNTIME: dict[str, Any] = {
+    "_NAN": NAN,
+    "_canon": _canon,
+    "_nan_key": _nan_key,
     "_div": _div,
     "_imod": _imod,
     "_fmod": _fmod,
@@ -212,6 +236,40 @@ def nullable(e: Expr, cols: Sequence[bool]) -> bool:
     if isinstance(e, AggCall):
         raise TypeError("aggregate calls are compiled by the aggregate operator")
     raise TypeError(f"unknown expression {e!r}")
+
+
+def may_be_infinite(e: Expr, finite: Sequence[bool]) -> bool:
+    """Whether ``e`` can evaluate to +-inf, given which input columns are always finite."""
+    return _nonfinite(e, finite)[0]
+
+
+def may_be_nan(e: Expr, finite: Sequence[bool]) -> bool:
+    """Whether ``e`` can evaluate to NaN, given which input columns are always finite."""
+    return _nonfinite(e, finite)[1]
+
+
+def _nonfinite(e: Expr, finite: Sequence[bool]) -> tuple[bool, bool]:
+    """(may be infinite, may be NaN). Finite doubles give NaN only through 0/0 or fmod, or by
+    combining an infinity (inf - inf, inf * 0); ``+ - *`` of finite doubles may overflow to
+    infinity but never give NaN. Integers, booleans and strings are always finite."""
+    if e.dtype is not DataType.DOUBLE:
+        return False, False
+    if isinstance(e, Literal):
+        v = e.value
+        return isinstance(v, float) and math.isinf(v), isinstance(v, float) and v != v
+    if isinstance(e, ColumnRef):
+        return (not finite[e.index],) * 2
+    if isinstance(e, Binary):
+        (li, ln), (ri, rn) = _nonfinite(e.left, finite), _nonfinite(e.right, finite)
+        if e.op in ("+", "-"):
+            return True, ln or rn or (li and ri)
+        if e.op == "*":
+            return True, ln or rn or li or ri
+        return True, True  # / and %: x / 0, 0 / 0, fmod(x, 0)
+    parts = [_nonfinite(c, finite) for c in e.children()]
+    if isinstance(e, Case):  # the conditions are booleans: only the values matter
+        parts = [_nonfinite(v, finite) for _, v in e.whens] + [_nonfinite(e.default, finite)]
+    return any(p[0] for p in parts), any(p[1] for p in parts)
 
 
 # -- code generation -------------------------------------------------------------------------
@@ -343,7 +401,7 @@ def _literal(e: Literal) -> str:
     if isinstance(v, float):
         if math.isfinite(v):
             return repr(v)
-        return f"float({str(v)!r})"
+        return "_NAN" if v != v else f"float({str(v)!r})"
     raise TypeError(f"unsupported literal {v!r}")
 
 
@@ -358,9 +416,18 @@ def _build(source: str, name: str) -> Callable[..., Any]:
 # -- public compilers ------------------------------------------------------------------------
 
 
-def expr_source(e: Expr, cols: Sequence[bool], var: str = "r") -> str:
-    """The Python expression text for ``e`` over tuple variable ``var`` (for fused codegen)."""
-    return _Gen(cols, var).gen(e)
+def expr_source(
+    e: Expr, cols: Sequence[bool], var: str = "r", finite: Sequence[bool] | None = None
+) -> str:
+    """The Python expression text for ``e`` over tuple variable ``var`` (for fused codegen).
+
+    With ``finite`` (which input columns are always finite) a value that may be a new NaN
+    object is made :data:`NAN`; without it the value is left as computed.
+    """
+    code = _Gen(cols, var).gen(e)
+    if finite is not None and not isinstance(e, ColumnRef) and may_be_nan(e, finite):
+        return f"_canon({code})"
+    return code
 
 
 def compile_filter(pred: Expr, cols: Sequence[bool]) -> Callable[[Rows], Rows]:
@@ -372,10 +439,13 @@ def compile_filter(pred: Expr, cols: Sequence[bool]) -> Callable[[Rows], Rows]:
     return _build(src, "_filter")
 
 
-def compile_map(exprs: Sequence[Expr], cols: Sequence[bool]) -> Callable[[Rows], Rows]:
-    """``rows -> [(e1(r), e2(r), ...) for r in rows]``."""
-    g = _Gen(cols)
-    items = ", ".join(g.gen(e) for e in exprs)
+def compile_map(
+    exprs: Sequence[Expr], cols: Sequence[bool], finite: Sequence[bool] | None = None
+) -> Callable[[Rows], Rows]:
+    """``rows -> [(e1(r), e2(r), ...) for r in rows]``; NaN results are :data:`NAN`
+    (``finite``: which input columns are always finite; all of them when omitted)."""
+    fin = finite if finite is not None else [True] * len(cols)
+    items = ", ".join(expr_source(e, cols, finite=fin) for e in exprs)
     src = f"def _map(rows):\n    return [({items},) for r in rows]\n"
     return _build(src, "_map")
 

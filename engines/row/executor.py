@@ -39,14 +39,17 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from engines.row.aggregate import AggregateOp
+from engines.row.aggregate import AggregateOp, finite_aggregate
 from engines.row.arrow_window import ArrowWindow
 from engines.row.base import Delta, RowOperator, Rows
 from engines.row.compile import (
+    NAN,
     compile_filter,
     compile_key,
     compile_map,
     compile_predicate,
+    may_be_infinite,
+    may_be_nan,
     nullable,
 )
 from engines.row.join import HashJoinOp
@@ -61,7 +64,7 @@ from engines.row.windows import (
     _WindowBase,
 )
 from optimizer.ir.errors import PlanError
-from optimizer.ir.expr import conjoin
+from optimizer.ir.expr import Binary, ColumnRef, Expr, Unary, conjoin, conjuncts
 from optimizer.ir.placement import Group
 from optimizer.ir.plan import (
     R2S,
@@ -75,6 +78,7 @@ from optimizer.ir.plan import (
     WindowKind,
 )
 from optimizer.ir.plan import Source as SourceOp
+from optimizer.ir.types import DataType
 
 Emit = Callable[[int, Any], None]  # (instant, rows or a pyarrow.Table)
 
@@ -157,13 +161,16 @@ class RowExecutor:
         plan = self.plan
         pos: dict[str, int] = {}
         nulls: dict[str, list[bool]] = {}
+        finite: dict[str, list[bool]] = {}  # columns never +-inf or NaN (engines.row.compile)
         replace: dict[str, bool] = {}
         fifo_window: dict[str, bool] = {}  # reaches a FIFO window through select/project only
+        expiring: dict[str, bool] = {}  # may delete tuples (not an UNBOUNDED window's deltas)
         for op_id in plan.topological():
             op = plan.op(op_id)
             ins = plan.inputs(op_id)
             if isinstance(op, SourceOp):
                 nulls[op_id] = [False] * len(op.schema)
+                finite[op_id] = [True] * len(op.schema)  # non-finite input is dead-lettered
                 continue
             if op.kind == "sink":
                 continue
@@ -171,8 +178,10 @@ class RowExecutor:
             if group is not None and op_id != group.top:
                 continue  # runs inside its group's MIG, created at the group's top
             in_null = [x for i in ins for x in nulls[i]] if group is None else []
+            in_fin = [x for i in ins for x in finite[i]] if group is None else []
             node: RowOperator
             out_null = in_null
+            out_fin = in_fin
             positions: list[int] = []
             if group is not None:
                 externals = self._group_inputs(group)
@@ -189,6 +198,7 @@ class RowExecutor:
                 assert self.make_group is not None
                 node = self.make_group(group, inputs)
                 out_null = [True] * len(op.schema)
+                out_fin = [False] * len(op.schema)
             elif isinstance(op, Window):
                 consumer = plan.consumers(op_id)[0]
                 stream = plan.op(ins[0])
@@ -201,6 +211,7 @@ class RowExecutor:
                     self.windows_by_stream.setdefault(stream.stream, []).append(node)
                 self.windows.append(node)
                 fifo_window[op_id] = True
+                expiring[op_id] = op.window is not WindowKind.UNBOUNDED
             else:
                 positions = [pos[i] for i in ins]
                 rep_in = [replace[i] for i in ins]
@@ -215,10 +226,15 @@ class RowExecutor:
                     else:
                         node = SelectOp(op_id, keep, rep_in[0])
                     fifo_window[op_id] = fifo_window.get(ins[0], False)
+                    expiring[op_id] = expiring.get(ins[0], True)
                 elif isinstance(op, Project):
-                    node = ProjectOp(op_id, compile_map(op.exprs, in_null), rep_in[0])
+                    node = ProjectOp(op_id, compile_map(op.exprs, in_null, in_fin), rep_in[0])
                     out_null = [nullable(e, in_null) for e in op.exprs]
+                    out_fin = [
+                        not (may_be_infinite(e, in_fin) or may_be_nan(e, in_fin)) for e in op.exprs
+                    ]
                     fifo_window[op_id] = fifo_window.get(ins[0], False)
+                    expiring[op_id] = expiring.get(ins[0], True)
                 elif isinstance(op, Join):
                     node = self._join(op, in_null, (rep_in[0], rep_in[1]))
                 elif isinstance(op, Aggregate):
@@ -230,12 +246,18 @@ class RowExecutor:
                         fifo=fifo_window.get(ins[0], False),
                         replace_in=rep_in[0],
                         paned=op_id in self._paned_aggs,
+                        deletes=expiring.get(ins[0], True),
+                        input_finite=in_fin,
                     )
                     out_null = [nullable(g, in_null) for g in op.group_by] + [
                         a.func != "COUNT"
                         and (not op.group_by or (a.arg is not None and nullable(a.arg, in_null)))
                         for a in op.aggs
                     ]
+                    out_fin = [
+                        not (may_be_infinite(g, in_fin) or may_be_nan(g, in_fin))
+                        for g in op.group_by
+                    ] + [finite_aggregate(a, in_fin) for a in op.aggs]
                 elif isinstance(op, R2S):
                     r2s: dict[StreamMode, type[IStreamOp | DStreamOp | RStreamOp]] = {
                         StreamMode.ISTREAM: IStreamOp,
@@ -247,6 +269,7 @@ class RowExecutor:
                     raise PlanError(f"the row engine cannot run {op.kind} operators")
             pos[op_id] = len(self.nodes)
             nulls[op_id] = out_null
+            finite[op_id] = out_fin
             replace[op_id] = node.replace_out
             self.nodes.append(
                 _Node(node, positions, out_null, counts=not isinstance(node, PushedSelectOp))
@@ -344,10 +367,21 @@ class RowExecutor:
         residual = conjoin(op.residual())
         lk = compile_key([a for a, _ in keys])
         rk = compile_key([b for _, b in keys])
-        res = compile_predicate(residual, in_null) if residual is not None else None
         # NULL keys never match in SQL; source columns are never NULL, derived ones may be.
-        if any(in_null[a] or in_null[op.left_width + b] for a, b in keys):
-            res = compile_predicate(op.condition, in_null) if op.condition is not None else res
+        # (Only NULL is checked here: the hash lookup itself matches NaN keys, which equal
+        # each other as in DuckDB, where a re-evaluated `a = b` would not.)
+        if op.condition is not None and any(
+            in_null[a] or in_null[op.left_width + b] for a, b in keys
+        ):
+            not_null: list[Expr] = [
+                Unary("IS NOT NULL", side, DataType.BOOLEAN)
+                for c in conjuncts(op.condition)
+                if isinstance(c, Binary) and c.op == "=" and c not in op.residual()
+                for side in (c.left, c.right)
+                if isinstance(side, ColumnRef) and in_null[side.index]
+            ]
+            residual = conjoin([*not_null, *op.residual()])
+        res = compile_predicate(residual, in_null) if residual is not None else None
         return HashJoinOp(op.id, lk, rk, res, rep, nested_loop=not keys)
 
     def _count_slide(self) -> int | None:
@@ -702,6 +736,22 @@ def batch_to_rows(batch: pa.RecordBatch | pa.Table) -> Rows:
             strict=True,
         )
     )
+
+
+def canonical_rows(table: pa.RecordBatch | pa.Table) -> Rows:
+    """``batch_to_rows`` of a computed result (a MIG's), with every NaN the row engine's one
+    NaN object, so that NaN rows equal each other in bags and groups (engines.row.compile)."""
+    import pyarrow.compute as pc
+
+    rows = batch_to_rows(table)
+    nan_cols = [
+        i
+        for i, c in enumerate(table.columns)
+        if pa.types.is_floating(c.type) and pc.any(pc.is_nan(c)).as_py()
+    ]
+    if not nan_cols:
+        return rows
+    return [tuple(NAN if i in nan_cols and v != v else v for i, v in enumerate(r)) for r in rows]
 
 
 def _plain(col: pa.Array | pa.ChunkedArray) -> bool:

@@ -4,6 +4,10 @@ With incremental deltas ``ISTREAM = ins - dels`` and ``DSTREAM = dels - ins`` (b
 differences: a tuple deleted and re-inserted in the same instant is not new), and RSTREAM
 keeps the whole relation as a multiset to emit it at every instant. With replacing deltas
 the relation at T is the delta itself and ISTREAM/DSTREAM compare it with the previous one.
+The differences follow the row-equality rule of ``engines.row.bags`` (floats within the
+comparison tolerance, NaN equal to itself), so a float aggregate that moved only in its
+last bits is not a new row. Taking it over the delta is the same as over the whole
+relations: rows in both R(T) and R(T') cancel exactly in step 1 either way.
 
 When a MIG feeds the R2S operator its result arrives as an Arrow table (``Delta.table``):
 RSTREAM passes it to the sink untouched (no tuples are built) and ISTREAM/DSTREAM take the
@@ -12,28 +16,12 @@ bag difference with the previous result.
 
 from __future__ import annotations
 
-from collections import Counter
 from itertools import repeat
 from typing import Any
 
-from engines.row.arrow_ops import bag_minus
+from engines.row.arrow_ops import arrow_bag_difference
+from engines.row.bags import bag_difference
 from engines.row.base import Delta, Row, RowOperator, Rows
-
-
-def _bag_minus(a: Rows, b: Rows) -> Rows:
-    """Bag difference a - b, keeping a's order."""
-    if not b or not a:
-        return list(a)
-    budget = Counter(b)
-    out: Rows = []
-    append = out.append
-    for r in a:
-        n = budget.get(r)
-        if n:
-            budget[r] = n - 1
-        else:
-            append(r)
-    return out
 
 
 class _DifferenceOp(RowOperator):
@@ -55,14 +43,16 @@ class _DifferenceOp(RowOperator):
         if d.table is not None:
             prev = self.prev_table if self.prev_table is not None else d.table.slice(0, 0)
             self.prev_table = d.table
-            now = d.table
-            return Delta(table=bag_minus(now, prev) if self.entered else bag_minus(prev, now))
+            entered, left = arrow_bag_difference(d.table, prev)
+            return Delta(table=entered if self.entered else left)
         if d.empty:
             return Delta()
         if d.replace:
             before, self.prev = self.prev, d.ins
-            return Delta(_bag_minus(d.ins, before) if self.entered else _bag_minus(before, d.ins))
-        return Delta(_bag_minus(d.ins, d.dels) if self.entered else _bag_minus(d.dels, d.ins))
+            ins, dels = bag_difference(d.ins, before)
+        else:
+            ins, dels = bag_difference(d.ins, d.dels)
+        return Delta(ins if self.entered else dels)
 
     def state(self) -> dict[str, Any]:
         return {"previous_relation": len(self.prev)}

@@ -6,7 +6,8 @@ the ones that fell out, emitting one :class:`Delta` (docs/semantics.md, "Slide i
 
 * Sliding RANGE: contents are a deque in timestamp order; tuples with ``ts <= T - range``
   expire from the left, so deletes leave in insertion order (FIFO), which lets MIN/MAX
-  downstream use monotonic deques.
+  downstream use monotonic deques. With a slide longer than the range (a hopping window with
+  gaps) the tuples of a gap are dropped unseen.
 * Tumbling RANGE (slide == range) and NOW: the relation at T is exactly the new tuples, so
   the window emits replacing deltas and keeps no contents.
 * Paned RANGE (sliding, range a multiple of the slide, feeding only an aggregate of COUNT,
@@ -130,10 +131,14 @@ class SlidingRangeWindow(_WindowBase):
             return NO_CHANGE
         self.last_instant = instant
         visible = self._take_visible(instant)
-        contents = self.contents
-        contents.extend(visible)
         bound = instant - self.size
         ts = self.ts
+        if visible and visible[0][ts] <= bound:
+            # A slide longer than the range: tuples in the gap between two windows are in
+            # none of them, so they are never shown (``visible`` is in timestamp order).
+            visible = visible[bisect_right(visible, bound, key=self._ts_of) :]
+        contents = self.contents
+        contents.extend(visible)
         dels: Rows = []
         if contents and contents[0][ts] <= bound:
             popleft = contents.popleft

@@ -29,6 +29,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from engines import stop
 from engines.columnar import ColumnarEngine, EngineFault
 
 #: Spark settings for this 2-core machine; ``conf`` entries override them.
@@ -75,7 +76,9 @@ class SparkEngine(ColumnarEngine):
         self._chunks: dict[str, tuple[list[tuple[int, pa.Table]], pa.Schema]] = {}
         self.spark = self._session()
 
-    def _session(self) -> Any:
+    def _session(self, stoppable: bool = False) -> Any:
+        """A Spark session (PySpark's one per process). With ``stoppable`` (a restart), the
+        wait for the JVM gives up as soon as the run is asked to stop (engines.stop)."""
         try:
             from pyspark.sql import SparkSession
         except ImportError as err:  # pragma: no cover - pyspark is a dependency
@@ -98,7 +101,10 @@ class SparkEngine(ColumnarEngine):
 
         thread = threading.Thread(target=start, name="hycq-spark-start", daemon=True)
         thread.start()
-        thread.join()
+        if stoppable:
+            stop.join(thread, "restarting Spark")
+        else:
+            thread.join()
         if "error" in box:
             raise EngineFault(f"cannot start Spark: {box['error']}") from box["error"]
         spark = box["spark"]
@@ -142,12 +148,21 @@ class SparkEngine(ColumnarEngine):
             raise EngineFault(f"spark query failed: {err}") from err
 
     def restart(self) -> None:
-        """Start a new session (and JVM, if the old one died) and re-create every input."""
+        """Start a new session (and JVM, if the old one died) and re-create every input.
+
+        A stop request (SIGINT/SIGTERM) ends the restart at once with
+        ``engines.stop.StopRequested``, also while the new JVM is starting: the run then
+        ends as interrupted instead of finishing the restart and the instants after it.
+        """
         from pyspark import SparkContext
         from pyspark.sql import SparkSession
 
+        stop.check("restarting Spark")
         with contextlib.suppress(Exception):
             self.spark.stop()
+        # The old session is stopped: its exit hook would only wait for PySpark's lock, which
+        # a JVM start abandoned by a stop request may still hold.
+        atexit.unregister(_stop)
         # A dead JVM leaves PySpark's singletons pointing at it: clear them.
         SparkContext._active_spark_context = None
         SparkContext._gateway = None
@@ -155,9 +170,10 @@ class SparkEngine(ColumnarEngine):
         SparkSession._instantiatedSession = None
         SparkSession._activeSession = None
         self.restarts += 1
-        self.spark = self._session()
+        self.spark = self._session(stoppable=True)
         self._frames = {}
         for table, (chunks, schema) in self._chunks.items():
+            stop.check("restarting Spark")
             self.set_input(table, chunks, schema)
 
     def close(self) -> None:

@@ -123,6 +123,9 @@ _SCALAR_FUNCS: dict[type, str] = {
 
 
 #: Deepest query AST the binder accepts (a ``+`` chain of n terms is about n levels deep).
+#: The slide-instant column every result row gets (CONTRACT.md); no result column may use it.
+INSTANT_COLUMN = "_ts"
+
 MAX_DEPTH = 128
 #: Clause nodes: a too-deep expression is reported from the node right below one of these.
 _CLAUSES = (exp.Select, exp.Where, exp.Having, exp.Group, exp.Join, exp.From, exp.Subquery)
@@ -210,6 +213,7 @@ class Binder:
                 select,
                 "simplify the expression or split it over derived tables",
             ) from None
+        self._check_instant_column(select, schema)
         r2s = self.builder.add(lambda i: R2S(i, schema, mode), top)
         sink = self.builder.add(lambda i: Sink(i, schema), r2s)
         return self.builder.build(sink)
@@ -224,6 +228,46 @@ class Binder:
             and (stream := self.catalog.get(table.name)) is not None
         }
         return min(units, key=lambda u: TIME_UNITS_MS[u]) if units else "s"
+
+    def _check_instant_column(self, select: exp.Select, schema: Schema) -> None:
+        """Refuse a result column named ``_ts`` (any case): every output row gets the slide
+        instant as ``_ts`` (CONTRACT.md), and a second one would be dropped by JSON lines,
+        doubled in the CSV header and make the Parquet file unreadable."""
+        if not any(f.name.lower() == INSTANT_COLUMN for f in schema):
+            return
+        named: exp.Expression | None = None
+        star: exp.Expression | None = None
+        for item in select.expressions:
+            is_star = isinstance(item, exp.Star) or (
+                isinstance(item, exp.Column) and isinstance(item.this, exp.Star)
+            )
+            name = (
+                item.alias
+                if isinstance(item, exp.Alias)
+                else item.name
+                if isinstance(item, exp.Column) and not is_star
+                else ""
+            )
+            if name.lower() == INSTANT_COLUMN:
+                named = item
+                break
+            if is_star and star is None:
+                star = item
+        message = (
+            f"a result column is named {INSTANT_COLUMN}, the name of the slide-instant column "
+            "hycq adds to every result row"
+        )
+        if named is None and star is not None:
+            raise self.error(
+                BindError,
+                f"SELECT * yields a column named {INSTANT_COLUMN}, the name of the "
+                "slide-instant column hycq adds to every result row",
+                star,
+                f"list the columns instead and rename that one, e.g. {INSTANT_COLUMN} AS t",
+            )
+        raise self.error(
+            BindError, message, named or select, f"rename it, e.g. AS {INSTANT_COLUMN}_value"
+        )
 
     def _check_depth(self, select: exp.Select) -> None:
         """Reject expressions nested deeper than MAX_DEPTH levels (iteratively, so any depth
@@ -600,20 +644,8 @@ class Binder:
                     w,
                     "windows span at most a few thousand years",
                 )
-        if kind is WindowKind.RANGE and size is not None and not slide_rows and slide > size:
-            raise self.error(
-                BindError,
-                "window slide is larger than its range",
-                w,
-                "a slide larger than the range skips tuples; use SLIDE <= RANGE",
-            )
-        if kind is WindowKind.ROWS and slide_rows and size is not None and slide > size:
-            raise self.error(
-                BindError,
-                "window slide is larger than its row count",
-                w,
-                "use SLIDE <= ROWS",
-            )
+        # A slide larger than the window is allowed: a hopping window whose gaps no window
+        # covers ([RANGE 2 SECONDS SLIDE 5 SECONDS], [ROWS 3 SLIDE 7]; docs/semantics.md).
         return kind, size, slide, slide_rows
 
     # -- joins and filter placement -------------------------------------------------------

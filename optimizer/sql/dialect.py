@@ -9,7 +9,8 @@ Extensions over DuckDB's grammar (see CONTRACT.md, "Queries"):
       readings [ROWS 1000 SLIDE 10]      -- count-based; SLIDE in tuples or with a time unit
       readings [NOW]   readings [UNBOUNDED]
 
-* ``SELECT ISTREAM | DSTREAM | RSTREAM ...``.
+* ``SELECT ISTREAM | DSTREAM | RSTREAM ...``, before or after ``DISTINCT``/``ALL``
+  (``optimizer.sql.parse`` moves ``DISTINCT`` first, where DuckDB's grammar reads it).
 
 A window is recognised when ``[`` directly follows a table name (DuckDB has no syntax there;
 the next word must be RANGE, ROWS, NOW or UNBOUNDED), so DuckDB's array literals and

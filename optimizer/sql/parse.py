@@ -14,7 +14,7 @@ from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import Token, TokenType
 
 from optimizer.ir.errors import QuerySyntaxError, Source, UnsupportedError
-from optimizer.sql.dialect import CQL, CqlParseError
+from optimizer.sql.dialect import CQL, R2S_KEYWORDS, CqlParseError
 
 _DIALECT = CQL()
 
@@ -140,6 +140,7 @@ def parse_select(source: Source) -> exp.Select:
             raise UnsupportedError(message, source, tok.start, tok.end - tok.start + 1, hint)
     _check_parens(tokens, source)
 
+    tokens = _r2s_after_distinct(tokens)
     try:
         parser = _DIALECT.parser(error_message_context=len(source.text) + 1)
         trees = parser.parse(tokens, source.text)
@@ -170,6 +171,23 @@ def parse_select(source: Source) -> exp.Select:
             hint="hycq runs one continuous SELECT query",
         )
     return tree
+
+
+def _r2s_after_distinct(tokens: list[Token]) -> list[Token]:
+    """``SELECT ISTREAM DISTINCT ...`` as ``SELECT DISTINCT ISTREAM ...``: both orders mean
+    the same (docs/semantics.md), but the DuckDB grammar reads ALL/DISTINCT right after
+    SELECT, before any modifier. The tokens keep their positions, so errors still point at
+    the text as written."""
+    out = list(tokens)
+    for i, tok in enumerate(out):
+        if tok.token_type != TokenType.SELECT:
+            continue
+        j = i + 1
+        while j < len(out) and out[j].text.upper() in R2S_KEYWORDS:
+            j += 1
+        if j > i + 1 and j < len(out) and out[j].token_type in (TokenType.DISTINCT, TokenType.ALL):
+            out[i + 1 : j + 1] = [out[j], *out[i + 1 : j]]
+    return out
 
 
 def _check_single_statement(tokens: list[Token], source: Source) -> None:

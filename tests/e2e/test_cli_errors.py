@@ -229,3 +229,56 @@ def test_explain_ids_are_stable() -> None:
     path = QUERIES / "joins" / "join_5.sql"
     runs = [json.loads(hycq("explain", path, "--json").stdout) for _ in range(2)]
     assert [op["id"] for op in runs[0]["operators"]] == [op["id"] for op in runs[1]["operators"]]
+
+
+INSTANT_COLUMN_CASES = [
+    ("SELECT house_id AS _ts, COUNT(*) AS c\nFROM readings [RANGE 3 SECONDS] GROUP BY house_id",
+     "1:8", "house_id AS _ts"),
+    ("SELECT q._TS FROM (SELECT house_id AS _ts FROM readings [NOW]) AS q", "1:8", "q._TS"),
+    ("SELECT * FROM (SELECT value, ts AS _ts FROM readings [NOW]) AS q", "1:8", "*"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv", ".parquet"])
+@pytest.mark.parametrize(("query", "where", "underlined"), INSTANT_COLUMN_CASES)
+def test_result_column_named_ts_is_refused(
+    folder: Path, suffix: str, query: str, where: str, underlined: str
+) -> None:
+    """``_ts`` is the slide-instant column of every output format: a result column of that
+    name is refused before anything is written (JSON lines would drop it, the CSV header
+    would hold it twice, the Parquet file would not read back)."""
+    (folder / "q.sql").write_text(query + "\n", encoding="utf-8")
+    out = folder / f"out{suffix}"
+    err = assert_user_error(
+        hycq("run", "q.sql", "--duration", "3", "--output", out.name, cwd=folder),
+        f"q.sql:{where}:",
+        "named _ts",
+        "hint: ",
+    )
+    line = err.splitlines()[1]
+    col = int(where.split(":")[1]) - 1
+    assert err.splitlines()[2][2 + col :].startswith("^" * len(underlined)), err
+    assert line.strip().startswith("SELECT")
+    assert not out.exists() and not list(folder.glob(".out*"))
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv", ".parquet"])
+def test_renamed_ts_column_round_trips(folder: Path, suffix: str) -> None:
+    """The hint's fix: the column renamed, every format reads back with both columns."""
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    (folder / "q.sql").write_text(
+        "SELECT q._ts AS ts_value FROM (SELECT ts AS _ts FROM readings [NOW]) AS q\n",
+        encoding="utf-8",
+    )
+    out = folder / f"out{suffix}"
+    done = hycq("run", "q.sql", "--duration", "3", "--output", out.name, cwd=folder)
+    assert done.returncode == 0, done.stderr
+    if suffix == ".parquet":
+        rows = pq.read_table(out).to_pylist()
+    elif suffix == ".csv":
+        rows = pacsv.read_csv(out).to_pylist()
+    else:
+        rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert rows and all(set(r) == {"ts_value", "_ts"} and r["ts_value"] == r["_ts"] for r in rows)

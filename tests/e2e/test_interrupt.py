@@ -9,6 +9,7 @@ Real subprocesses at ``--pace realtime`` (so the run is still going when the sig
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -170,3 +171,87 @@ def test_sigint_with_spark_leaves_no_jvm(data: Path, tmp_path: Path) -> None:
     while any(_alive(pid) for pid in jvms):
         assert time.monotonic() < deadline, f"Spark JVM {jvms} still running after exit"
         time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def long_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Ten minutes of two houses at 20 tuples/s: one file batch, hundreds of instants."""
+    path = tmp_path_factory.mktemp("long") / "readings.csv"
+    done = subprocess.run(
+        [sys.executable, "-m", "hycq.cli", "data", "generate", "--out", str(path),
+         "--seconds", "600", "--houses", "2", "--rate", "20"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return path
+
+
+@pytest.mark.spark
+def test_sigterm_while_spark_restarts_after_a_fault(long_data: Path, tmp_path: Path) -> None:
+    """The Spark JVM is killed mid-run; while the MIG restarts Spark (a new JVM is starting)
+    SIGTERM arrives: the run stops within seconds with exit 143 and commits every instant
+    it had emitted, instead of finishing the restart and then the rest of the file batch
+    (at --pace max one batch spans hundreds of instants)."""
+    pytest.importorskip("pyspark")
+    query = tmp_path / "q.sql"
+    query.write_text(
+        "SELECT plug_id, COUNT(*) AS n, AVG(value) AS a FROM readings [RANGE 10 SECONDS] "
+        "GROUP BY plug_id\n"
+    )
+    (tmp_path / "catalog.toml").write_text((ROOT / "queries/smartplug/catalog.toml").read_text())
+    err_path = tmp_path / "stderr.txt"
+    with err_path.open("w") as err_file:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "hycq.cli", "run", query.name, "--data",
+             f"readings={long_data}", "--placement", "column", "--column-engine", "spark",
+             "--output", "out.jsonl", "--metrics", "m.json"],
+            cwd=tmp_path, stdout=subprocess.PIPE, stderr=err_file, text=True,
+        )  # fmt: skip
+
+    def java() -> list[int]:
+        return [pid for pid, name in _children(proc.pid) if name == "java"]
+
+    # Running once results reach the output file (JSON lines are written in 8 KB blocks:
+    # a dozen instants or so): the first JVM has answered queries.
+    deadline = time.monotonic() + 240
+    while not any(p.stat().st_size for p in tmp_path.glob(".out.jsonl.*.tmp")):
+        assert proc.poll() is None, err_path.read_text()
+        assert time.monotonic() < deadline, "no results from Spark"
+        time.sleep(0.2)
+    (first,) = java()
+    os.kill(first, signal.SIGKILL)
+    deadline = time.monotonic() + 60
+    while not [pid for pid in java() if pid != first]:
+        assert proc.poll() is None, err_path.read_text()
+        assert time.monotonic() < deadline, "the MIG did not restart Spark"
+        time.sleep(0.05)
+    restarting = [pid for pid in java() if pid != first]
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:  # it did not stop: do not leave it running
+            proc.kill()
+            proc.communicate()
+    elapsed = time.monotonic() - sent
+    stderr = err_path.read_text()
+    assert proc.returncode == 143, stderr
+    assert elapsed < 30, f"took {elapsed:.1f} s to stop after SIGTERM"
+    assert "interrupted by SIGTERM" in stderr and "internal error" not in stderr
+    m = json.loads((tmp_path / "m.json").read_text())
+    assert m["interrupted"] == "SIGTERM" and m["faults"], m
+    got = read_output(tmp_path / "out.jsonl")
+    assert got.num_rows == m["results"] > 0
+    expected = expected_prefix_of(query, long_data, m["last_instant"])
+    assert_same_stream(got, expected)
+    deadline = time.monotonic() + 30
+    while any(_alive(pid) for pid in restarting):
+        assert time.monotonic() < deadline, f"Spark JVM {restarting} still running after exit"
+        time.sleep(0.2)
+
+
+def expected_prefix_of(query: Path, data: Path, last_instant: int) -> pa.Table:
+    table = pa.Table.from_batches(list(read_batches(data)))
+    prefix = table.filter(pc.less_equal(table.column("ts"), last_instant))
+    return oracle(query.read_text(), CATALOG, {"readings": prefix})

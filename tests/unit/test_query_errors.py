@@ -531,24 +531,6 @@ CASES = [
         None,
     ),
     Case(
-        "window-slide-gt-range",
-        "SELECT value\nFROM readings [RANGE 5 SECONDS SLIDE 1 MINUTE]",
-        BindError,
-        "window slide is larger than its range",
-        2,
-        15,
-        "SLIDE <= RANGE",
-    ),
-    Case(
-        "window-rows-slide-gt-rows",
-        "SELECT value FROM readings [ROWS 5 SLIDE 10]",
-        BindError,
-        "window slide is larger than its row count",
-        1,
-        28,
-        "SLIDE <= ROWS",
-    ),
-    Case(
         "window-below-time-unit",
         "SELECT value FROM readings [RANGE 500 MILLISECONDS]",
         BindError,
@@ -1048,3 +1030,28 @@ def test_deep_nesting_is_a_user_error(catalog: Catalog) -> None:
     long_sum = "SELECT " + " + ".join(["value"] * 3000) + " FROM readings [NOW]"
     with pytest.raises(QueryError, match="nested too deeply"):
         plan_query(long_sum, catalog)
+
+
+@pytest.mark.parametrize("mode", ["ISTREAM", "DSTREAM", "RSTREAM"])
+def test_r2s_keyword_before_or_after_distinct(catalog: Catalog, mode: str) -> None:
+    """``SELECT ISTREAM DISTINCT`` and ``SELECT DISTINCT ISTREAM`` are the same query."""
+    from optimizer.ir.display import render_plan
+
+    plans = [
+        plan_query(f"SELECT {head} plug_id FROM readings [RANGE 5 SECONDS]", catalog)
+        for head in (f"{mode} DISTINCT", f"DISTINCT {mode}")
+    ]
+    text = [render_plan(p) for p in plans]
+    assert text[0] == text[1]
+    assert "aggregate" in text[0] and mode.lower() in text[0]
+    all_first = plan_query(f"SELECT {mode} ALL plug_id FROM readings [NOW]", catalog)
+    assert "aggregate" not in render_plan(all_first)
+
+
+def test_r2s_keyword_after_distinct_on_a_subquery_is_still_refused(catalog: Catalog) -> None:
+    with pytest.raises(UnsupportedError, match="only allowed in the outermost SELECT") as err:
+        plan_query(
+            "SELECT d.plug_id FROM (SELECT ISTREAM DISTINCT plug_id FROM readings [NOW]) AS d",
+            catalog,
+        )
+    assert err.value.col == 31  # the ISTREAM keyword as written
