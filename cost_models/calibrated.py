@@ -158,14 +158,13 @@ def _cost_value(value: object, what: str) -> float:
     return float(value)
 
 
-def write_profile(
-    path: Path,
+def profile_text(
     model: AnalyticalCostModel,
     fits: Mapping[str, LinearFit],
     machine: Mapping[str, Any],
     created: str,
-) -> None:
-    """Write a version-1 profile atomically."""
+) -> str:
+    """A version-1 profile as JSON text."""
     doc = {
         "format": PROFILE_FORMAT,
         "created": created,
@@ -173,9 +172,21 @@ def write_profile(
         "parameters": model_parameters(model),
         "fits": {k: f.to_json() for k, f in fits.items()},
     }
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def write_profile(
+    path: Path,
+    model: AnalyticalCostModel,
+    fits: Mapping[str, LinearFit],
+    machine: Mapping[str, Any],
+    created: str,
+) -> None:
+    """Write a version-1 profile atomically (``hycq calibrate`` writes ``profile_text``
+    through engines.output_files instead, which also refuses unsafe paths)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    tmp.write_text(profile_text(model, fits, machine, created), encoding="utf-8")
     tmp.replace(path)
 
 

@@ -113,6 +113,28 @@ def load_cost_model(spec: str | None = None) -> CostModel:
 _PY_FILE = re.compile(r"(?P<path>.+\.py):(?P<attr>[A-Za-z_][\w.]*)")
 
 
+def files_read(spec: str | None) -> list[Path]:
+    """The files loading ``spec`` reads (a TOML file and its base, a model file, the
+    calibration profile), so that no output can be written over them."""
+    spec = default_spec() if spec is None else spec.strip()
+    files: list[Path] = []
+    folder: Path | None = None
+    if spec.lower().endswith(".toml"):
+        path = Path(spec)
+        files.append(path)
+        with contextlib.suppress(OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            table = tomllib.loads(path.read_text(encoding="utf-8-sig")).get("cost_model")
+            base = table.get("base") if isinstance(table, dict) else None
+            spec, folder = (base if isinstance(base, str) else "analytical"), path.parent
+    m = _PY_FILE.fullmatch(spec)
+    if m:
+        path = Path(m["path"])
+        files.append(folder / path if folder and not path.is_absolute() else path)
+    elif spec == "calibrated":
+        files.append(default_profile_path())
+    return files
+
+
 def _from_name(spec: str, folder: Path | None = None) -> CostModel:
     """Any spec but a TOML file; relative .py paths are relative to ``folder`` if given."""
     if spec in BUILTIN:

@@ -34,6 +34,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from engines import interrupts
 from engines.arrow_types import arrow_schema
 from engines.columnar import ColumnarEngine, EngineFault
 from engines.row.arrow_ops import table_of
@@ -247,6 +248,7 @@ class MigOp(RowOperator):
                 self.stats.queries += 1
                 return result
             except EngineFault as err:
+                interrupts.reraise_if_interrupted()  # a signal cut the call short: no fault
                 attempt += 1
                 self.stats.faults.append(
                     {"instant": instant, "engine": self.engine.name, "error": str(err)[:500]}

@@ -344,21 +344,59 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    from engines import interrupts
+
+    previous = interrupts.install_default()  # SIGTERM/SIGHUP too unwind through cleanup
+    code = 1
+    try:
+        args = build_parser().parse_args(argv)
+        code = _main(args)
+    except KeyboardInterrupt as err:  # a signal outside the command (argument parsing)
+        code = _interrupted(getattr(err, "signum", None))
+    finally:
+        late = _clean_up(previous)
+    return _interrupted(late) if late is not None else code
+
+
+def _clean_up(previous: dict[int, Any]) -> int | None:
+    """Remove every temporary file and restore the signal handlers, even when a signal
+    interrupts this; returns the number of such a signal."""
+    from engines import interrupts
+    from engines.output_files import remove_temporaries
+
+    caught: int | None = None
+    while True:
+        try:
+            remove_temporaries()
+            interrupts.restore(previous)
+            return caught
+        except KeyboardInterrupt as err:
+            caught = getattr(err, "signum", None) or signal.SIGINT
+
+
+def _main(args: argparse.Namespace) -> int:
+    from engines import interrupts
+
     try:
         return _dispatch(args)
     except HycqError as err:
+        if not isinstance(err, UserError) and interrupts.received() is not None:
+            return _interrupted(interrupts.received())  # e.g. an engine cut short by it
         sys.stderr.write(err.render() + "\n")
         if args.debug and not isinstance(err, UserError):
             traceback.print_exc()
         return err.exit_code
-    except KeyboardInterrupt:
-        sys.stderr.write("interrupted\n")
-        return 130
+    except KeyboardInterrupt as err:
+        return _interrupted(getattr(err, "signum", None) or signal.SIGINT)
     except BrokenPipeError:
         return 0
     except Exception as err:  # noqa: BLE001 - the one place that turns bugs into exit 1
+        if interrupts.received() is not None:
+            # A signal cut a call short and it reported that as its own error (DuckDB:
+            # "Query interrupted"): the process was stopped, it did not fail.
+            if args.debug:
+                traceback.print_exc()
+            return _interrupted(interrupts.received())
         if args.debug:
             traceback.print_exc()
         else:
@@ -367,6 +405,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "  this is a bug in hycq; rerun with --debug for the traceback\n"
             )
         return 1
+
+
+def _interrupted(signum: int | None) -> int:
+    sig = signal.Signals(signum or signal.SIGINT)
+    sys.stderr.write(f"interrupted by {sig.name}\n")
+    return 128 + int(sig)
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -502,11 +546,12 @@ def _run(args: argparse.Namespace) -> int:
         from hycq.reporting import check_out_path
 
         check_out_path(args.report, "--report")
+    data = _parse_data(args.data)
     options = RunOptions(
         rate=args.rate,
         duration=args.duration,
         pace=args.pace,
-        data=_parse_data(args.data),
+        data=data,
         output=args.output,
         metrics=args.metrics,
         dead_letter=args.dead_letter,
@@ -524,6 +569,18 @@ def _run(args: argparse.Namespace) -> int:
         spark_conf[key] = value
     settings = api.EngineSettings(args.duckdb_threads, spark_conf or None)
     q = api.load_query(args.query, args.catalog)
+    inputs = _inputs(args.query, args.catalog, q.catalog, data.values(), args.cost_model)
+    if isinstance(placement, dict):
+        inputs.append(("--placement", Path(args.placement)))
+    _check_outputs(
+        inputs,
+        [
+            ("--output", args.output),
+            ("--metrics", args.metrics),
+            ("--dead-letter", args.dead_letter),
+            ("--report", args.report),
+        ],
+    )
     optimizer = api.OptimizerOptions(
         engines=("row", args.column_engine),
         cost_model=args.cost_model,
@@ -562,6 +619,8 @@ def _report(args: argparse.Namespace) -> int:
 
     check_out_path(args.out)
     q = api.load_query(args.query, args.catalog)
+    inputs = _inputs(args.query, args.catalog, q.catalog, [], args.cost_model)
+    _check_outputs([*inputs, ("--bench", args.bench)], [("--out", args.out)])
     opt = optimize(
         q,
         OptimizerOptions(
@@ -579,6 +638,8 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
+    from engines.output_files import check_writable, write_bytes
+    from engines.runtime import json_text
     from hycq import api
     from hycq.bench import PLANS, BenchOptions, bench, plot
 
@@ -595,12 +656,20 @@ def _bench(args: argparse.Namespace) -> int:
                 f"unknown plan '{p}' in --plans",
                 hint=did_you_mean(p, PLANS) or f"plans: {', '.join(PLANS)}",
             )
-    for path in (args.json, args.plot):
-        if path is not None and not path.parent.exists():
-            raise OptionError(f"output folder does not exist: {path.parent}")
     if args.plot is not None and args.plot.suffix.lower() != ".png":
         raise OptionError(f"--plot must end in .png, got '{args.plot}'")
     queries = [api.load_query(q, args.catalog) for q in args.queries]
+    data = _parse_data(args.data)
+    inputs = [
+        item
+        for name, q in zip(args.queries, queries, strict=True)
+        for item in _inputs(name, args.catalog, q.catalog, data.values(), args.cost_model)
+    ]
+    outputs = [("--json", args.json), ("--plot", args.plot)]
+    _check_outputs(inputs, outputs)
+    for option, path in outputs:
+        if path is not None:
+            check_writable(path, option)  # before minutes of measuring
 
     def progress(message: str) -> None:
         sys.stderr.write(f"measuring {message}\n")
@@ -613,7 +682,7 @@ def _bench(args: argparse.Namespace) -> int:
         repeat=args.repeat,
         optimizer=api.OptimizerOptions(cost_model=args.cost_model, row_core=args.row_core),
         settings=api.EngineSettings(args.duckdb_threads, None),
-        data=_parse_data(args.data),
+        data=data,
         progress=progress,
         max_warm_wall=args.warm_limit,
     )
@@ -628,7 +697,7 @@ def _bench(args: argparse.Namespace) -> int:
             f"{'kept up' if m['kept_up'] else 'did NOT keep up'}"
         )
     if args.json is not None:
-        args.json.write_text(json.dumps(records, indent=2) + "\n")
+        write_bytes(args.json, json_text(records), "--json")
     if args.plot is not None:
         plot(records, args.plot)
     return 0
@@ -647,8 +716,6 @@ def _calibrate(args: argparse.Namespace) -> int:
         sys.stderr.write(f"measuring {message}\n")
 
     settings = dataclasses.replace(base, engines=engines, progress=progress)
-    if args.out is not None and not args.out.parent.exists():
-        raise OptionError(f"output folder does not exist: {args.out.parent}")
     summary = calibrate(args.out, settings)
     us = {k: v * 1e6 for k, v in summary["parameters"].items()}
     print(f"wrote {summary['profile']} in {summary['seconds']:.1f} s")
@@ -668,6 +735,7 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 
 def _data_generate(args: argparse.Namespace) -> int:
+    from engines.output_files import check_writable
     from engines.sources.smartplug import generate_to_file
 
     suffix = args.out.suffix.lower()
@@ -676,13 +744,40 @@ def _data_generate(args: argparse.Namespace) -> int:
             f"--out must end in .csv or .parquet, got '{args.out}'",
             hint="e.g. --out readings.parquet",
         )
-    if not args.out.parent.exists():
-        raise OptionError(f"output folder does not exist: {args.out.parent}")
+    check_writable(args.out, "--out")
     rows = generate_to_file(
         args.out, seconds=args.seconds, rate=args.rate, houses=args.houses, seed=args.seed
     )
     sys.stderr.write(f"wrote {rows} rows to {args.out}\n")
     return 0
+
+
+def _inputs(
+    query: str, catalog_arg: Path | None, catalog: Any, data: Any, cost_model: str | None
+) -> list[tuple[str, Path | str | None]]:
+    """Every file a command reads: no output may be written over one of them."""
+    from cost_models.registry import files_read
+    from hycq.api import find_catalog
+
+    found: list[tuple[str, Path | str | None]] = [("query file", query)]
+    found.append(("catalog", find_catalog(query, catalog_arg)))
+    found += [("--data", p) for p in data]
+    found += [
+        (f"the catalog's source of '{s.name}'", s.source.path)
+        for s in catalog.streams.values()
+        if s.source.path is not None
+    ]
+    found += [("cost model file", p) for p in files_read(cost_model)]
+    return found
+
+
+def _check_outputs(
+    inputs: Sequence[tuple[str, Path | str | None]],
+    outputs: Sequence[tuple[str, Path | str | None]],
+) -> None:
+    from engines.output_files import check_distinct
+
+    check_distinct(inputs, outputs)
 
 
 def _print_json(obj: Any) -> None:
