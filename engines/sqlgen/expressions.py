@@ -52,6 +52,7 @@ from optimizer.ir.expr import (
     ColumnRef,
     Expr,
     Func,
+    InList,
     Literal,
     Unary,
 )
@@ -111,6 +112,11 @@ class ExprTranslator:
             return self._cast(e)
         if isinstance(e, Case):
             return self._case(e)
+        if isinstance(e, InList):  # flat: IN of 10,000 items is one node in both engines
+            return exp.In(
+                this=paren(self.scalar(e.value)),
+                expressions=[self.scalar(i) for i in e.items],
+            )
         if isinstance(e, AggCall):
             raise PlanError(f"aggregate {e.display()} outside an aggregate operator")
         raise PlanError(f"cannot translate expression {e!r} to SQL")
