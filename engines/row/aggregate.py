@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from engines.row.base import NO_CHANGE, Delta, Row, RowOperator, Rows
-from engines.row.compile import RUNTIME, expr_source, nullable
+from engines.row.compile import RUNTIME, checked_bigint, expr_source, nullable
 from optimizer.ir.expr import AggCall, ColumnRef, Expr
 
 
@@ -166,6 +166,8 @@ class _Slot:
         if mode == "sum":
             n, total = (f"st[{i}]", f"st[{i + 1}]") if self.arg_null else ("st[0]", f"st[{i}]")
             value = f"{total} / {n}" if func == "AVG" else total
+            if func == "SUM" and self.call.dtype.is_integer:
+                value = f"_ick({total})"  # a SUM outside BIGINT is an error (DuckDB's too)
             if self.arg_null or global_agg:
                 return f"({value} if {n} else None)"
             return f"({value})"
@@ -202,7 +204,9 @@ class _Slot:
                 # Reset the running sum so float error cannot accumulate across empty phases.
                 st[i + 1 if self.arg_null else i] = 0.0 if isinstance(total, float) else 0
                 return None
-            return total / n if self.call.func == "AVG" else total
+            if self.call.func == "AVG":
+                return total / n
+            return checked_bigint(total) if self.call.dtype.is_integer else total
         if mode == "deque":
             d = st[i]
             return d[0] if d else None
