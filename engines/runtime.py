@@ -23,7 +23,7 @@ import signal
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, cast
@@ -72,6 +72,9 @@ class RunOptions:
     #: instants emitted so far are committed to the output, metrics say ``interrupted``. A
     #: second signal stops at once without committing. Off for API callers (and tests).
     stop_on_signal: bool = False
+    #: RSS in MB above which the run stops with an error (a window of rate x range tuples
+    #: that does not fit); None: 90% of the memory available when the run starts.
+    memory_limit_mb: float | None = None
 
 
 # -- sources -------------------------------------------------------------------------------
@@ -99,8 +102,10 @@ def open_inputs(
     catalog: Catalog,
     options: RunOptions,
     dead: DeadLetters | None = None,
+    skip: Collection[str] = (),
 ) -> list[StreamInput]:
-    """The input of every stream the plan reads, from --data files or the catalog's source.
+    """The input of every stream the plan reads (but those named in ``skip``), from --data
+    files or the catalog's source.
 
     Bad rows of data files go to ``dead`` (and are skipped); without it they raise DataError.
     """
@@ -119,6 +124,8 @@ def open_inputs(
     data = {k.lower(): v for k, v in options.data.items()}
     inputs = []
     for name in names:
+        if name.lower() in skip:
+            continue
         stream = catalog.get(name)
         assert stream is not None
         path = data.get(name.lower())
@@ -140,7 +147,7 @@ def open_inputs(
 
 
 def _generator_input(stream: StreamDef, options: RunOptions) -> StreamInput:
-    from engines.sources.smartplug import SmartPlugGenerator
+    from engines.sources.smartplug import SCHEMA, SmartPlugGenerator
 
     spec = stream.source
     rate = options.rate if options.rate is not None else stream.rate
@@ -151,9 +158,15 @@ def _generator_input(stream: StreamDef, options: RunOptions) -> StreamInput:
     }
     gen = SmartPlugGenerator(rate=rate, **kwargs)
     seconds = options.duration if options.duration is not None else DEFAULT_DURATION_S
+    # The catalog declares a subset of the generator's columns (checked when it was loaded).
+    columns = [c.name.lower() for c in stream.columns]
+    batches = gen.batches(seconds, options.batch_seconds)
+    if columns != list(SCHEMA.names):
+        names = [c.name for c in stream.columns]
+        batches = (b.select(columns).rename_columns(names) for b in batches)
     return StreamInput(
         stream,
-        gen.batches(seconds, options.batch_seconds),
+        batches,
         gen.rate,
         f"generator smartplug ({gen.houses} houses, {gen.plugs} plugs, seed {gen.seed})",
         expected_rows=gen.rows(seconds),
@@ -179,8 +192,8 @@ def _file_input(
             hint="give a CSV or Parquet file with --data STREAM=PATH",
         )
     tps = ticks_per_second(stream)
-    if fmt is None:
-        fmt = detect_format(path)
+    if fmt is None and path.is_file():  # a FIFO is sniffed by the reader (read only once)
+        fmt = detect_format(path, [c.name for c in stream.columns])
     on_bad: OnBad | None = None
     if dead is not None:
         unit = "row" if fmt == "parquet" else "line"
@@ -192,6 +205,7 @@ def _file_input(
 
     batches = read_batches(path, fmt, schema=arrow_schema(stream.schema), on_bad=on_bad)
     t_index = stream.time_index
+    batches = _in_range(batches, t_index, stream.name, dead, path.name)
     if options.rate is not None:
         batches = _rescale(batches, t_index, options.rate, tps)
     if options.duration is not None:
@@ -200,12 +214,44 @@ def _file_input(
     return StreamInput(stream, batches, rate, f"file {path}", measured=options.rate is None)
 
 
+#: Largest timestamp magnitude hycq accepts, in ticks (2**62: an instant plus a window or a
+#: slide, at most 2**53 ticks, never overflows BIGINT). Rows beyond are dead-lettered.
+MAX_TIMESTAMP = 2**62
+
+
+def _in_range(
+    batches: Iterator[pa.RecordBatch], t: int, stream: str, dead: DeadLetters | None, where: str
+) -> Iterator[pa.RecordBatch]:
+    """Set aside rows whose timestamp is beyond +-MAX_TIMESTAMP (without ``dead``: DataError)."""
+    for b in batches:
+        ts = b.column(t)
+        lo_hi = pc.min_max(ts)
+        lo, hi = lo_hi["min"].as_py(), lo_hi["max"].as_py()
+        if lo is None or (lo >= -MAX_TIMESTAMP and hi <= MAX_TIMESTAMP):
+            yield b
+            continue
+        out = pc.or_(pc.less(ts, -MAX_TIMESTAMP), pc.greater(ts, MAX_TIMESTAMP))
+        name = b.schema.field(t).name
+        for row in b.filter(out).to_pylist():
+            reason = (
+                f"timestamp {row[name]} in column '{name}' is out of range "
+                f"(at most {MAX_TIMESTAMP} in magnitude)"
+            )
+            if dead is None:
+                raise DataError(f"{where}: {reason}", hint="timestamps are epoch seconds or ms")
+            dead.add(stream, row, f"{where}: {reason}")
+        kept = b.filter(pc.invert(out))
+        if kept.num_rows:
+            yield kept
+
+
 def _rescale(
     batches: Iterator[pa.RecordBatch], t: int, rate: float, tps: int
 ) -> Iterator[pa.RecordBatch]:
     """Replay at ``rate`` tuples per event-second: the i-th tuple gets ts0 + floor(i*tps/rate).
 
-    This is the dissertation's replay tool: order is kept, density becomes ``rate``.
+    This is the dissertation's replay tool: order is kept, density becomes ``rate``. A rate
+    so low that the timestamps would leave the supported range is an OptionError.
     """
     start: int | None = None
     index = 0
@@ -215,6 +261,12 @@ def _rescale(
             continue
         if start is None:
             start = int(b.column(t)[0].as_py())
+        if start + (index + n) * (tps / rate) > MAX_TIMESTAMP:
+            raise OptionError(
+                f"--rate {rate:g} spreads the data beyond the supported time range "
+                f"({index + n} tuples at {rate:g} per second from timestamp {start})",
+                hint="use a higher --rate",
+            )
         i = np.arange(index, index + n, dtype=np.int64)
         index += n
         ts = start + np.floor(i * (tps / rate)).astype(np.int64)
@@ -222,7 +274,10 @@ def _rescale(
 
 
 def _cut(batches: Iterator[pa.RecordBatch], t: int, span: float) -> Iterator[pa.RecordBatch]:
-    """Keep tuples with ts < first_ts + span (``--duration``); stop reading after that."""
+    """Keep tuples with ts < first_ts + span (``--duration``); stop reading after that.
+
+    Timestamps are whole ticks, so ``ts < first + span`` is ``ts < first + ceil(span)``
+    (computed in integers: ``first + 1e-9`` would round back to ``first``)."""
     first: int | None = None
     for b in batches:
         if b.num_rows == 0:
@@ -230,8 +285,11 @@ def _cut(batches: Iterator[pa.RecordBatch], t: int, span: float) -> Iterator[pa.
         ts = b.column(t)
         if first is None:
             first = int(ts[0].as_py())
-        limit = math.ceil(first + span)  # integer ticks: ts < first + span
-        kept = b.filter(pc.less(ts, pa.scalar(limit, type=ts.type)))
+        limit = min(first + math.ceil(span), MAX_TIMESTAMP + 1)
+        if limit > _INT_RANGES.get(ts.type, ("", 0, 2**63 - 1))[2]:
+            kept = b  # beyond the column type's range: every value is below it
+        else:
+            kept = b.filter(pc.less(ts, pa.scalar(limit, type=ts.type)))
         if kept.num_rows:
             yield kept
         if int(pc.min(ts).as_py()) >= limit:
@@ -613,6 +671,7 @@ def run_plan(
     next_sample = 0
     wall_start = time.perf_counter()
     lag_max = 0.0
+    memory = _MemoryGuard(options.memory_limit_mb)
     # Window contents are long-lived and acyclic: keep the cyclic GC from re-scanning
     # millions of tuples in every full collection during the run (re-enabled afterwards).
     gc_was_enabled = gc.isenabled()
@@ -663,6 +722,7 @@ def run_plan(
                 if max_ts - min_ts >= next_sample:
                     rss_timeline.append([(max_ts - min_ts) / tps, _rss_mb()])
                     next_sample += sample_every * tps
+                memory.check(tuples_in)
         if not stop.requested:
             arrival[0] = time.perf_counter()
             # End of input: fire the remaining instants. An interrupted run skips this: the
@@ -813,6 +873,39 @@ def _by_second(batch: pa.RecordBatch, t: int, tps: int) -> Iterator[pa.RecordBat
     for end in [*cuts.tolist(), batch.num_rows]:
         yield batch.slice(start, end - start)
         start = end
+
+
+class _MemoryGuard:
+    """Stops a run whose memory outgrows the machine with a clear error (exit 2) instead of
+    the kernel's OOM killer or a MemoryError in the middle of an engine: checked after every
+    batch (a batch is bounded, so the overshoot is too)."""
+
+    def __init__(self, limit_mb: float | None) -> None:
+        self.limit = limit_mb if limit_mb is not None else _default_memory_limit()
+
+    def check(self, tuples_in: int) -> None:
+        if self.limit is None:
+            return
+        rss = _rss_mb()
+        if rss > self.limit:
+            raise OptionError(
+                f"out of memory: the run uses {rss:,.0f} MB after {tuples_in:,} tuples, more "
+                f"than its limit of {self.limit:,.0f} MB",
+                hint="windows hold rate x range tuples (a row-engine window at least one "
+                "slide's): lower --rate, the window range or the slide; --memory-limit MB "
+                "sets the limit",
+            )
+
+
+def _default_memory_limit() -> float | None:
+    """90% of the memory available now plus what this process already uses (Linux)."""
+    try:
+        with open("/proc/meminfo") as fh:
+            info = {line.split(":")[0]: line.split()[1] for line in fh}
+        available = int(info["MemAvailable"]) / 1024.0
+    except (OSError, KeyError, ValueError, IndexError):
+        return None
+    return 0.9 * (available + _rss_mb())
 
 
 def _rss_mb() -> float:

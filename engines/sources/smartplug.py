@@ -152,6 +152,8 @@ _Q_LOGS = np.log(np.asarray(LOAD_QUANTILES_W, dtype=np.float64))
 _ALWAYS_OFF, _INTERMITTENT, _ALWAYS_ON = 0, 1, 2
 #: Cells (seconds x plugs) evolved at once; bounds memory for large batch_seconds.
 _CHUNK_CELLS = 1 << 18
+#: Largest timestamp the run-time accepts (engines.runtime.MAX_TIMESTAMP).
+_MAX_TS = 2**62
 #: Most rows in one emitted batch: bounds memory at any rate (``--rate 1e10`` included).
 MAX_BATCH_ROWS = 1 << 17
 #: Event-seconds per batch when writing a file (batches are still at most MAX_BATCH_ROWS).
@@ -393,6 +395,11 @@ class SmartPlugGenerator:
             )
         if (math.ceil(seconds) + 1) * self._rate.numerator >= 2**62:
             raise OptionError(f"smart-plug generator: {seconds} s at this rate is too long")
+        if self._start + math.ceil(seconds) > _MAX_TS:
+            raise OptionError(
+                f"smart-plug generator: {seconds} s from start {self._start} passes the largest "
+                f"timestamp hycq accepts ({_MAX_TS})"
+            )
         return float(seconds)
 
     def _cum(self, t: np.ndarray) -> np.ndarray:
