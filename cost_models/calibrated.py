@@ -131,8 +131,14 @@ def with_parameters(
                 raise ConfigError(f"{where}: 'engines' must be a table of engine tables")
             engines = dict(model.engines)
             for engine, consts in value.items():
-                base = engines.get(engine, engines.get("duckdb"))
-                assert base is not None
+                base = engines.get(engine)
+                if base is None:
+                    raise ConfigError(
+                        f"{where}: unknown columnar engine 'engines.{engine}'",
+                        hint=did_you_mean(engine, engines)
+                        or f"columnar engines: {', '.join(sorted(engines))} (the row engine's "
+                        "costs are the top-level parameters)",
+                    )
                 if not isinstance(consts, Mapping):
                     raise ConfigError(f"{where}: engines.{engine} must be a table")
                 fields = dataclasses.asdict(base)
@@ -193,7 +199,7 @@ def write_profile(
 def load_profile(path: Path) -> dict[str, Any]:
     """Read and validate a profile (ConfigError with the path on any problem)."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(path.read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
         raise ConfigError(
             f"no calibration profile at {path}",
