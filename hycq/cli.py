@@ -34,6 +34,20 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+class _DebugParser(_Parser):
+    """A subcommand's parser: takes ``--debug`` too, so it may come after the subcommand
+    (the top-level default stays when it is not given here)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.add_argument(
+            "--debug",
+            action="store_true",
+            default=argparse.SUPPRESS,
+            help="show tracebacks of internal errors",
+        )
+
+
 def _positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -116,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Hybrid row/column continuous-query optimizer and executor for CQL.",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_DebugParser)
     sub.required = True
 
     ex = sub.add_parser(
@@ -199,6 +213,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="a Spark setting, e.g. spark.master=spark://host:7077; repeatable",
     )
+    rn.add_argument(
+        "--spark-connect-timeout",
+        type=_positive_float,
+        metavar="S",
+        help="seconds the Spark session may take to start before the run fails with exit 2 "
+        "(default: 90; a local JVM needs 5-20 s)",
+    )
     rn.add_argument("--metrics", type=Path, metavar="PATH", help="write run metrics as JSON")
     rn.add_argument(
         "--report",
@@ -211,6 +232,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         metavar="PATH",
         help="write rejected input rows with the reason (JSON lines)",
+    )
+    rn.add_argument(
+        "--memory-limit",
+        type=_positive_float,
+        metavar="MB",
+        help="stop with an error when the run's resident memory passes MB (default: 90%% of "
+        "the memory available at the start)",
     )
     rn.add_argument(
         "--progress",
@@ -322,7 +350,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     data = sub.add_parser("data", help="synthetic smart-plug data")
-    data_sub = data.add_subparsers(dest="data_command", metavar="ACTION", parser_class=_Parser)
+    data_sub = data.add_subparsers(
+        dest="data_command", metavar="ACTION", parser_class=_DebugParser
+    )
     data_sub.required = True
     gen = data_sub.add_parser(
         "generate",
@@ -390,6 +420,13 @@ def _main(args: argparse.Namespace) -> int:
         return _interrupted(getattr(err, "signum", None) or signal.SIGINT)
     except BrokenPipeError:
         return 0
+    except MemoryError:
+        sys.stderr.write(
+            "error: out of memory\n  hint: the work does not fit this machine: lower --rate, "
+            "the window range or the data size (hycq run stops itself earlier: "
+            "--memory-limit MB)\n"
+        )
+        return 2
     except Exception as err:  # noqa: BLE001 - the one place that turns bugs into exit 1
         if interrupts.received() is not None:
             # A signal cut a call short and it reported that as its own error (DuckDB:
@@ -510,6 +547,22 @@ def _parse_data(specs: list[str]) -> dict[str, Path]:
     return data
 
 
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's dict; a key given twice raises (json keeps the last one silently)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
 def _load_placement(spec: str) -> str | dict[str, str]:
     if spec in ("auto", "row", "column"):
         return spec
@@ -517,7 +570,12 @@ def _load_placement(spec: str) -> str | dict[str, str]:
     if path.suffix.lower() != ".json":
         raise OptionError(f"--placement must be auto, row, column or a .json file, got '{spec}'")
     try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
+        obj = json.loads(path.read_text(encoding="utf-8-sig"), object_pairs_hook=_unique_keys)
+    except _DuplicateKey as dup:
+        raise OptionError(
+            f"placement file {path}: operator '{dup.key}' is given twice",
+            hint="give each operator id once",
+        ) from None
     except FileNotFoundError:
         raise OptionError(f"placement file not found: {path}") from None
     except (OSError, UnicodeDecodeError) as err:
@@ -557,6 +615,7 @@ def _run(args: argparse.Namespace) -> int:
         dead_letter=args.dead_letter,
         progress=args.progress,
         stop_on_signal=True,
+        memory_limit_mb=args.memory_limit,
     )
     spark_conf: dict[str, str] = {}
     for spec in args.spark_conf:
@@ -567,7 +626,9 @@ def _run(args: argparse.Namespace) -> int:
                 hint="e.g. --spark-conf spark.master=local[2]",
             )
         spark_conf[key] = value
-    settings = api.EngineSettings(args.duckdb_threads, spark_conf or None)
+    settings = api.EngineSettings(
+        args.duckdb_threads, spark_conf or None, args.spark_connect_timeout
+    )
     q = api.load_query(args.query, args.catalog)
     inputs = _inputs(args.query, args.catalog, q.catalog, data.values(), args.cost_model)
     if isinstance(placement, dict):
@@ -595,7 +656,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.output != "-":
         sys.stderr.write(
             f"{m['tuples_in']} tuples in {m['wall_s']:.2f} s ({m['throughput']:,.0f} tuples/s, "
-            f"rate {m['rate']:,.0f}/s, {'kept up' if m['kept_up'] else 'did NOT keep up'}); "
+            f"rate {m['rate']:,.4g}/s, {'kept up' if m['kept_up'] else 'did NOT keep up'}); "
             f"{m['results']} result rows over {m['instants']} instants; "
             f"{m['dead_letter']} rows dead-lettered\n"
         )
@@ -650,6 +711,10 @@ def _bench(args: argparse.Namespace) -> int:
         except argparse.ArgumentTypeError as err:
             raise OptionError(f"--rates: {err}", hint="e.g. --rates 1000,5000,40000") from None
     plans = [p.strip() for p in args.plans.split(",") if p.strip()]
+    if not plans:
+        raise OptionError(
+            f"--plans names no plan: '{args.plans}'", hint=f"plans: {', '.join(PLANS)}"
+        )
     for p in plans:
         if p not in PLANS:
             raise OptionError(
