@@ -190,8 +190,7 @@ def check_out_path(path: Path, option: str = "--out") -> None:
 
 def write_report(report: Report, path: Path, option: str = "--out") -> None:
     """Render ``report`` to one self-contained HTML file."""
-    from hycq.reporting.page import render
-
     from engines.output_files import write_bytes
+    from hycq.reporting.page import render
 
     write_bytes(path, render(report), option)
