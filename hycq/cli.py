@@ -846,7 +846,9 @@ def _check_outputs(
 
 
 def _print_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2) + "\n")
+    from engines.runtime import json_text
+
+    sys.stdout.write(json_text(obj))  # strict JSON: NaN and infinities as null
 
 
 if __name__ == "__main__":  # pragma: no cover
