@@ -192,8 +192,12 @@ def write_profile(
     through engines.output_files instead, which also refuses unsafe paths)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(profile_text(model, fits, machine, created), encoding="utf-8")
-    tmp.replace(path)
+    try:
+        tmp.write_text(profile_text(model, fits, machine, created), encoding="utf-8")
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a failed write leaves nothing behind
+        raise
 
 
 def load_profile(path: Path) -> dict[str, Any]:
