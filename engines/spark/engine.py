@@ -88,10 +88,8 @@ def _abandon(box: dict[str, Any]) -> None:
     SparkSession._activeSession = None
 
 
-#: Lines of a JVM's output that say why it failed, best first.
-_REASONS = (
-    re.compile(r"Invalid (initial|maximum) heap size.*|Error: .*|.*Exception: .*"),
-)
+#: A line of a JVM's console output that says why it failed.
+_JVM_REASON = re.compile(r"Invalid (initial|maximum) heap size.*|Error: .*|.*Exception: .*")
 
 
 def _reason(err: BaseException, log: IO[bytes]) -> str:
@@ -102,7 +100,7 @@ def _reason(err: BaseException, log: IO[bytes]) -> str:
     with contextlib.suppress(OSError):
         log.seek(0)
         output = log.read().decode("utf-8", "replace").splitlines()
-        found = [ln.strip() for ln in output if _REASONS[0].fullmatch(ln.strip())]
+        found = [ln.strip() for ln in output if _JVM_REASON.fullmatch(ln.strip())]
         detail = found[0] if found else ""
     for line in lines:  # a Java exception: its first line says it
         m = re.search(r"(\w+(\.\w+)*(Exception|Error)): (.*)", line)
@@ -181,11 +179,13 @@ class SparkEngine(ColumnarEngine):
         master = self.conf.get("spark.master")
         try:
             finished = interrupts.wait(thread, self.start_timeout)
-        except interrupts.StopRequested:
+        except BaseException:  # a stop request or a signal: the start is given up
             _abandon(box)  # the thread may still be blocked in the JVM: stop that JVM
+            log.close()
             raise
         if not finished:
             _abandon(box)
+            log.close()
             raise EngineFault(
                 f"Spark did not start within {self.start_timeout:g} s (spark.master={master})"
             )
