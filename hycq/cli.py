@@ -350,9 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     data = sub.add_parser("data", help="synthetic smart-plug data")
-    data_sub = data.add_subparsers(
-        dest="data_command", metavar="ACTION", parser_class=_DebugParser
-    )
+    data_sub = data.add_subparsers(dest="data_command", metavar="ACTION", parser_class=_DebugParser)
     data_sub.required = True
     gen = data_sub.add_parser(
         "generate",

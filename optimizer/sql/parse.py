@@ -264,8 +264,7 @@ def _check_paren_depth(tokens: list[Token], source: Source) -> None:
             depth += 1
             if depth > MAX_DEPTH:
                 raise UnsupportedError(
-                    f"the query is nested too deeply (more than {MAX_DEPTH} levels of "
-                    "parentheses)",
+                    f"the query is nested too deeply (more than {MAX_DEPTH} levels of parentheses)",
                     source,
                     tok.start,
                     1,
