@@ -140,10 +140,16 @@ class ExprTranslator:
         op = e.op
         if op in ("AND", "OR"):
             node = exp.And if op == "AND" else exp.Or
-            return node(
-                this=paren(self.typed(e.left, DataType.BOOLEAN)),
-                expression=paren(self.typed(e.right, DataType.BOOLEAN)),
-            )
+
+            def operand(side: Expr) -> exp.Expr:
+                out = self.typed(side, DataType.BOOLEAN)
+                # A chain of one connective is written flat (a AND b AND c): both parsers
+                # take any length of that (Spark's runs out of memory on 10,000 operands
+                # nested in parentheses), and it means the same: AND and OR associate.
+                same = isinstance(side, Binary) and side.op == op and isinstance(out, node)
+                return out if same else paren(out)
+
+            return node(this=operand(e.left), expression=operand(e.right))
         if op in _COMPARE:
             # Numeric comparisons coerce to the wider type in both engines, as in the IR.
             return _COMPARE[op](
