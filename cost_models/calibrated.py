@@ -131,8 +131,14 @@ def with_parameters(
                 raise ConfigError(f"{where}: 'engines' must be a table of engine tables")
             engines = dict(model.engines)
             for engine, consts in value.items():
-                base = engines.get(engine, engines.get("duckdb"))
-                assert base is not None
+                base = engines.get(engine)
+                if base is None:
+                    raise ConfigError(
+                        f"{where}: unknown columnar engine 'engines.{engine}'",
+                        hint=did_you_mean(engine, engines)
+                        or f"columnar engines: {', '.join(sorted(engines))} (the row engine's "
+                        "costs are the top-level parameters)",
+                    )
                 if not isinstance(consts, Mapping):
                     raise ConfigError(f"{where}: engines.{engine} must be a table")
                 fields = dataclasses.asdict(base)
@@ -158,14 +164,13 @@ def _cost_value(value: object, what: str) -> float:
     return float(value)
 
 
-def write_profile(
-    path: Path,
+def profile_text(
     model: AnalyticalCostModel,
     fits: Mapping[str, LinearFit],
     machine: Mapping[str, Any],
     created: str,
-) -> None:
-    """Write a version-1 profile atomically."""
+) -> str:
+    """A version-1 profile as JSON text."""
     doc = {
         "format": PROFILE_FORMAT,
         "created": created,
@@ -173,16 +178,32 @@ def write_profile(
         "parameters": model_parameters(model),
         "fits": {k: f.to_json() for k, f in fits.items()},
     }
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def write_profile(
+    path: Path,
+    model: AnalyticalCostModel,
+    fits: Mapping[str, LinearFit],
+    machine: Mapping[str, Any],
+    created: str,
+) -> None:
+    """Write a version-1 profile atomically (``hycq calibrate`` writes ``profile_text``
+    through engines.output_files instead, which also refuses unsafe paths)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    try:
+        tmp.write_text(profile_text(model, fits, machine, created), encoding="utf-8")
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a failed write leaves nothing behind
+        raise
 
 
 def load_profile(path: Path) -> dict[str, Any]:
     """Read and validate a profile (ConfigError with the path on any problem)."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(path.read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
         raise ConfigError(
             f"no calibration profile at {path}",

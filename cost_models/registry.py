@@ -39,6 +39,7 @@ import contextlib
 import dataclasses
 import importlib
 import importlib.util
+import math
 import os
 import re
 import sys
@@ -46,7 +47,7 @@ import tomllib
 from collections.abc import Callable, Iterator
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from cost_models.analytical import AnalyticalCostModel
 from cost_models.calibrated import calibrated_model, default_profile_path, with_parameters
@@ -111,6 +112,28 @@ def load_cost_model(spec: str | None = None) -> CostModel:
 
 #: ``path/to/file.py:attr``
 _PY_FILE = re.compile(r"(?P<path>.+\.py):(?P<attr>[A-Za-z_][\w.]*)")
+
+
+def files_read(spec: str | None) -> list[Path]:
+    """The files loading ``spec`` reads (a TOML file and its base, a model file, the
+    calibration profile), so that no output can be written over them."""
+    spec = default_spec() if spec is None else spec.strip()
+    files: list[Path] = []
+    folder: Path | None = None
+    if spec.lower().endswith(".toml"):
+        path = Path(spec)
+        files.append(path)
+        with contextlib.suppress(OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            table = tomllib.loads(path.read_text(encoding="utf-8-sig")).get("cost_model")
+            base = table.get("base") if isinstance(table, dict) else None
+            spec, folder = (base if isinstance(base, str) else "analytical"), path.parent
+    m = _PY_FILE.fullmatch(spec)
+    if m:
+        path = Path(m["path"])
+        files.append(folder / path if folder and not path.is_absolute() else path)
+    elif spec == "calibrated":
+        files.append(default_profile_path())
+    return files
 
 
 def _from_name(spec: str, folder: Path | None = None) -> CostModel:
@@ -233,13 +256,58 @@ def _check(obj: Any, spec: str) -> CostModel:
             "'unit_cost(op, engine, estimates)' and 'group_cost(group, estimates)'",
             hint="see optimizer/costmodel.py (the CostModel protocol)",
         )
-    model: CostModel = obj
-    return model
+    if isinstance(obj, AnalyticalCostModel):  # the built-in models (frozen dataclasses)
+        model: CostModel = cast(CostModel, obj)
+        return model
+    return GuardedModel(obj, spec)
+
+
+class GuardedModel:
+    """A plugin cost model whose failures are reported as the plugin's (exit 2, naming it):
+    an exception it raises, or a cost that is not a number >= 0 (NaN, negative, a string).
+    ``inf`` stays allowed: it means "cannot run this"."""
+
+    def __init__(self, model: Any, spec: str) -> None:
+        self.model = model
+        self.spec = spec
+        self.name: str = model.name
+
+    def __getattr__(self, attr: str) -> Any:  # e.g. ``ingest``
+        return getattr(self.model, attr)
+
+    def unit_cost(self, op: Any, engine: str, estimates: Any) -> float:
+        what = f"unit_cost({op.kind} {op.id}, {engine})"
+        return self._checked(what, lambda: self.model.unit_cost(op, engine, estimates))
+
+    def group_cost(self, group: Any, estimates: Any) -> float:
+        what = f"group_cost({group.engine} group of {', '.join(group.operators)})"
+        return self._checked(what, lambda: self.model.group_cost(group, estimates))
+
+    def _checked(self, what: str, call: Callable[[], Any]) -> float:
+        where = f"cost model '{self.name}' ({self.spec})"
+        try:
+            value = call()
+        except Exception as err:  # noqa: BLE001 - the plugin's bug, reported as such
+            raise ConfigError(
+                f"{where} failed in {what}: {type(err).__name__}: {err}",
+                hint="the cost-model plugin raised: fix it or choose another --cost-model",
+            ) from None
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or math.isnan(value)
+            or value < 0
+        ):
+            raise ConfigError(
+                f"{where} returned {value!r} from {what}",
+                hint="a cost is a number of seconds >= 0 (inf: cannot run)",
+            )
+        return float(value)
 
 
 def _from_toml(path: Path) -> CostModel:
     try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+        doc = tomllib.loads(path.read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
         raise ConfigError(f"cost-model file not found: {path}") from None
     except (OSError, UnicodeDecodeError) as err:

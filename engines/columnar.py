@@ -14,11 +14,33 @@ from typing import Any
 
 import pyarrow as pa
 
-from optimizer.ir.errors import HycqError
+from optimizer.ir.errors import DataError, HycqError
 
 
 class EngineFault(HycqError):
     """A columnar engine failed while running a MIG's work (recoverable by a restart)."""
+
+
+class QueryDataError(DataError):
+    """The data made a query fail: an integer overflow, a value that cannot be cast. The
+    same input fails the same way again, so it is a user error (exit 2), never retried as
+    an engine fault; the row engine raises the same for the same values."""
+
+
+def query_data_error(engine: str, err: BaseException) -> QueryDataError:
+    """One line from an engine's error (their messages run to many lines of SQL)."""
+    first = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
+    lowered = first.lower()
+    what = (
+        "integer overflow"
+        if "overflow" in lowered or "out of range" in lowered
+        else ("the data cannot be computed")
+    )
+    return QueryDataError(
+        f"{what} in the {engine} query: {first}",
+        hint="integer results must fit their type, as in DuckDB (docs/semantics.md); CAST "
+        "the values to DOUBLE to compute with larger magnitudes",
+    )
 
 
 class ColumnarEngine(ABC):

@@ -21,7 +21,7 @@ error, the Spark JVM killed) it restarts the engine, re-ships its inputs and re-
 instant; if the engine keeps failing it moves the group to a fallback engine. Each fault is
 recorded; the instant's output is produced exactly once, so the result stream stays complete
 and duplicate-free. A stop request (SIGINT/SIGTERM) during recovery abandons the instant at
-once (``engines.stop.StopRequested``): the run ends with the instants before it.
+once (``engines.interrupts.StopRequested``): the run ends with the instants before it.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from engines import stop
+from engines import interrupts
 from engines.arrow_types import arrow_schema
 from engines.columnar import ColumnarEngine, EngineFault
 from engines.row.arrow_ops import table_of
@@ -249,13 +249,14 @@ class MigOp(RowOperator):
                 self.stats.queries += 1
                 return result
             except EngineFault as err:
+                interrupts.reraise_if_interrupted()  # a signal cut the call short: no fault
                 attempt += 1
                 self.stats.faults.append(
                     {"instant": instant, "engine": self.engine.name, "error": str(err)[:500]}
                 )
                 which = [True] * len(self.inputs)  # the new engine holds nothing yet
-                # A run asked to stop does not wait for a restart (engines.stop).
-                stop.check(f"{self.op_id}: recovering {self.engine.name} at instant {instant}")
+                # A run asked to stop does not wait for a restart (engines.interrupts).
+                interrupts.check_stop()
                 if attempt <= self.max_retries:
                     warnings.warn(
                         f"{self.op_id}: {self.engine.name} failed at instant {instant} "

@@ -23,10 +23,9 @@ import os
 import resource
 import signal
 import sys
-import tempfile
-import threading
 import time
-from collections.abc import Callable, Iterator
+import warnings
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, cast
@@ -35,10 +34,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engines import stop as stop_flag
 from engines.arrow_types import arrow_schema
 from engines.defaults import DEFAULT_DURATION_S
-from engines.stop import StopRequested
+from engines.interrupts import GracefulStop, StopRequested
+from engines.output_files import OutputFile, check_distinct, check_writable, write_bytes
 from engines.time_merge import TimeMerge
 from optimizer.ir.catalog import TIME_UNITS_MS, Catalog, StreamDef
 from optimizer.ir.errors import DataError, OptionError
@@ -88,6 +87,9 @@ class RunOptions:
     #: instants emitted so far are committed to the output, metrics say ``interrupted``. A
     #: second signal stops at once without committing. Off for API callers (and tests).
     stop_on_signal: bool = False
+    #: RSS in MB above which the run stops with an error (a window of rate x range tuples
+    #: that does not fit); None: 90% of the memory available when the run starts.
+    memory_limit_mb: float | None = None
 
 
 # -- sources -------------------------------------------------------------------------------
@@ -102,6 +104,8 @@ class StreamInput:
     rate: float  # tuples per event-second (density of the data)
     description: str
     expected_rows: int | None = None
+    #: ``rate`` is only the catalog's: report the density the data actually had
+    measured: bool = False
 
 
 def ticks_per_second(stream: StreamDef) -> int:
@@ -129,8 +133,10 @@ def open_inputs(
     catalog: Catalog,
     options: RunOptions,
     dead: DeadLetters | None = None,
+    skip: Collection[str] = (),
 ) -> list[StreamInput]:
-    """The input of every stream the plan reads, from --data files or the catalog's source.
+    """The input of every stream the plan reads (but those named in ``skip``), from --data
+    files or the catalog's source.
 
     Bad rows of data files go to ``dead`` (and are skipped); without it they raise DataError.
     """
@@ -149,6 +155,8 @@ def open_inputs(
     data = {k.lower(): v for k, v in options.data.items()}
     inputs = []
     for name in names:
+        if name.lower() in skip:
+            continue
         stream = catalog.get(name)
         assert stream is not None
         path = data.get(name.lower())
@@ -175,7 +183,7 @@ def _generator_input(stream: StreamDef, options: RunOptions) -> StreamInput:
     seconds = options.duration if options.duration is not None else DEFAULT_DURATION_S
     if spec.generator == "keyed":
         return _keyed_input(stream, rate, seconds, options)
-    from engines.sources.smartplug import SmartPlugGenerator
+    from engines.sources.smartplug import SCHEMA, SmartPlugGenerator
 
     kwargs: dict[str, Any] = {
         k: v
@@ -183,9 +191,15 @@ def _generator_input(stream: StreamDef, options: RunOptions) -> StreamInput:
         if k in ("houses", "seed", "households_per_house", "plugs_per_household", "start")
     }
     gen = SmartPlugGenerator(rate=rate, **kwargs)
+    # The catalog declares a subset of the generator's columns (checked when it was loaded).
+    columns = [c.name.lower() for c in stream.columns]
+    batches = gen.batches(seconds, options.batch_seconds)
+    if columns != list(SCHEMA.names):
+        names = [c.name for c in stream.columns]
+        batches = (b.select(columns).rename_columns(names) for b in batches)
     return StreamInput(
         stream,
-        gen.batches(seconds, options.batch_seconds),
+        batches,
         gen.rate,
         f"generator smartplug ({gen.houses} houses, {gen.plugs} plugs, seed {gen.seed})",
         expected_rows=gen.rows(seconds),
@@ -241,8 +255,8 @@ def _file_input(
             hint="give a CSV or Parquet file with --data STREAM=PATH",
         )
     tps = ticks_per_second(stream)
-    if fmt is None:
-        fmt = detect_format(path)
+    if fmt is None and path.is_file():  # a FIFO is sniffed by the reader (read only once)
+        fmt = detect_format(path, [c.name for c in stream.columns])
     on_bad: OnBad | None = None
     if dead is not None:
         unit = "row" if fmt == "parquet" else "line"
@@ -260,10 +274,42 @@ def _file_input(
         on_bad=on_bad,
     )
     t_index = stream.time_index
+    batches = _in_range(batches, t_index, stream.name, dead, path.name)
     if options.rate is not None:
         batches = _rescale(batches, t_index, options.rate, tps)
     rate = options.rate if options.rate is not None else stream.rate
-    return StreamInput(stream, batches, rate, f"file {path}")
+    return StreamInput(stream, batches, rate, f"file {path}", measured=options.rate is None)
+
+
+#: Largest timestamp magnitude hycq accepts, in ticks (2**62: an instant plus a window or a
+#: slide, at most 2**53 ticks, never overflows BIGINT). Rows beyond are dead-lettered.
+MAX_TIMESTAMP = 2**62
+
+
+def _in_range(
+    batches: Iterator[pa.RecordBatch], t: int, stream: str, dead: DeadLetters | None, where: str
+) -> Iterator[pa.RecordBatch]:
+    """Set aside rows whose timestamp is beyond +-MAX_TIMESTAMP (without ``dead``: DataError)."""
+    for b in batches:
+        ts = b.column(t)
+        lo_hi = pc.min_max(ts)
+        lo, hi = lo_hi["min"].as_py(), lo_hi["max"].as_py()
+        if lo is None or (lo >= -MAX_TIMESTAMP and hi <= MAX_TIMESTAMP):
+            yield b
+            continue
+        out = pc.or_(pc.less(ts, -MAX_TIMESTAMP), pc.greater(ts, MAX_TIMESTAMP))
+        name = b.schema.field(t).name
+        for row in b.filter(out).to_pylist():
+            reason = (
+                f"timestamp {row[name]} in column '{name}' is out of range "
+                f"(at most {MAX_TIMESTAMP} in magnitude)"
+            )
+            if dead is None:
+                raise DataError(f"{where}: {reason}", hint="timestamps are epoch seconds or ms")
+            dead.add(stream, row, f"{where}: {reason}")
+        kept = b.filter(pc.invert(out))
+        if kept.num_rows:
+            yield kept
 
 
 def _rescale(
@@ -271,7 +317,8 @@ def _rescale(
 ) -> Iterator[pa.RecordBatch]:
     """Replay at ``rate`` tuples per event-second: the i-th tuple gets ts0 + floor(i*tps/rate).
 
-    This is the dissertation's replay tool: order is kept, density becomes ``rate``.
+    This is the dissertation's replay tool: order is kept, density becomes ``rate``. A rate
+    so low that the timestamps would leave the supported range is an OptionError.
     """
     start: int | None = None
     index = 0
@@ -281,6 +328,12 @@ def _rescale(
             continue
         if start is None:
             start = int(b.column(t)[0].as_py())
+        if start + (index + n) * (tps / rate) > MAX_TIMESTAMP:
+            raise OptionError(
+                f"--rate {rate:g} spreads the data beyond the supported time range "
+                f"({index + n} tuples at {rate:g} per second from timestamp {start})",
+                hint="use a higher --rate",
+            )
         i = np.arange(index, index + n, dtype=np.int64)
         index += n
         ts = start + np.floor(i * (tps / rate)).astype(np.int64)
@@ -384,8 +437,10 @@ class DeadLetters:
     path: Path | None
     count: int = 0
     by_kind: dict[str, int] = field(default_factory=lambda: {"invalid": 0, "late": 0})
-    _fh: Any = None
-    _tmp: Path | None = None
+    #: invalid rows per stream (the run checks that a stream kept some valid rows)
+    by_stream: dict[str, int] = field(default_factory=dict)
+    first_reason: dict[str, str] = field(default_factory=dict)
+    _out: OutputFile | None = None
 
     def add(
         self, stream: str, row: dict[str, Any] | str, reason: str, kind: str = "invalid"
@@ -393,24 +448,82 @@ class DeadLetters:
         """Count a rejected row (``kind`` invalid or late) and write it when a path is set."""
         self.count += 1
         self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
+        if kind == "invalid":
+            self.by_stream[stream] = self.by_stream.get(stream, 0) + 1
+            self.first_reason.setdefault(stream, reason)
         if self.path is None:
             return
-        if self._fh is None:
-            self._tmp = _temp_beside(self.path)
-            self._fh = self._tmp.open("w", encoding="utf-8")
-        self._fh.write(json.dumps({"stream": stream, "reason": reason, "row": row}, default=str))
-        self._fh.write("\n")
+        out = self._open()
+        with out.errors():
+            fh = out.file("w")
+            fh.write(json_line({"stream": stream, "reason": reason, "row": row}))
+
+    def _open(self) -> OutputFile:
+        if self._out is None:
+            assert self.path is not None
+            self._out = OutputFile(self.path, "--dead-letter")
+        return self._out
 
     def close(self) -> None:
+        """Commit the file (an empty one too, so that scripts can rely on it)."""
         if self.path is None:
             return
-        if self._fh is None:  # an empty dead-letter file still appears, so scripts can rely on it
-            self._tmp = _temp_beside(self.path)
-            self._tmp.write_text("")
-        else:
-            self._fh.close()
-        assert self._tmp is not None
-        os.replace(self._tmp, self.path)
+        out = self._open()
+        out.file("w")
+        out.commit()
+
+    def abort(self) -> None:
+        if self._out is not None:
+            self._out.abort()
+
+
+#: Arrow integer types of result columns -> their SQL names and ranges.
+_INT_RANGES = {
+    pa.int32(): ("INTEGER", -(2**31), 2**31 - 1),
+    pa.int64(): ("BIGINT", -(2**63), 2**63 - 1),
+}
+
+
+def overflow_error(column: str, sql_type: str, value: Any, instant: Any) -> DataError:
+    """The one error every placement gives for an integer result outside its type."""
+    return DataError(
+        f"integer overflow: column '{column}' at instant {instant} is {value}, outside the "
+        f"{sql_type} range",
+        hint="integer results must fit their type, as in DuckDB (docs/semantics.md); "
+        "CAST the values to DOUBLE to compute with larger magnitudes",
+    )
+
+
+def _result_array(values: Sequence[Any], f: pa.Field, ts: list[int]) -> pa.Array:
+    """One result column as Arrow; an integer out of its type's range is a DataError."""
+    try:
+        return pa.array(list(values), type=f.type)
+    except (OverflowError, pa.ArrowInvalid):
+        if f.type not in _INT_RANGES:
+            raise
+        sql_type, lo, hi = _INT_RANGES[f.type]
+        for value, instant in zip(values, ts, strict=True):
+            if isinstance(value, int) and not lo <= value <= hi:
+                raise overflow_error(f.name, sql_type, value, instant) from None
+        raise
+
+
+def json_line(obj: dict[str, Any]) -> str:
+    """One JSON line; NaN and infinities become null (they are not JSON)."""
+    try:
+        return json.dumps(obj, default=str, allow_nan=False) + "\n"
+    except ValueError:
+        return json.dumps(_finite(obj), default=str, allow_nan=False) + "\n"
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 def validate(batch: pa.RecordBatch, stream: str, dead: DeadLetters) -> pa.RecordBatch:
@@ -439,35 +552,12 @@ def validate(batch: pa.RecordBatch, stream: str, dead: DeadLetters) -> pa.Record
 # -- sinks ---------------------------------------------------------------------------------
 
 
-def check_output_path(path: Path, option: str) -> None:
-    """OptionError unless ``path`` can be written as a file (checked before a run starts, so a
-    bad --metrics or --dead-letter path does not fail the run at its end)."""
-    parent = path.parent if str(path.parent) else Path(".")
-    if path.is_dir():
-        raise OptionError(f"{option} {path} is a directory", hint="give a file path")
-    if not parent.exists():
-        raise OptionError(
-            f"output folder does not exist: {parent}", hint=f"create it or fix {option}"
-        )
-    if not parent.is_dir():
-        raise OptionError(f"{option} {path}: {parent} is not a folder")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise OptionError(f"{option} {path}: folder {parent} is not writable")
-
-
-def _temp_beside(path: Path) -> Path:
-    fd, name = tempfile.mkstemp(
-        dir=path.parent or Path("."), prefix=f".{path.name}.", suffix=".tmp"
-    )
-    os.close(fd)
-    return Path(name)
-
-
 class ResultSink:
     """Collects result rows with their instant and writes them as Arrow (atomically).
 
     ``output``: a ``.parquet``/``.csv``/``.jsonl`` path, ``-`` (JSON lines on stdout), or None
     (keep the table in memory for the API and tests when ``keep``, else only count rows).
+    JSON lines write NaN and infinities as null.
     """
 
     FLUSH_ROWS = 65536
@@ -481,7 +571,7 @@ class ResultSink:
         self._ts: list[int] = []
         self._batches: list[pa.RecordBatch] = []
         self._writer: Any = None
-        self._tmp: Path | None = None
+        self._out: OutputFile | None = None
         self._fh: Any = None
         if output is not None and output != "-":
             path = Path(output)
@@ -490,18 +580,23 @@ class ResultSink:
                 raise OptionError(
                     f"--output must end in .parquet, .csv or .jsonl (or be -), got '{output}'"
                 )
-            check_output_path(path, "--output")
-            self._tmp = _temp_beside(path)
-            if suffix == ".parquet":
-                import pyarrow.parquet as pq
+            check_writable(path, "--output")
+            self._out = OutputFile(path, "--output")
+            try:
+                with self._out.errors():
+                    if suffix == ".parquet":
+                        import pyarrow.parquet as pq
 
-                self._writer = pq.ParquetWriter(self._tmp, schema)
-            elif suffix == ".csv":
-                import pyarrow.csv as pacsv
+                        self._writer = pq.ParquetWriter(self._out.file("wb"), schema)
+                    elif suffix == ".csv":
+                        import pyarrow.csv as pacsv
 
-                self._writer = pacsv.CSVWriter(self._tmp, schema)
-            else:
-                self._fh = self._tmp.open("w", encoding="utf-8")
+                        self._writer = pacsv.CSVWriter(self._out.file("wb"), schema)
+                    else:
+                        self._fh = self._out.file("w")
+            except BaseException:
+                self._out.abort()
+                raise
         elif output == "-":
             self._fh = sys.stdout
 
@@ -541,7 +636,7 @@ class ResultSink:
             return
         width = len(self.schema) - 1
         cols = list(zip(*self._buffer, strict=True)) if self._buffer else [()] * width
-        arrays = [pa.array(list(cols[i]), type=self.schema.field(i).type) for i in range(width)]
+        arrays = [_result_array(cols[i], self.schema.field(i), self._ts) for i in range(width)]
         arrays.append(pa.array(self._ts, type=pa.int64()))
         batch = pa.RecordBatch.from_arrays(arrays, schema=self.schema)
         self._buffer, self._ts = [], []
@@ -549,33 +644,44 @@ class ResultSink:
 
     def _write_batch(self, batch: pa.RecordBatch) -> None:
         if self._writer is not None:
-            self._writer.write_batch(batch)
+            assert self._out is not None
+            with self._out.errors():
+                self._writer.write_batch(batch)
         elif self._fh is not None:
             names = self.schema.names
-            for row in batch.to_pylist():
-                self._fh.write(json.dumps({n: row[n] for n in names}) + "\n")
+            lines = "".join(json_line({n: row[n] for n in names}) for row in batch.to_pylist())
+            if self._out is not None:
+                with self._out.errors():
+                    self._fh.write(lines)
+            else:
+                self._fh.write(lines)
         else:
             self._batches.append(batch)
 
     def close(self) -> pa.Table | None:
         """Flush, commit the output file (rename), and return the in-memory table if any."""
         self.flush()
-        if self._writer is not None:
-            self._writer.close()
+        if self._out is not None:
+            with self._out.errors():
+                if self._writer is not None:
+                    self._writer.close()
+            self._out.commit()
         elif self._fh is not None:
-            if self._fh is sys.stdout:
-                self._fh.flush()
-            else:
-                self._fh.close()
-        if self._tmp is not None and self.output is not None:
-            os.replace(self._tmp, self.output)
+            self._fh.flush()
         if self.output is None and self.keep:
             return pa.Table.from_batches(self._batches, schema=self.schema)
         return None
 
     def abort(self) -> None:
-        if self._tmp is not None and self._tmp.exists():
-            self._tmp.unlink()
+        """Drop the output: nothing appears at its path."""
+        if self._writer is not None:
+            writer, self._writer = self._writer, None
+            with contextlib.suppress(Exception):
+                writer.close()
+            if hasattr(writer, "is_open"):
+                writer.is_open = False  # a failed close is not retried (and reported) by __del__
+        if self._out is not None:
+            self._out.abort()
 
 
 # -- the run loop ----------------------------------------------------------------------------
@@ -614,14 +720,20 @@ def run_plan(
     The engine calls ``emit(T, rows)`` with the results of each instant and
     ``on_late(stream, row, reason)`` for each late tuple it rejects.
     """
-    for path, option in ((options.metrics, "--metrics"), (options.dead_letter, "--dead-letter")):
+    outputs = [
+        ("--output", options.output),
+        ("--metrics", options.metrics),
+        ("--dead-letter", options.dead_letter),
+    ]
+    check_distinct([("--data", v) for v in options.data.values()], outputs)
+    for option, path in outputs[1:]:
         if path is not None:
-            check_output_path(path, option)
+            check_writable(path, option)
     # Created first: file readers send the rows they reject to it while the run reads them.
     dead = DeadLetters(options.dead_letter)
     if inputs is None:
         inputs = open_inputs(plan, catalog, options, dead)
-    stop = _StopSignal(options.stop_on_signal)
+    stop = GracefulStop(options.stop_on_signal)
     try:
         sink = ResultSink(output_schema(plan), options.output, options.keep_results)
     except BaseException:
@@ -635,14 +747,19 @@ def run_plan(
         sink.write(instant, rows)
         latencies.append((time.perf_counter() - arrival[0]) * 1e3)
         last_instant[0] = instant
+        if stop.requested:  # checked at every instant: one input batch may fire millions
+            raise StopRequested
 
     names = {s.name: [c.name for c in s.columns] for s in catalog.streams.values()}
 
     def on_late(stream: str, row: tuple[Any, ...], reason: str) -> None:
         dead.add(stream, dict(zip(names.get(stream, []), row, strict=False)), reason, "late")
 
+    engine: Engine
     try:
         engine = make_engine(emit, on_late)
+    except StopRequested:  # stopped while the engines started (Spark): nothing read or emitted
+        engine = _Idle()
     except BaseException:
         stop.restore()
         sink.abort()
@@ -653,6 +770,8 @@ def run_plan(
     total_expected = sum(i.expected_rows or 0 for i in inputs) or None
     progress = _progress(options, total_expected)
     tuples_in = 0
+    valid: dict[str, int] = {}  # rows per stream that passed validation (and the cut)
+    spans: dict[str, tuple[int, int]] = {}  # (min, max) timestamp per stream
     min_ts: int | None = None
     max_ts: int | None = None
     realtime = options.pace == "realtime"
@@ -661,6 +780,7 @@ def run_plan(
     next_sample = 0
     wall_start = time.perf_counter()
     lag_max = 0.0
+    memory = _MemoryGuard(options.memory_limit_mb)
     # Window contents are long-lived and acyclic: keep the cyclic GC from re-scanning
     # millions of tuples in every full collection during the run (re-enabled afterwards).
     gc_was_enabled = gc.isenabled()
@@ -670,11 +790,12 @@ def run_plan(
         # previous one (at most one pending batch per stream): there is no queue, so a plan
         # that cannot keep up slows the reading down (backpressure) instead of buffering a
         # backlog (at realtime pace it falls behind the wall clock: kept_up false).
-        for inp, whole in merged:
+        for inp, whole in _until_stopped(iter(merged), stop):
             if stop.requested:
                 break
             name = inp.stream.name
             t_index = inp.stream.time_index
+            valid[name] = valid.get(name, 0) + whole.num_rows
             # Realtime replays event time against the wall clock one event-second at a time
             # (file batches span many seconds).
             pieces = _by_second(whole, t_index, tps) if realtime else iter((whole,))
@@ -694,18 +815,21 @@ def run_plan(
                     break
                 arrival[0] = time.perf_counter()
                 merged.tell(engine)
-                try:
+                # A stop at an instant (emit) or during an engine restart cuts the batch's
+                # firing short; it was taken.
+                with contextlib.suppress(StopRequested):
                     engine.ingest(name, batch, t_index)
-                except StopRequested:
-                    break  # a stop came while an engine was restarting: the loop ends below
                 tuples_in += batch.num_rows
                 min_ts = min(min_ts, lo)
                 max_ts = hi if max_ts is None else max(max_ts, hi)
+                s_lo, s_hi = spans.get(name, (lo, hi))
+                spans[name] = (min(s_lo, lo), max(s_hi, hi))
                 if progress is not None:
                     progress.advance(batch.num_rows)
                 if max_ts - min_ts >= next_sample:
                     rss_timeline.append([(max_ts - min_ts) / tps, _rss_mb()])
                     next_sample += sample_every * tps
+                memory.check(tuples_in)
         if not stop.requested:
             arrival[0] = time.perf_counter()
             merged.tell(engine)
@@ -715,20 +839,29 @@ def run_plan(
             with contextlib.suppress(StopRequested):
                 engine.finish()
         wall_s = time.perf_counter() - wall_start
+        if not stop.requested:
+            _check_rejections(inputs, valid, tuples_in, dead)
         table = sink.close()
-    except BaseException:
+        dead.close()
+    except BaseException as err:
         sink.abort()
+        if isinstance(err, KeyboardInterrupt):
+            dead.abort()  # stopped at once: nothing is written
+        else:  # the rows set aside so far are kept: they may say what went wrong
+            try:
+                dead.close()
+            except Exception:  # noqa: BLE001 - the first error is the one to report
+                dead.abort()
         raise
     finally:
         stop.restore()
         if gc_was_enabled:
             gc.enable()
-        dead.close()
         if progress is not None:
             progress.stop()
 
     event_s = (max_ts - min_ts + 1) / tps if min_ts is not None and max_ts is not None else 0.0
-    rate = sum(i.rate for i in inputs) if inputs else 0.0
+    rate = sum(_density(i, valid, spans, tps) for i in inputs)
     throughput = tuples_in / wall_s if wall_s > 0 else 0.0
     ops = operator_metrics(engine) if operator_metrics is not None else {}
     for op_id, m in ops.items():
@@ -765,10 +898,85 @@ def run_plan(
     if extra_metrics is not None:
         metrics.update(extra_metrics())
     if options.metrics is not None:
-        tmp = _temp_beside(options.metrics)
-        tmp.write_text(json.dumps(metrics, indent=2) + "\n")
-        os.replace(tmp, options.metrics)
+        write_bytes(options.metrics, json_text(metrics), "--metrics")
     return RunResult(table, metrics)
+
+
+def json_text(obj: Any) -> str:
+    """Indented JSON with NaN and infinities as null."""
+    return json.dumps(_finite(obj), indent=2, default=str, allow_nan=False) + "\n"
+
+
+def _density(
+    inp: StreamInput, valid: dict[str, int], spans: dict[str, tuple[int, int]], tps: int
+) -> float:
+    """The input's rate: its requested density, or for a file replayed as it is the density
+    it actually had (valid rows per event-second of the part read; ``spans`` in ticks of the
+    query's time base, ``tps`` of them per second)."""
+    name = inp.stream.name
+    if not inp.measured or name not in spans:
+        return inp.rate
+    lo, hi = spans[name]
+    seconds = (hi - lo + 1) / tps
+    return valid.get(name, 0) / seconds
+
+
+def _check_rejections(
+    inputs: list[StreamInput], valid: dict[str, int], accepted: int, dead: DeadLetters
+) -> None:
+    """DataError when an input that had rows kept none; a warning when more than half of all
+    rows were set aside (a file in the wrong format would otherwise give an empty result
+    and exit 0)."""
+    for inp in inputs:
+        name = inp.stream.name
+        bad = dead.by_stream.get(name, 0)
+        if bad and not valid.get(name):
+            raise DataError(
+                f"no valid row in {inp.description}: all {bad} rows were rejected "
+                f"(first: {dead.first_reason.get(name, '?')})",
+                hint="pass --dead-letter PATH to see every rejected row and why; check the "
+                "catalog's columns against the file",
+            )
+    read = accepted + dead.by_kind.get("invalid", 0)
+    if dead.count and 2 * dead.count > read:
+        warnings.warn(
+            f"{dead.count} of {read} input rows were dead-lettered (more than half); the "
+            "results cover only the rest",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
+def _until_stopped(
+    items: Iterator[tuple[StreamInput, pa.RecordBatch]], stop: GracefulStop
+) -> Iterator[tuple[StreamInput, pa.RecordBatch]]:
+    """``items`` until a stop is requested (checked before each is read; a reader waiting
+    on a pipe raises StopRequested, which ends the items too)."""
+    while not stop.requested:
+        try:
+            item = next(items)
+        except (StopIteration, StopRequested):
+            return
+        yield item
+
+
+class _Idle:
+    """The engine of a run stopped before its engines started: takes nothing, fires nothing."""
+
+    def ingest(self, stream: str, batch: pa.RecordBatch, time_column: int) -> int:
+        return 0
+
+    def advance_stream(self, stream: str, ts: int) -> None:
+        return None
+
+    def end_stream(self, stream: str) -> None:
+        return None
+
+    def finish(self) -> None:
+        return None
+
+    def operator_metrics(self) -> dict[str, dict[str, Any]]:
+        return {}
 
 
 def _by_second(batch: pa.RecordBatch, t: int, tps: int) -> Iterator[pa.RecordBatch]:
@@ -783,47 +991,37 @@ def _by_second(batch: pa.RecordBatch, t: int, tps: int) -> Iterator[pa.RecordBat
         start = end
 
 
-class _StopSignal:
-    """SIGINT and SIGTERM as a request to stop the run loop between batches.
+class _MemoryGuard:
+    """Stops a run whose memory outgrows the machine with a clear error (exit 2) instead of
+    the kernel's OOM killer or a MemoryError in the middle of an engine: checked after every
+    batch (a batch is bounded, so the overshoot is too)."""
 
-    Installed only when ``enabled`` and on the main thread (where Python runs signal
-    handlers). The handler only records the signal, so no engine call (a DuckDB query, a
-    Spark job) is cut in half; a second signal raises KeyboardInterrupt to stop at once.
-    """
+    def __init__(self, limit_mb: float | None) -> None:
+        self.limit = limit_mb if limit_mb is not None else _default_memory_limit()
 
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+    def check(self, tuples_in: int) -> None:
+        if self.limit is None:
+            return
+        rss = _rss_mb()
+        if rss > self.limit:
+            raise OptionError(
+                f"out of memory: the run uses {rss:,.0f} MB after {tuples_in:,} tuples, more "
+                f"than its limit of {self.limit:,.0f} MB",
+                hint="windows hold rate x range tuples (a row-engine window at least one "
+                "slide's): lower --rate, the window range or the slide; --memory-limit MB "
+                "sets the limit",
+            )
 
-    def __init__(self, enabled: bool) -> None:
-        self.signum: int | None = None
-        self._previous: dict[int, Any] = {}
-        stop_flag.clear()
-        if enabled and threading.current_thread() is threading.main_thread():
-            for sig in self.SIGNALS:
-                self._previous[sig] = signal.signal(sig, self._handle)
 
-    def _handle(self, signum: int, frame: Any) -> None:
-        if self.signum is not None:
-            raise KeyboardInterrupt
-        self.signum = signum
-        stop_flag.request()  # also ends an engine restart in progress (engines.stop)
-
-    @property
-    def requested(self) -> bool:
-        return self.signum is not None or stop_flag.requested()
-
-    def sleep_until(self, due: float) -> None:
-        """Sleep until ``due`` (perf_counter time) or until a stop is requested."""
-        while not self.requested:
-            left = due - time.perf_counter()
-            if left <= 0:
-                return
-            time.sleep(min(left, 0.05))
-
-    def restore(self) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
-        self._previous = {}
-        stop_flag.clear()
+def _default_memory_limit() -> float | None:
+    """90% of the memory available now plus what this process already uses (Linux)."""
+    try:
+        with open("/proc/meminfo") as fh:
+            info = {line.split(":")[0]: line.split()[1] for line in fh}
+        available = int(info["MemAvailable"]) / 1024.0
+    except (OSError, KeyError, ValueError, IndexError):
+        return None
+    return 0.9 * (available + _rss_mb())
 
 
 def _rss_mb() -> float:

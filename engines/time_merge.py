@@ -44,6 +44,7 @@ import pyarrow.compute as pc
 #: time-base conversion); may drop rows.
 Prepare = Callable[[int, pa.RecordBatch], pa.RecordBatch]
 _INT64_MAX = 2**63 - 1
+_TYPE_MAX = {pa.int32(): 2**31 - 1, pa.int64(): _INT64_MAX}
 
 
 @dataclass
@@ -115,6 +116,8 @@ class TimeMerge:
         ts = b.column(h.time_column)
         if int(pc.min(ts).as_py()) >= self.limit:
             return None
+        if self.limit > _TYPE_MAX.get(ts.type, _INT64_MAX):
+            return b  # beyond the column type's range: every value is below it
         return b.filter(pc.less(ts, pa.scalar(self.limit, type=ts.type)))
 
     def _load(self, h: _Head, b: pa.RecordBatch | None) -> None:
@@ -147,8 +150,9 @@ class TimeMerge:
                 if b is not None
             ]
             if starts:
-                # Integer ticks: ts < first + span.
-                self.limit = math.ceil(min(starts) + self.span)
+                # Timestamps are whole ticks: ts < first + span is ts < first + ceil(span),
+                # computed in integers (first + 1e-9 would round back to first).
+                self.limit = min(starts) + math.ceil(self.span)
                 first = [
                     self._cut(h, b) if b is not None else None
                     for h, b in zip(self.heads, first, strict=True)

@@ -50,10 +50,10 @@ class LoadedQuery:
 def read_query_text(query: str | Path) -> tuple[str, str]:
     """(text, display name) of a query path, or of stdin for ``-``."""
     if str(query) == "-":
-        return sys.stdin.read(), "<stdin>"
+        return sys.stdin.read().removeprefix("\ufeff"), "<stdin>"
     path = Path(query)
     try:
-        return path.read_text(encoding="utf-8"), str(query)
+        return path.read_text(encoding="utf-8-sig"), str(query)  # a BOM is not query text
     except FileNotFoundError:
         raise UserError(
             f"query file not found: {query}", hint="give a .sql path, or - to read stdin"
@@ -93,6 +93,10 @@ def load_query(query: str | Path, catalog: Path | None = None) -> LoadedQuery:
 def parse_engines(spec: str) -> tuple[str, ...]:
     """``row,duckdb`` -> ('row', 'duckdb'); the row engine is always included."""
     names = [s.strip().lower() for s in spec.split(",") if s.strip()]
+    if not names:
+        raise OptionError(
+            f"--engines names no engine: '{spec}'", hint=f"e.g. --engines {','.join(ENGINES)}"
+        )
     for n in names:
         if n not in ENGINES:
             from optimizer.ir.errors import did_you_mean
@@ -277,6 +281,8 @@ class EngineSettings:
 
     duckdb_threads: int | None = None
     spark_conf: dict[str, str] | None = None
+    #: seconds a Spark session may take to start (None: engines.spark's default)
+    spark_timeout: float | None = None
 
 
 def execute(
@@ -376,7 +382,11 @@ class _Engines:
             else:
                 from engines.spark import SparkEngine
 
-                self._made[name] = SparkEngine(self.settings.spark_conf)
+                timeout = self.settings.spark_timeout
+                if timeout is None:
+                    self._made[name] = SparkEngine(self.settings.spark_conf)
+                else:
+                    self._made[name] = SparkEngine(self.settings.spark_conf, timeout)
         return self._made[name]
 
     def close(self) -> None:

@@ -306,5 +306,9 @@ def plot(records: list[dict[str, Any]], path: Path) -> None:
         ax.set_ylabel("measured throughput (tuples/s)")
         ax.legend(fontsize="small")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    from engines.output_files import OutputFile
+
+    out = OutputFile(path, "--plot")
+    with out, out.errors():
+        fig.savefig(out.file("wb"), dpi=120, format="png")
     plt.close(fig)

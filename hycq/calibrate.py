@@ -23,6 +23,7 @@ analytical models predict the measured slide times (median relative error).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import os
@@ -35,7 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from cost_models.analytical import SQL_TERMS, AnalyticalCostModel, ColumnarConstants, sql_terms
-from cost_models.calibrated import LinearFit, default_profile_path, fit_linear, write_profile
+from cost_models.calibrated import LinearFit, default_profile_path, fit_linear, profile_text
+from engines.output_files import check_writable, write_bytes
 from optimizer.estimate import estimate
 from optimizer.ir.catalog import Catalog
 from optimizer.ir.placement import groups, uniform_placement
@@ -387,6 +389,10 @@ def calibrate(out: Path | None = None, settings: Settings | None = None) -> dict
     """Measure, fit, write the profile; return a summary (also what the CLI prints)."""
     s = settings or Settings()
     path = out or default_profile_path()
+    if out is None:
+        with contextlib.suppress(OSError):  # else check_writable says why not
+            path.parent.mkdir(parents=True, exist_ok=True)
+    check_writable(path, "--out")  # before minutes of measuring
     fits: dict[str, LinearFit] = {}
     start = time.perf_counter()
     params: dict[str, Any] = {}
@@ -413,7 +419,7 @@ def calibrate(out: Path | None = None, settings: Settings | None = None) -> dict
             "points": len(points),
         }
     created = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    write_profile(path, model, fits, machine(), created)
+    write_bytes(path, profile_text(model, fits, machine(), created), "--out")
     return {
         "profile": str(path),
         "seconds": time.perf_counter() - start,

@@ -34,6 +34,20 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+class _DebugParser(_Parser):
+    """A subcommand's parser: takes ``--debug`` too, so it may come after the subcommand
+    (the top-level default stays when it is not given here)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.add_argument(
+            "--debug",
+            action="store_true",
+            default=argparse.SUPPRESS,
+            help="show tracebacks of internal errors",
+        )
+
+
 def _positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -126,7 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Hybrid row/column continuous-query optimizer and executor for CQL.",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_DebugParser)
     sub.required = True
 
     ex = sub.add_parser(
@@ -209,6 +223,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="a Spark setting, e.g. spark.master=spark://host:7077; repeatable",
     )
+    rn.add_argument(
+        "--spark-connect-timeout",
+        type=_positive_float,
+        metavar="S",
+        help="seconds the Spark session may take to start before the run fails with exit 2 "
+        "(default: 90; a local JVM needs 5-20 s)",
+    )
     rn.add_argument("--metrics", type=Path, metavar="PATH", help="write run metrics as JSON")
     rn.add_argument(
         "--report",
@@ -221,6 +242,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         metavar="PATH",
         help="write rejected input rows with the reason (JSON lines)",
+    )
+    rn.add_argument(
+        "--memory-limit",
+        type=_positive_float,
+        metavar="MB",
+        help="stop with an error when the run's resident memory passes MB (default: 90%% of "
+        "the memory available at the start)",
     )
     rn.add_argument(
         "--progress",
@@ -332,7 +360,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     data = sub.add_parser("data", help="synthetic data: smart-plug readings, keyed streams")
-    data_sub = data.add_subparsers(dest="data_command", metavar="ACTION", parser_class=_Parser)
+    data_sub = data.add_subparsers(dest="data_command", metavar="ACTION", parser_class=_DebugParser)
     data_sub.required = True
     gen = data_sub.add_parser(
         "generate",
@@ -396,21 +424,66 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    from engines import interrupts
+
+    previous = interrupts.install_default()  # SIGTERM/SIGHUP too unwind through cleanup
+    code = 1
+    try:
+        args = build_parser().parse_args(argv)
+        code = _main(args)
+    except KeyboardInterrupt as err:  # a signal outside the command (argument parsing)
+        code = _interrupted(getattr(err, "signum", None))
+    finally:
+        late = _clean_up(previous)
+    return _interrupted(late) if late is not None else code
+
+
+def _clean_up(previous: dict[int, Any]) -> int | None:
+    """Remove every temporary file and restore the signal handlers, even when a signal
+    interrupts this; returns the number of such a signal."""
+    from engines import interrupts
+    from engines.output_files import remove_temporaries
+
+    caught: int | None = None
+    while True:
+        try:
+            remove_temporaries()
+            interrupts.restore(previous)
+            return caught
+        except KeyboardInterrupt as err:
+            caught = getattr(err, "signum", None) or signal.SIGINT
+
+
+def _main(args: argparse.Namespace) -> int:
+    from engines import interrupts
+
     try:
         return _dispatch(args)
     except HycqError as err:
+        if not isinstance(err, UserError) and interrupts.received() is not None:
+            return _interrupted(interrupts.received())  # e.g. an engine cut short by it
         sys.stderr.write(err.render() + "\n")
         if args.debug and not isinstance(err, UserError):
             traceback.print_exc()
         return err.exit_code
-    except KeyboardInterrupt:
-        sys.stderr.write("interrupted\n")
-        return 130
+    except KeyboardInterrupt as err:
+        return _interrupted(getattr(err, "signum", None) or signal.SIGINT)
     except BrokenPipeError:
         return 0
+    except MemoryError:
+        sys.stderr.write(
+            "error: out of memory\n  hint: the work does not fit this machine: lower --rate, "
+            "the window range or the data size (hycq run stops itself earlier: "
+            "--memory-limit MB)\n"
+        )
+        return 2
     except Exception as err:  # noqa: BLE001 - the one place that turns bugs into exit 1
+        if interrupts.received() is not None:
+            # A signal cut a call short and it reported that as its own error (DuckDB:
+            # "Query interrupted"): the process was stopped, it did not fail.
+            if args.debug:
+                traceback.print_exc()
+            return _interrupted(interrupts.received())
         if args.debug:
             traceback.print_exc()
         else:
@@ -419,6 +492,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "  this is a bug in hycq; rerun with --debug for the traceback\n"
             )
         return 1
+
+
+def _interrupted(signum: int | None) -> int:
+    sig = signal.Signals(signum or signal.SIGINT)
+    sys.stderr.write(f"interrupted by {sig.name}\n")
+    return 128 + int(sig)
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -518,6 +597,22 @@ def _parse_data(specs: list[str]) -> dict[str, Path]:
     return data
 
 
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's dict; a key given twice raises (json keeps the last one silently)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
 def _load_placement(spec: str) -> str | dict[str, str]:
     if spec in ("auto", "row", "column"):
         return spec
@@ -525,7 +620,12 @@ def _load_placement(spec: str) -> str | dict[str, str]:
     if path.suffix.lower() != ".json":
         raise OptionError(f"--placement must be auto, row, column or a .json file, got '{spec}'")
     try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
+        obj = json.loads(path.read_text(encoding="utf-8-sig"), object_pairs_hook=_unique_keys)
+    except _DuplicateKey as dup:
+        raise OptionError(
+            f"placement file {path}: operator '{dup.key}' is given twice",
+            hint="give each operator id once",
+        ) from None
     except FileNotFoundError:
         raise OptionError(f"placement file not found: {path}") from None
     except (OSError, UnicodeDecodeError) as err:
@@ -554,16 +654,18 @@ def _run(args: argparse.Namespace) -> int:
         from hycq.reporting import check_out_path
 
         check_out_path(args.report, "--report")
+    data = _parse_data(args.data)
     options = RunOptions(
         rate=args.rate,
         duration=args.duration,
         pace=args.pace,
-        data=_parse_data(args.data),
+        data=data,
         output=args.output,
         metrics=args.metrics,
         dead_letter=args.dead_letter,
         progress=args.progress,
         stop_on_signal=True,
+        memory_limit_mb=args.memory_limit,
     )
     spark_conf: dict[str, str] = {}
     for spec in args.spark_conf:
@@ -574,8 +676,22 @@ def _run(args: argparse.Namespace) -> int:
                 hint="e.g. --spark-conf spark.master=local[2]",
             )
         spark_conf[key] = value
-    settings = api.EngineSettings(args.duckdb_threads, spark_conf or None)
+    settings = api.EngineSettings(
+        args.duckdb_threads, spark_conf or None, args.spark_connect_timeout
+    )
     q = api.load_query(args.query, args.catalog)
+    inputs = _inputs(args.query, args.catalog, q.catalog, data.values(), args.cost_model)
+    if isinstance(placement, dict):
+        inputs.append(("--placement", Path(args.placement)))
+    _check_outputs(
+        inputs,
+        [
+            ("--output", args.output),
+            ("--metrics", args.metrics),
+            ("--dead-letter", args.dead_letter),
+            ("--report", args.report),
+        ],
+    )
     optimizer = api.OptimizerOptions(
         engines=("row", args.column_engine),
         cost_model=args.cost_model,
@@ -590,7 +706,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.output != "-":
         sys.stderr.write(
             f"{m['tuples_in']} tuples in {m['wall_s']:.2f} s ({m['throughput']:,.0f} tuples/s, "
-            f"rate {m['rate']:,.0f}/s, {'kept up' if m['kept_up'] else 'did NOT keep up'}); "
+            f"rate {m['rate']:,.4g}/s, {'kept up' if m['kept_up'] else 'did NOT keep up'}); "
             f"{m['results']} result rows over {m['instants']} instants; "
             f"{m['dead_letter']} rows dead-lettered\n"
         )
@@ -614,6 +730,8 @@ def _report(args: argparse.Namespace) -> int:
 
     check_out_path(args.out)
     q = api.load_query(args.query, args.catalog)
+    inputs = _inputs(args.query, args.catalog, q.catalog, [], args.cost_model)
+    _check_outputs([*inputs, ("--bench", args.bench)], [("--out", args.out)])
     opt = optimize(
         q,
         OptimizerOptions(
@@ -631,6 +749,8 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
+    from engines.output_files import check_writable, write_bytes
+    from engines.runtime import json_text
     from hycq import api
     from hycq.bench import PLANS, BenchOptions, bench, plot
 
@@ -641,18 +761,30 @@ def _bench(args: argparse.Namespace) -> int:
         except argparse.ArgumentTypeError as err:
             raise OptionError(f"--rates: {err}", hint="e.g. --rates 1000,5000,40000") from None
     plans = [p.strip() for p in args.plans.split(",") if p.strip()]
+    if not plans:
+        raise OptionError(
+            f"--plans names no plan: '{args.plans}'", hint=f"plans: {', '.join(PLANS)}"
+        )
     for p in plans:
         if p not in PLANS:
             raise OptionError(
                 f"unknown plan '{p}' in --plans",
                 hint=did_you_mean(p, PLANS) or f"plans: {', '.join(PLANS)}",
             )
-    for path in (args.json, args.plot):
-        if path is not None and not path.parent.exists():
-            raise OptionError(f"output folder does not exist: {path.parent}")
     if args.plot is not None and args.plot.suffix.lower() != ".png":
         raise OptionError(f"--plot must end in .png, got '{args.plot}'")
     queries = [api.load_query(q, args.catalog) for q in args.queries]
+    data = _parse_data(args.data)
+    inputs = [
+        item
+        for name, q in zip(args.queries, queries, strict=True)
+        for item in _inputs(name, args.catalog, q.catalog, data.values(), args.cost_model)
+    ]
+    outputs = [("--json", args.json), ("--plot", args.plot)]
+    _check_outputs(inputs, outputs)
+    for option, path in outputs:
+        if path is not None:
+            check_writable(path, option)  # before minutes of measuring
 
     def progress(message: str) -> None:
         sys.stderr.write(f"measuring {message}\n")
@@ -665,7 +797,7 @@ def _bench(args: argparse.Namespace) -> int:
         repeat=args.repeat,
         optimizer=api.OptimizerOptions(cost_model=args.cost_model, row_core=args.row_core),
         settings=api.EngineSettings(args.duckdb_threads, None),
-        data=_parse_data(args.data),
+        data=data,
         progress=progress,
         max_warm_wall=args.warm_limit,
     )
@@ -680,7 +812,7 @@ def _bench(args: argparse.Namespace) -> int:
             f"{'kept up' if m['kept_up'] else 'did NOT keep up'}"
         )
     if args.json is not None:
-        args.json.write_text(json.dumps(records, indent=2) + "\n")
+        write_bytes(args.json, json_text(records), "--json")
     if args.plot is not None:
         plot(records, args.plot)
     return 0
@@ -699,8 +831,6 @@ def _calibrate(args: argparse.Namespace) -> int:
         sys.stderr.write(f"measuring {message}\n")
 
     settings = dataclasses.replace(base, engines=engines, progress=progress)
-    if args.out is not None and not args.out.parent.exists():
-        raise OptionError(f"output folder does not exist: {args.out.parent}")
     summary = calibrate(args.out, settings)
     us = {k: v * 1e6 for k, v in summary["parameters"].items()}
     print(f"wrote {summary['profile']} in {summary['seconds']:.1f} s")
@@ -722,6 +852,7 @@ def _calibrate(args: argparse.Namespace) -> int:
 def _data_generate(args: argparse.Namespace) -> int:
     if args.generator == "keyed":
         return _generate_keyed(args)
+    from engines.output_files import check_writable
     from engines.sources.smartplug import generate_to_file
 
     keyed_only = [
@@ -747,8 +878,7 @@ def _data_generate(args: argparse.Namespace) -> int:
             f"--out must end in .csv or .parquet, got '{args.out}'",
             hint="e.g. --out readings.parquet",
         )
-    if not args.out.parent.exists():
-        raise OptionError(f"output folder does not exist: {args.out.parent}")
+    check_writable(args.out, "--out")
     rows = generate_to_file(
         args.out,
         seconds=args.seconds,
@@ -790,8 +920,38 @@ def _generate_keyed(args: argparse.Namespace) -> int:
     return 0
 
 
+def _inputs(
+    query: str, catalog_arg: Path | None, catalog: Any, data: Any, cost_model: str | None
+) -> list[tuple[str, Path | str | None]]:
+    """Every file a command reads: no output may be written over one of them."""
+    from cost_models.registry import files_read
+    from hycq.api import find_catalog
+
+    found: list[tuple[str, Path | str | None]] = [("query file", query)]
+    found.append(("catalog", find_catalog(query, catalog_arg)))
+    found += [("--data", p) for p in data]
+    found += [
+        (f"the catalog's source of '{s.name}'", s.source.path)
+        for s in catalog.streams.values()
+        if s.source.path is not None
+    ]
+    found += [("cost model file", p) for p in files_read(cost_model)]
+    return found
+
+
+def _check_outputs(
+    inputs: Sequence[tuple[str, Path | str | None]],
+    outputs: Sequence[tuple[str, Path | str | None]],
+) -> None:
+    from engines.output_files import check_distinct
+
+    check_distinct(inputs, outputs)
+
+
 def _print_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2) + "\n")
+    from engines.runtime import json_text
+
+    sys.stdout.write(json_text(obj))  # strict JSON: NaN and infinities as null
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -159,11 +159,19 @@ def sample_streams(
 
     from engines.runtime import DeadLetters, RunOptions, open_inputs
 
+    # A pipe or device is read once, by the run: it is not sampled (catalog statistics).
+    piped = {
+        k.lower() for k, p in data.items() if p.exists() and not p.is_file() and not p.is_dir()
+    }
     options = RunOptions(rate=rate, duration=SAMPLE_SECONDS, data=dict(data))
     dead = DeadLetters(None)
     samples: dict[str, Any] = {}
-    notes = []
-    for inp in open_inputs(q.plan, q.catalog, options, dead):
+    notes = [
+        f"{k}: not sampled ({p} is read once, by the run)"
+        for k, p in data.items()
+        if k.lower() in piped
+    ]
+    for inp in open_inputs(q.plan, q.catalog, options, dead, skip=piped):
         got, rows = [], 0
         for batch in inp.batches:
             got.append(batch)

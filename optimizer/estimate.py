@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING, Any
 
 from optimizer.ir.catalog import TIME_UNITS_MS, Catalog
 from optimizer.ir.cost import Estimate
-from optimizer.ir.expr import Binary, ColumnRef, Expr, Literal, Unary, conjuncts
+from optimizer.ir.expr import Binary, ColumnRef, Expr, InList, Literal, Unary, conjuncts
 from optimizer.ir.plan import (
     Aggregate,
     Join,
@@ -497,6 +497,8 @@ def predicate_selectivity(
             return Estimate.estimated(INEQUALITY)
         if predicate.op in ("<", "<=", ">", ">="):
             return Estimate.estimated(RANGE)
+    if isinstance(predicate, InList):  # as the OR of its equalities, each EQUALITY
+        return Estimate.estimated(1.0 - (1.0 - EQUALITY) ** len(predicate.items))
     if isinstance(predicate, Unary):
         if predicate.op == "NOT":
             return 1.0 - predicate_selectivity(predicate.operand, declared, sampled)
@@ -606,6 +608,18 @@ def _arrow_eval(e: Expr, table: Any, pc: Any) -> Any:
         return pc.call_function(
             _ARROW_OPS[e.op], [_arrow_eval(e.left, table, pc), _arrow_eval(e.right, table, pc)]
         )
+    if isinstance(e, InList) and all(isinstance(i, Literal) for i in e.items):
+        import pyarrow as pa
+
+        values = [i.value for i in e.items if i.value is not None]  # type: ignore[attr-defined]
+        try:
+            column = _arrow_eval(e.value, table, pc)
+            found = pc.is_in(column, value_set=pa.array(values).cast(column.type))
+        except (pa.ArrowException, AttributeError, TypeError, ValueError):
+            raise _NotSampleable(e.display()) from None
+        if len(values) < len(e.items):  # a NULL item: not found is NULL, not false
+            found = pc.if_else(found, True, pa.scalar(None, pa.bool_()))
+        return found
     if isinstance(e, Unary):
         inner = _arrow_eval(e.operand, table, pc)
         if e.op == "NOT":

@@ -16,7 +16,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from engines.columnar import ColumnarEngine, EngineFault
+from engines.columnar import ColumnarEngine, EngineFault, query_data_error
 
 
 class DuckDBEngine(ColumnarEngine):
@@ -63,6 +63,9 @@ class DuckDBEngine(ColumnarEngine):
             if rel is None:
                 rel = self._relations[sql] = self.con.sql(sql)
             return rel.to_arrow_table()
+        except duckdb.DataError as err:  # overflow, conversion: the data's, not the engine's
+            self._relations.pop(sql, None)
+            raise query_data_error(self.name, err) from None
         except duckdb.Error as err:
             self._relations.pop(sql, None)
             raise EngineFault(f"duckdb query failed: {err}") from err

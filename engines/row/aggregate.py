@@ -60,6 +60,7 @@ from engines.row.compile import (
     RUNTIME,
     _canon,
     _nan_key,
+    checked_bigint,
     expr_source,
     may_be_infinite,
     may_be_nan,
@@ -278,6 +279,8 @@ class _Slot:
             if mode == "sum":
                 total = f"st[{j}]"
                 value = f"{total} / {n}" if func == "AVG" else total
+                if func == "SUM" and self.call.dtype.is_integer:
+                    value = f"_ick({total})"  # a SUM outside BIGINT is an error (DuckDB's too)
             elif mode == "sum_exact":  # its NaN is already the one NaN object
                 value = f"_exact_sum(st[{j}], st[{j + 1}], {n if func == 'AVG' else 1})"
             else:  # front top + back sum, inline (this runs per group and instant)
@@ -331,7 +334,9 @@ class _Slot:
             if mode == "sum_exact":
                 return _exact_sum(st[j], st[j + 1], n if self.call.func == "AVG" else 1)
             total = st[j] if mode == "sum" else _stacks_sum(st[j], st[j + 2])
-            return _canon(total / n if self.call.func == "AVG" else total)
+            if self.call.func == "AVG":
+                return _canon(total / n)
+            return checked_bigint(int(total)) if self.call.dtype.is_integer else _canon(total)
         if mode == "deque":
             d = st[i]
             return d[0] if d else None

@@ -37,7 +37,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from optimizer.ir.errors import UnsupportedError
+from optimizer.ir.errors import DataError, UnsupportedError
 from optimizer.ir.expr import (
     AggCall,
     Binary,
@@ -46,6 +46,7 @@ from optimizer.ir.expr import (
     ColumnRef,
     Expr,
     Func,
+    InList,
     Literal,
     Unary,
 )
@@ -172,12 +173,56 @@ def _ceil(x: float) -> float:
     return math.copysign(0.0, x) if r == 0 else float(r)  # ceil(-0.5) is -0.0, as in C
 
 
-def _to_int(x: Any) -> int:
+_BIGINT = (-(2**63), 2**63 - 1)
+_INTEGER = (-(2**31), 2**31 - 1)
+
+
+def integer_overflow(value: Any, sql_type: str, what: str) -> DataError:
+    """The error of an integer value outside its type (DuckDB raises too: docs/semantics.md)."""
+    return DataError(
+        f"integer overflow: {what} gives {value}, outside the {sql_type} range",
+        hint="integer results must fit their type, as in DuckDB (docs/semantics.md); "
+        "CAST the values to DOUBLE to compute with larger magnitudes",
+    )
+
+
+def checked_bigint(x: int) -> int:
+    """A BIGINT result of integer arithmetic, checked (hycq integers do not wrap)."""
+    if _BIGINT[0] <= x <= _BIGINT[1]:
+        return x
+    raise integer_overflow(x, "BIGINT", "integer arithmetic")
+
+
+def _to_int(x: Any, bounds: tuple[int, int] = _BIGINT, sql_type: str = "BIGINT") -> int:
     if isinstance(x, float):
         if math.isinf(x) or x != x:
-            raise ValueError(f"cannot convert {x} to an integer")
-        return round(x)  # half to even, as DuckDB casts a DOUBLE
-    return int(x)
+            raise DataError(
+                f"cannot CAST {x} to {sql_type}",
+                hint="only finite numbers convert to integers (as in DuckDB)",
+            )
+        x = round(x)  # half to even, as DuckDB casts a DOUBLE
+    else:
+        x = int(x)
+    if bounds[0] <= x <= bounds[1]:
+        return x
+    raise integer_overflow(x, sql_type, f"CAST to {sql_type}")
+
+
+def _to_int32(x: Any) -> int:
+    return _to_int(x, _INTEGER, "INTEGER")
+
+
+def _in3(x: Any, items: tuple[Any, ...]) -> bool | None:
+    """SQL ``x IN (items)``: true if found, else NULL if x or an item is NULL, else false."""
+    if x is None:
+        return None
+    null = False
+    for v in items:
+        if v is None:
+            null = True
+        elif x == v:
+            return True
+    return None if null else False
 
 
 def _to_varchar(x: Any) -> str:
@@ -203,6 +248,9 @@ RUNTIME: dict[str, Any] = {
     "_floor": _floor,
     "_ceil": _ceil,
     "_to_int": _to_int,
+    "_to_int32": _to_int32,
+    "_ick": checked_bigint,
+    "_in3": _in3,
     "_to_varchar": _to_varchar,
     "abs": abs,
     "float": float,
@@ -231,6 +279,8 @@ def nullable(e: Expr, cols: Sequence[bool]) -> bool:
         return any(nullable(a, cols) for a in e.args)
     if isinstance(e, Cast):
         return nullable(e.operand, cols)
+    if isinstance(e, InList):
+        return nullable(e.value, cols) or any(nullable(i, cols) for i in e.items)
     if isinstance(e, Case):
         return any(nullable(v, cols) for _, v in e.whens) or nullable(e.default, cols)
     if isinstance(e, AggCall):
@@ -305,6 +355,8 @@ class _Gen:
             return self._cast(e)
         if isinstance(e, Case):
             return self._case(e)
+        if isinstance(e, InList):
+            return self._in_list(e)
         raise TypeError(f"cannot compile {e!r}")
 
     def _guarded(self, parts: list[Expr], body: Callable[[list[str]], str]) -> str:
@@ -332,6 +384,8 @@ class _Gen:
         if op in _PY_COMPARE:
             return self._guarded([e.left, e.right], lambda c: f"({c[0]} {_PY_COMPARE[op]} {c[1]})")
         if op in ("+", "-", "*"):
+            if e.dtype.is_integer:  # checked: BIGINT overflow is an error, as in DuckDB
+                return self._guarded([e.left, e.right], lambda c: f"_ick({c[0]} {op} {c[1]})")
             return self._guarded([e.left, e.right], lambda c: f"({c[0]} {op} {c[1]})")
         if op == "/":
             return self._guarded([e.left, e.right], lambda c: f"_div({c[0]}, {c[1]})")
@@ -352,6 +406,8 @@ class _Gen:
             code = self.gen(e.operand)
             return f"_not3({code})" if self.null(e.operand) else f"(not {code})"
         if e.op == "NEG":
+            if e.dtype.is_integer:
+                return self._guarded([e.operand], lambda c: f"_ick(-{c[0]})")
             return self._guarded([e.operand], lambda c: f"(-{c[0]})")
         raise TypeError(f"unknown unary operator {e.op}")
 
@@ -360,6 +416,8 @@ class _Gen:
         if e.name in ("COALESCE", "LEAST", "GREATEST"):
             return f"_{e.name.lower()}({', '.join(self.gen(a) for a in args)})"
         if e.name == "ABS":
+            if e.dtype.is_integer:
+                return self._guarded(args, lambda c: f"_ick(abs({c[0]}))")
             return self._guarded(args, lambda c: f"abs({c[0]})")
         if e.name in ("FLOOR", "CEIL"):
             fn = f"_{e.name.lower()}"
@@ -375,7 +433,8 @@ class _Gen:
         if dst is DataType.DOUBLE and (src.is_numeric or src is DataType.BOOLEAN):
             return self._guarded([e.operand], lambda c: f"float({c[0]})")
         if dst.is_integer and (src.is_numeric or src is DataType.BOOLEAN):
-            return self._guarded([e.operand], lambda c: f"_to_int({c[0]})")
+            fn = "_to_int32" if dst is DataType.INTEGER else "_to_int"
+            return self._guarded([e.operand], lambda c: f"{fn}({c[0]})")
         if dst is DataType.VARCHAR and (src.is_integer or src is DataType.BOOLEAN):
             return self._guarded([e.operand], lambda c: f"_to_varchar({c[0]})")
         if dst is DataType.BOOLEAN and src.is_integer:
@@ -384,6 +443,31 @@ class _Gen:
             f"CAST from {src} to {dst} is not supported by the row engine",
             hint="cast between numeric types, or integers/booleans to VARCHAR",
         )
+
+    def _in_list(self, e: InList) -> str:
+        """A set lookup for constant items (CPython makes ``x in {1, 2}`` a frozenset
+        constant), else a flat tuple scanned by ``_in3``; never nested, whatever the length."""
+        value = self.gen(e.value)
+        if not all(isinstance(i, Literal) for i in e.items):
+            items = ", ".join(self.gen(i) for i in e.items)
+            return f"_in3({value}, ({items},))"
+        values = [i.value for i in e.items if isinstance(i, Literal)]
+        consts = [v for v in values if v is not None]
+        if not consts:  # x IN (NULL, ...): NULL
+            return "None"
+        hashable = all(
+            isinstance(v, bool | int | str) or (isinstance(v, float) and math.isfinite(v))
+            for v in consts
+        )
+        texts = [_literal(Literal(v, DataType.NULL)) for v in consts]
+        members = "{" + ", ".join(texts) + ",}" if hashable else "(" + ", ".join(texts) + ",)"
+        missing = "None" if len(consts) < len(values) else "False"  # a NULL item: not found is NULL
+        if not self.null(e.value):
+            if missing == "False":
+                return f"({value} in {members})"
+            return f"(True if {value} in {members} else None)"
+        t = self.tmp()
+        return f"(None if ({t} := {value}) is None else (True if {t} in {members} else {missing}))"
 
     def _case(self, e: Case) -> str:
         out = self.gen(e.default)

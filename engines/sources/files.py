@@ -56,8 +56,12 @@ import csv
 import io
 import json
 import math
+import os
 import re
-from collections.abc import Callable, Iterator
+import select
+import stat
+import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +71,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from engines import interrupts
 from engines.sources.smartplug import DEBS_COLUMNS, SCHEMA
 from optimizer.ir.errors import DataError, closest
 
@@ -118,14 +123,95 @@ def _not_found(path: Path) -> DataError:
     )
 
 
-def _first_line(path: Path) -> str:
-    """The first line of a text file (BOM and line end stripped).
+def _is_stream(path: Path) -> bool:
+    """A FIFO or character device: read once, front to back (a pipe given as a path)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
+
+
+def _check_readable(path: Path) -> None:
+    """DataError unless ``path`` is a regular file, a FIFO or a character device."""
+    if not (path.is_file() or _is_stream(path)):
+        raise _not_found(path)
+
+
+class _Pipe:
+    """A FIFO or character device, read once and only on the calling thread: its first line
+    is sniffed for the format, then complete lines are handed out as they come (a live feed
+    is not held back until a block fills). Waiting for data polls stop requests
+    (engines.interrupts), so a signal ends a run that waits on a quiet pipe; nothing blocks
+    inside Arrow, which parses each chunk from memory."""
+
+    def __init__(self, path: Path) -> None:
+        self._fd = os.open(path, os.O_RDONLY)
+        self._buf = bytearray()
+        self._eof = False
+
+    def sniff(self) -> bytes:
+        """The first bytes, up to the first line end or _SNIFF_BYTES (kept for chunks())."""
+        while not self._eof and b"\n" not in self._buf and len(self._buf) < _SNIFF_BYTES:
+            self._fill(None)
+        return bytes(self._buf[:_SNIFF_BYTES])
+
+    def _fill(self, timeout: float | None) -> bool:
+        """Read what is there, waiting up to ``timeout`` (None: until something comes);
+        False if nothing came in time."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not select.select([self._fd], [], [], 0.1)[0]:
+            interrupts.check_stop()
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+        data = os.read(self._fd, 1 << 16)
+        if data:
+            self._buf += data
+        else:
+            self._eof = True
+        return True
+
+    def chunks(self, block: int) -> Iterator[bytes]:
+        """Complete lines, at most about ``block`` bytes at a time, as soon as the pipe goes
+        quiet for a moment; the rest at the end (a last line without its line end too)."""
+        while True:
+            quiet = False
+            if not self._eof and len(self._buf) < block:
+                quiet = not self._fill(0.05)
+            end = self._buf.rfind(b"\n")
+            if self._eof:
+                if self._buf:
+                    yield bytes(self._buf)
+                    self._buf.clear()
+                return
+            if end >= 0 and (quiet or len(self._buf) >= block):
+                yield bytes(self._buf[: end + 1])
+                del self._buf[: end + 1]
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def _lines(chunk: bytes) -> int:
+    """Lines of a chunk that the CSV parser counts (empty lines are skipped, not counted)."""
+    return sum(1 for line in chunk.split(b"\n") if line not in (b"", b"\r"))
+
+
+def _head_of(path: Path) -> bytes:
+    with path.open("rb") as f:
+        return f.read(_SNIFF_BYTES)
+
+
+def _first_line(path: Path, head: bytes | None = None) -> str:
+    """The first line of a text file (BOM and line end stripped), from its first bytes.
 
     Raises ``DataError`` for a Parquet file and for a binary one: a NUL byte in the first
     64 KiB, or a first line that is not UTF-8 (invalid bytes further on are bad cells).
     """
-    with path.open("rb") as f:
-        head = f.read(_SNIFF_BYTES)
+    if head is None:
+        head = _head_of(path)
     if head.startswith(_PARQUET_MAGIC):
         raise DataError(f"{path}: this is a Parquet file", hint="use format 'parquet'")
     nul = head.find(b"\x00")
@@ -157,21 +243,40 @@ def _is_number(field: str) -> bool:
     return True
 
 
-def detect_format(path: Path | str) -> str:
-    """``"debs"``, ``"csv"`` or ``"parquet"`` from the extension or the first bytes of a file."""
+def looks_like_header(line: str, names: Sequence[str] = DEBS_COLUMNS) -> bool:
+    """Whether the first line of a CSV file names columns, judged by its content (quotes are
+    CSV syntax, not a sign of text): it names one of ``names`` (or an alias), or none of its
+    fields is a number.
+
+    Example:
+        >>> looks_like_header('"1","1377986401","2.5","1","0","0","0"')
+        False
+        >>> looks_like_header("ts,value,id"), looks_like_header('"plug","load"')
+        (True, True)
+    """
+    fields = [f.strip().lower() for f in next(csv.reader([line]), [])]
+    known = {n.lower() for n in names} | set(ALIASES)
+    return any(f in known for f in fields) or not any(_is_number(f) for f in fields)
+
+
+def _format_of(path: Path, head: bytes, names: Sequence[str]) -> str:
+    if head.startswith(_PARQUET_MAGIC):
+        return "parquet"
+    line = _first_line(path, head)
+    if not line.strip():
+        raise DataError(f"{path}: the file is empty", hint=_DEBS_HINT)
+    return "csv" if looks_like_header(line, names) else "debs"
+
+
+def detect_format(path: Path | str, names: Sequence[str] = DEBS_COLUMNS) -> str:
+    """``"debs"``, ``"csv"`` or ``"parquet"`` from the extension or the first bytes of a
+    regular file (``names``: the columns a header would name)."""
     path = Path(path)
     if not path.is_file():
         raise _not_found(path)
     if path.suffix.lower() in _PARQUET_SUFFIXES:
         return "parquet"
-    with path.open("rb") as f:
-        if f.read(4) == _PARQUET_MAGIC:
-            return "parquet"
-    line = _first_line(path)
-    if not line.strip():
-        raise DataError(f"{path}: the file is empty", hint=_DEBS_HINT)
-    first = line.split(",", 1)[0]
-    return "debs" if _is_number(first) else "csv"
+    return _format_of(path, _head_of(path), names)
 
 
 def read_batches(
@@ -191,21 +296,35 @@ def read_batches(
     every row are not yielded.
     """
     path = Path(path)
-    if not path.is_file():
-        raise _not_found(path)
-    if fmt is None:
-        fmt = detect_format(path)
+    _check_readable(path)
+    schema = SCHEMA if schema is None else schema
+    pipe: _Pipe | None = None
+    if _is_stream(path):  # a FIFO or device: one pass, the format sniffed from its start
+        try:
+            pipe = _Pipe(path)
+        except OSError as err:
+            raise DataError(f"cannot read {path}: {err.strerror or err}") from None
+        head = pipe.sniff()
+        detected = _format_of(path, head, schema.names)
+        if detected == "parquet" or fmt == "parquet":
+            pipe.close()
+            raise DataError(
+                f"{path}: Parquet cannot be read from a pipe or device",
+                hint="give a Parquet file, or stream CSV lines",
+            )
+        fmt = fmt or detected
+    elif fmt is None:
+        fmt = detect_format(path, schema.names)
     if fmt not in FORMATS:
         raise DataError(
             f"{path}: unknown data format {fmt!r}", hint=f"use one of {', '.join(FORMATS)}"
         )
     if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
         raise ValueError(f"batch_rows must be a positive integer, got {batch_rows!r}")
-    schema = SCHEMA if schema is None else schema
     for f in schema:
         if f.type not in _TYPE_NAMES:
             raise ValueError(f"unsupported column type {f.type} of column '{f.name}'")
-    reader = _BatchReader(path, fmt, batch_rows, schema, on_bad)
+    reader = _BatchReader(path, fmt, batch_rows, schema, on_bad, pipe)
     return iter(reader)
 
 
@@ -251,9 +370,18 @@ class _BatchReader:
     """One pass over one file: opens eagerly, yields conformed batches when iterated."""
 
     def __init__(
-        self, path: Path, fmt: str, batch_rows: int, schema: pa.Schema, on_bad: OnBad | None
+        self,
+        path: Path,
+        fmt: str,
+        batch_rows: int,
+        schema: pa.Schema,
+        on_bad: OnBad | None,
+        pipe: _Pipe | None = None,
     ) -> None:
         self.path = path
+        self.pipe = pipe
+        self._line1: str | None = None
+        self._line_offset = 0  # lines before the chunk being parsed (pipes)
         self.fmt = fmt
         self.batch_rows = batch_rows
         self.schema = schema
@@ -317,7 +445,7 @@ class _BatchReader:
         return found
 
     def _open_csv(self) -> None:
-        _first_line(self.path)  # not a Parquet or binary file (raises DataError)
+        self._line1 = _first_line(self.path, self.pipe.sniff() if self.pipe else None)
         block = max(1 << 16, min(self.batch_rows * 48, 1 << 26))
         # Line numbers of skipped rows are only known to a serial parser.
         threads = self.on_bad is None
@@ -328,7 +456,7 @@ class _BatchReader:
             )
             self._file_names = names
         else:
-            header = next(csv.reader(io.StringIO(_first_line(self.path))), [])
+            header = next(csv.reader(io.StringIO(self._line1)), [])
             found = self._map_columns(header)
             self._file_names = header
             names = [found[n] for n in self.schema.names]
@@ -347,14 +475,49 @@ class _BatchReader:
         parse = pacsv.ParseOptions(
             invalid_row_handler=self._invalid_row if self.on_bad is not None else None
         )
-        stream = pacsv.open_csv(
-            self.path, read_options=read_options, parse_options=parse, convert_options=convert
+        if self.pipe is None:
+            stream = pacsv.open_csv(
+                self.path, read_options=read_options, parse_options=parse, convert_options=convert
+            )
+            self._source = iter(stream)
+            return
+        # A pipe: each chunk of complete lines is parsed from memory, the header (if any)
+        # taken off the first; invalid rows are numbered from the chunk's first line.
+        read_options = pacsv.ReadOptions(
+            column_names=self._file_names, block_size=block, use_threads=threads
         )
-        self._source = iter(stream)
+        self._source = self._pipe_batches(block, read_options, parse, convert)
+
+    def _pipe_batches(
+        self,
+        block: int,
+        read_options: pacsv.ReadOptions,
+        parse: pacsv.ParseOptions,
+        convert: pacsv.ConvertOptions,
+    ) -> Iterator[pa.RecordBatch]:
+        assert self.pipe is not None
+        header = self._header_lines
+        self._line_offset = 0
+        for chunk in self.pipe.chunks(block):
+            if header:
+                end = chunk.find(b"\n")
+                chunk = chunk[end + 1 :] if end >= 0 else b""
+                self._line_offset, header = header, 0
+            if not _lines(chunk):
+                continue
+            table = pacsv.read_csv(
+                pa.BufferReader(chunk),
+                read_options=read_options,
+                parse_options=parse,
+                convert_options=convert,
+            )
+            self._line_offset += _lines(chunk)
+            yield from table.combine_chunks().to_batches()
 
     def _invalid_row(self, row: Any) -> str:
         """The CSV parser's handler of a row with the wrong number of fields: defer, skip."""
         number = int(row.number) if row.number is not None else 0
+        number += self._line_offset  # a pipe's chunk: lines before it
         self._invalid_lines.append(number)
         self._invalid.append(
             (
@@ -597,10 +760,8 @@ class _BatchReader:
 
     def _hint(self) -> str:
         if self.fmt == "debs":
-            line = ""
-            with contextlib.suppress(DataError):
-                line = _first_line(self.path)
-            if line and not _is_number(line.split(",", 1)[0]):
+            line = self._line1 or ""
+            if line and looks_like_header(line, self.schema.names):
                 return "the first row looks like a header: use format 'csv'"
             if self.smartplug:
                 return _DEBS_HINT

@@ -34,8 +34,6 @@ Example:
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -47,6 +45,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from engines.output_files import OutputFile, write_bytes
 from optimizer.ir.catalog import TIME_UNITS_MS
 from optimizer.ir.errors import OptionError
 
@@ -265,46 +264,29 @@ def write_workload(
         name = f"{s.name}.{fmt}"
         counts[s.name] = _write_stream(folder / name, KeyedGenerator(s, seed, origin), seconds, fmt)
         files[s.name] = name
-    _write_atomic(folder / "catalog.toml", catalog_text(streams, seed, origin, files))
+    write_bytes(folder / "catalog.toml", catalog_text(streams, seed, origin, files), "--out")
     return counts
 
 
 def _write_stream(path: Path, gen: KeyedGenerator, seconds: float, fmt: str) -> int:
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    tmp = Path(tmp_name)
+    """Write one stream through :class:`OutputFile` (a temporary file renamed on success,
+    removed on any failure or signal; the umask honoured; symlinks and devices written
+    through)."""
     rows = 0
     per_batch = max(1, min(3600, (1 << 20) // max(1, math.ceil(gen.rate))))
-    try:
+    out = OutputFile(path, "--out")
+    with out, out.errors():
         if fmt == "csv":
-            with pacsv.CSVWriter(tmp, SCHEMA) as csv_writer:
+            with pacsv.CSVWriter(out.file("wb"), SCHEMA) as csv_writer:
                 for batch in gen.batches(seconds, per_batch):
                     csv_writer.write_batch(batch)
                     rows += batch.num_rows
         else:
-            with pq.ParquetWriter(tmp, SCHEMA) as pq_writer:
+            with pq.ParquetWriter(out.file("wb"), SCHEMA) as pq_writer:
                 for batch in gen.batches(seconds, per_batch):
                     pq_writer.write_batch(batch)
                     rows += batch.num_rows
-        tmp.chmod(0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
     return rows
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        tmp.chmod(0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def parse_stream_spec(spec: str, defaults: KeyedStream) -> KeyedStream:

@@ -39,8 +39,6 @@ Example:
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
@@ -52,6 +50,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 from scipy import special
 
+from engines.output_files import OutputFile
 from optimizer.ir.errors import OptionError
 
 #: The smart-plug stream schema (names and types in this order).
@@ -153,6 +152,12 @@ _Q_LOGS = np.log(np.asarray(LOAD_QUANTILES_W, dtype=np.float64))
 _ALWAYS_OFF, _INTERMITTENT, _ALWAYS_ON = 0, 1, 2
 #: Cells (seconds x plugs) evolved at once; bounds memory for large batch_seconds.
 _CHUNK_CELLS = 1 << 18
+#: Largest timestamp the run-time accepts (engines.runtime.MAX_TIMESTAMP).
+_MAX_TS = 2**62
+#: Most rows in one emitted batch: bounds memory at any rate (``--rate 1e10`` included).
+MAX_BATCH_ROWS = 1 << 17
+#: Event-seconds per batch when writing a file (batches are still at most MAX_BATCH_ROWS).
+_BATCH_SECONDS = 3600
 _INV_2_53 = 1.0 / 9007199254740992.0
 
 
@@ -364,10 +369,12 @@ class SmartPlugGenerator:
     def batches(self, seconds: float, batch_seconds: int = 1) -> Iterator[pa.RecordBatch]:
         """The stream of the first ``seconds`` event-seconds, in event-time order.
 
-        Yields ``ceil(seconds / batch_seconds)`` record batches (``SCHEMA``); batch ``k`` holds
-        the tuples of event-seconds ``[k * batch_seconds, (k + 1) * batch_seconds)`` and may be
-        empty at low rates. A fractional ``seconds`` ends with the first part of the last
-        second's tuples. The tuples do not depend on ``batch_seconds``.
+        Yields record batches (``SCHEMA``) of at most ``MAX_BATCH_ROWS`` rows: for every
+        ``k``, the tuples of event-seconds ``[k * batch_seconds, (k + 1) * batch_seconds)`` as
+        one batch (empty at low rates), or as consecutive batches when there are more (at
+        high rates one second is split, so memory stays bounded at any rate). A fractional
+        ``seconds`` ends with the first part of the last second's tuples. The tuples do not
+        depend on ``batch_seconds``.
         """
         seconds = self._check_seconds(seconds)
         batch_seconds = _check_int("batch_seconds", batch_seconds, 1)
@@ -375,8 +382,7 @@ class SmartPlugGenerator:
 
     def table(self, seconds: float) -> pa.Table:
         """The first ``seconds`` event-seconds as one table."""
-        per_batch = max(1, min(3600, (1 << 20) // max(1, math.ceil(self._rate))))
-        return pa.Table.from_batches(list(self.batches(seconds, per_batch)), schema=SCHEMA)
+        return pa.Table.from_batches(list(self.batches(seconds, _BATCH_SECONDS)), schema=SCHEMA)
 
     def _check_seconds(self, seconds: float) -> float:
         if (
@@ -389,6 +395,11 @@ class SmartPlugGenerator:
             )
         if (math.ceil(seconds) + 1) * self._rate.numerator >= 2**62:
             raise OptionError(f"smart-plug generator: {seconds} s at this rate is too long")
+        if self._start + math.ceil(seconds) > _MAX_TS:
+            raise OptionError(
+                f"smart-plug generator: {seconds} s from start {self._start} passes the largest "
+                f"timestamp hycq accepts ({_MAX_TS})"
+            )
         return float(seconds)
 
     def _cum(self, t: np.ndarray) -> np.ndarray:
@@ -419,16 +430,17 @@ class SmartPlugGenerator:
         chunk = max(1, _CHUNK_CELLS // max(1, self.plugs))
         for b0 in range(0, n_seconds, batch_seconds):
             b1 = min(n_seconds, b0 + batch_seconds)
-            parts = [
-                self._chunk(run, c0, min(b1, c0 + chunk), limit) for c0 in range(b0, b1, chunk)
-            ]
-            if len(parts) == 1:
-                yield parts[0]
-            else:
-                yield pa.RecordBatch.from_arrays(
-                    [pa.concat_arrays([p.column(i) for p in parts]) for i in range(len(SCHEMA))],
-                    schema=SCHEMA,
-                )
+            parts: list[pa.RecordBatch] = []
+            size = 0
+            for c0 in range(b0, b1, chunk):
+                for piece in self._chunk(run, c0, min(b1, c0 + chunk), limit):
+                    if parts and size + piece.num_rows > MAX_BATCH_ROWS:
+                        yield _concat(parts)
+                        parts, size = [], 0
+                    parts.append(piece)
+                    size += piece.num_rows
+            if parts:
+                yield _concat(parts)
 
     def _evolve(self, run: _Run, b: int) -> tuple[np.ndarray, np.ndarray]:
         """Advance the plugs by b seconds: load (b, P) in W and work (b + 1, P) in kWh.
@@ -480,22 +492,39 @@ class SmartPlugGenerator:
         run.work = work[b].copy()
         return load, work
 
-    def _chunk(self, run: _Run, c0: int, c1: int, limit: int) -> pa.RecordBatch:
-        """The tuples of event-seconds [c0, c1), stopping before global index ``limit``."""
-        b, p = c1 - c0, self.plugs
-        load, work = self._evolve(run, b)
+    def _chunk(self, run: _Run, c0: int, c1: int, limit: int) -> Iterator[pa.RecordBatch]:
+        """The tuples of event-seconds [c0, c1), stopping before global index ``limit``, in
+        batches of at most MAX_BATCH_ROWS (at least one, maybe empty)."""
+        load, work = self._evolve(run, c1 - c0)
         bounds = self._cum(np.arange(c0, c1 + 1, dtype=np.int64))
+        g0, g1 = int(bounds[0]), max(int(bounds[0]), min(int(bounds[-1]), limit))
+        for a in range(g0, g1, MAX_BATCH_ROWS):
+            yield self._tuples(run, c0, bounds, load, work, a, min(g1, a + MAX_BATCH_ROWS))
+        if g1 == g0:
+            yield self._tuples(run, c0, bounds, load, work, g0, g0)
+
+    def _tuples(
+        self,
+        run: _Run,
+        c0: int,
+        bounds: np.ndarray,
+        load: np.ndarray,
+        work: np.ndarray,
+        a: int,
+        b: int,
+    ) -> pa.RecordBatch:
+        """Tuples with global indices [a, b) of the chunk starting at event-second ``c0``
+        (``bounds``: first index of each of its seconds; ``load``/``work`` from _evolve)."""
+        p = self.plugs
         counts = np.diff(bounds)
-        g0, g1 = int(bounds[0]), min(int(bounds[-1]), limit)
-        n = max(0, g1 - g0)
-        g = np.arange(g0, g0 + n, dtype=np.int64)
-        second = np.repeat(np.arange(b, dtype=np.int64), counts)[:n]
+        g = np.arange(a, b, dtype=np.int64)
+        second = np.searchsorted(bounds, g, side="right") - 1
         sensor = g % self.sensors
         plug = sensor >> 1
         prop = (sensor & 1).astype(np.int32)
         cell = second * p + plug
         load_flat = load.ravel()
-        value = np.empty(n, dtype=np.float64)
+        value = np.empty(len(g), dtype=np.float64)
 
         li = np.flatnonzero(prop == LOAD)
         noise_sd = self._noise_sd[plug[li]]
@@ -525,6 +554,15 @@ class SmartPlugGenerator:
         )
 
 
+def _concat(parts: list[pa.RecordBatch]) -> pa.RecordBatch:
+    if len(parts) == 1:
+        return parts[0]
+    return pa.RecordBatch.from_arrays(
+        [pa.concat_arrays([p.column(i) for p in parts]) for i in range(len(SCHEMA))],
+        schema=SCHEMA,
+    )
+
+
 def generate_to_file(
     path: Path | str,
     seconds: float,
@@ -538,7 +576,8 @@ def generate_to_file(
 
     ``.csv`` gives the raw DEBS format (no header), ``.parquet`` / ``.pq`` Parquet with
     ``SCHEMA``. The file appears atomically: it is written to a temporary file in the same
-    folder and renamed over ``path``.
+    folder and renamed over ``path`` (engines.output_files: symlinks keep pointing at the
+    new file, FIFOs and devices are written in place, the umask sets the mode).
     """
     path = Path(path)
     suffix = path.suffix.lower()
@@ -548,28 +587,19 @@ def generate_to_file(
             hint="e.g. readings.parquet",
         )
     gen = SmartPlugGenerator(houses=houses, seed=seed, rate=rate, start=start)
-    # Big batches: one Parquet row group per batch.
-    per_batch = max(1, min(3600, (1 << 20) // max(1, math.ceil(gen.rate))))
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    tmp = Path(tmp_name)
+    out = OutputFile(path, "--out")
     rows = 0
-    try:
+    with out, out.errors():
         if suffix == ".csv":
             options = pacsv.WriteOptions(include_header=False)
-            with pacsv.CSVWriter(tmp, SCHEMA, write_options=options) as csv_writer:
-                for batch in gen.batches(seconds, per_batch):
+            with pacsv.CSVWriter(out.file("wb"), SCHEMA, write_options=options) as csv_writer:
+                for batch in gen.batches(seconds, _BATCH_SECONDS):
                     csv_writer.write_batch(batch)
                     rows += batch.num_rows
         else:
-            with pq.ParquetWriter(tmp, SCHEMA) as pq_writer:
-                for batch in gen.batches(seconds, per_batch):
+            with pq.ParquetWriter(out.file("wb"), SCHEMA) as pq_writer:
+                for batch in gen.batches(seconds, _BATCH_SECONDS):
                     if batch.num_rows:
                         pq_writer.write_batch(batch)
                     rows += batch.num_rows
-        tmp.chmod(0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
     return rows

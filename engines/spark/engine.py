@@ -7,7 +7,9 @@ a JVM. Settings for a small machine (defaults, each overridable through ``conf``
   shuffle dominate small per-slide queries on 2 cores); ``spark.ui.enabled = false``;
 * ``spark.sql.execution.arrow.pyspark.enabled = true`` (``createDataFrame(pyarrow.Table)``
   and ``DataFrame.toArrow()`` move Arrow buffers, not pickled rows);
-* ``spark.sql.ansi.enabled = false`` (the generated SQL spells out hycq's semantics anyway);
+* ``spark.sql.ansi.enabled = true``: integer overflow and impossible casts raise, as in DuckDB
+  and the row engine (docs/semantics.md), instead of wrapping around silently; the generated
+  SQL spells out the rest of hycq's semantics (division by zero, modulo, rounding);
 * the environment variable ``SPARK_LOCAL_IP`` defaults to 127.0.0.1.
 
 For a cluster pass ``spark.master`` (e.g. ``spark://host:7077``) and any other Spark conf in
@@ -22,15 +24,23 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import re
+import tempfile
 import threading
 from collections.abc import Sequence
 from functools import reduce
-from typing import Any
+from typing import IO, Any
 
 import pyarrow as pa
 
-from engines import stop
-from engines.columnar import ColumnarEngine, EngineFault
+from engines import interrupts
+from engines.columnar import ColumnarEngine, EngineFault, query_data_error
+from optimizer.ir.errors import ConfigError
+
+#: Seconds a Spark session may take to start before the run gives up (--spark-connect-timeout):
+#: a local JVM starts in 5-20 s on a busy 2-core machine; a cluster master that does not
+#: answer is retried by Spark for about a minute.
+START_TIMEOUT_S = 90.0
 
 #: Spark settings for this 2-core machine; ``conf`` entries override them.
 DEFAULT_CONF: dict[str, str] = {
@@ -42,7 +52,7 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.execution.arrow.pyspark.fallback.enabled": "false",
-    "spark.sql.ansi.enabled": "false",
+    "spark.sql.ansi.enabled": "true",
     "spark.sql.session.timeZone": "UTC",
     "spark.driver.memory": "2g",
 }
@@ -61,25 +71,82 @@ def _stop(spark: Any) -> None:
         spark.stop()
 
 
+def _abandon(box: dict[str, Any]) -> None:
+    """Give up a start: kill the JVM it launched and forget PySpark's pointers to it."""
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    gateway = box.get("gateway") or SparkContext._gateway
+    proc = getattr(gateway, "proc", None)
+    if proc is not None:
+        with contextlib.suppress(Exception):
+            proc.kill()
+    SparkContext._active_spark_context = None
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    SparkSession._instantiatedSession = None
+    SparkSession._activeSession = None
+
+
+#: A line of a JVM's console output that says why it failed.
+_JVM_REASON = re.compile(r"Invalid (initial|maximum) heap size.*|Error: .*|.*Exception: .*")
+
+
+def _reason(err: BaseException, log: IO[bytes]) -> str:
+    """One line saying why Spark failed: from the exception, else from the JVM's output."""
+    text = str(err).strip()
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    detail = ""
+    with contextlib.suppress(OSError):
+        log.seek(0)
+        output = log.read().decode("utf-8", "replace").splitlines()
+        found = [ln.strip() for ln in output if _JVM_REASON.fullmatch(ln.strip())]
+        detail = found[0] if found else ""
+    for line in lines:  # a Java exception: its first line says it
+        m = re.search(r"(\w+(\.\w+)*(Exception|Error)): (.*)", line)
+        if m and "Py4J" not in m.group(1):
+            return f"{m.group(1).rsplit('.', 1)[-1]}: {m.group(4)}"[:300]
+    first = lines[0] if lines else type(err).__name__
+    return (f"{first} ({detail})" if detail else first)[:300]
+
+
 class SparkEngine(ColumnarEngine):
     """A local or cluster Spark session driven through PySpark."""
 
     name = "spark"
     dialect = "spark"
 
-    def __init__(self, conf: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, conf: dict[str, str] | None = None, start_timeout: float = START_TIMEOUT_S
+    ) -> None:
         self.conf = {**DEFAULT_CONF, **(conf or {})}
+        self.start_timeout = start_timeout
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
         self.restarts = 0
         self._frames: dict[str, dict[int, Any]] = {}  # table -> chunk id -> DataFrame
         self._chunks: dict[str, tuple[list[tuple[int, pa.Table]], pa.Schema]] = {}
-        self.spark = self._session()
-
-    def _session(self, stoppable: bool = False) -> Any:
-        """A Spark session (PySpark's one per process). With ``stoppable`` (a restart), the
-        wait for the JVM gives up as soon as the run is asked to stop (engines.stop)."""
         try:
+            self.spark = self._session()
+        except EngineFault as err:  # at start-up it is the settings' fault (--spark-conf)
+            raise ConfigError(
+                str(err),
+                hint="check --spark-conf (spark.master, spark.driver.memory, ...) and that "
+                "Java 17 is installed; --spark-connect-timeout S bounds the wait",
+            ) from None
+
+    def _session(self) -> Any:
+        """A session on a fresh or running JVM, within ``start_timeout`` seconds.
+
+        The JVM's console output (start-up warnings, a failure's stack trace) goes to a log
+        file that is unlinked at once (the JVM keeps writing to it; it disappears with the
+        JVM): a failure is reported as one line taken from it. The wait gives way to a stop
+        request (engines.interrupts.StopRequested), and on failure or timeout the JVM is
+        stopped.
+        """
+        try:
+            from pyspark import SparkConf, SparkContext
+            from pyspark.java_gateway import launch_gateway
             from pyspark.sql import SparkSession
         except ImportError as err:  # pragma: no cover - pyspark is a dependency
             raise EngineFault(
@@ -88,6 +155,8 @@ class SparkEngine(ColumnarEngine):
         builder = SparkSession.builder
         for key, value in self.conf.items():
             builder = builder.config(key, value)
+        # Unlinked already (no file is left behind); the JVM inherits it as stdout/stderr.
+        log = tempfile.TemporaryFile(prefix="hycq-spark-", suffix=".log")  # noqa: SIM115
         # A SparkContext created on the main thread installs its own SIGINT handler (cancel
         # jobs, raise KeyboardInterrupt), replacing hycq's stop-between-batches handling for
         # the rest of the process. Created on a helper thread, it installs none.
@@ -95,18 +164,37 @@ class SparkEngine(ColumnarEngine):
 
         def start() -> None:
             try:
+                if SparkContext._gateway is None:
+                    conf = SparkConf(loadDefaults=False).setAll(list(self.conf.items()))
+                    gateway = launch_gateway(conf, {"stdout": log, "stderr": log})
+                    box["gateway"] = gateway
+                    SparkContext._gateway = gateway
+                    SparkContext._jvm = gateway.jvm
                 box["spark"] = builder.getOrCreate()
-            except Exception as err:  # noqa: BLE001 - re-raised on the caller's thread
+            except BaseException as err:  # noqa: BLE001 - re-raised on the caller's thread
                 box["error"] = err
 
         thread = threading.Thread(target=start, name="hycq-spark-start", daemon=True)
         thread.start()
-        if stoppable:
-            stop.join(thread, "restarting Spark")
-        else:
-            thread.join()
+        master = self.conf.get("spark.master")
+        try:
+            finished = interrupts.wait(thread, self.start_timeout)
+        except BaseException:  # a stop request or a signal: the start is given up
+            _abandon(box)  # the thread may still be blocked in the JVM: stop that JVM
+            log.close()
+            raise
+        if not finished:
+            _abandon(box)
+            log.close()
+            raise EngineFault(
+                f"Spark did not start within {self.start_timeout:g} s (spark.master={master})"
+            )
         if "error" in box:
-            raise EngineFault(f"cannot start Spark: {box['error']}") from box["error"]
+            _abandon(box)
+            reason = _reason(box["error"], log)
+            log.close()
+            raise EngineFault(f"cannot start Spark (spark.master={master}): {reason}") from None
+        log.close()  # the JVM keeps its own descriptor
         spark = box["spark"]
         spark.sparkContext.setLogLevel("ERROR")
         atexit.register(_stop, spark)
@@ -142,8 +230,12 @@ class SparkEngine(ColumnarEngine):
             raise EngineFault(f"spark could not register {table}: {err}") from err
 
     def query(self, sql: str) -> pa.Table:
+        from pyspark.errors import ArithmeticException, NumberFormatException
+
         try:
             return self.spark.sql(sql).toArrow()
+        except (ArithmeticException, NumberFormatException) as err:  # ANSI: the data's fault
+            raise query_data_error(self.name, err) from None
         except _errors() as err:
             raise EngineFault(f"spark query failed: {err}") from err
 
@@ -151,13 +243,13 @@ class SparkEngine(ColumnarEngine):
         """Start a new session (and JVM, if the old one died) and re-create every input.
 
         A stop request (SIGINT/SIGTERM) ends the restart at once with
-        ``engines.stop.StopRequested``, also while the new JVM is starting: the run then
+        ``engines.interrupts.StopRequested``, also while the new JVM is starting: the run then
         ends as interrupted instead of finishing the restart and the instants after it.
         """
         from pyspark import SparkContext
         from pyspark.sql import SparkSession
 
-        stop.check("restarting Spark")
+        interrupts.check_stop()
         with contextlib.suppress(Exception):
             self.spark.stop()
         # The old session is stopped: its exit hook would only wait for PySpark's lock, which
@@ -170,10 +262,10 @@ class SparkEngine(ColumnarEngine):
         SparkSession._instantiatedSession = None
         SparkSession._activeSession = None
         self.restarts += 1
-        self.spark = self._session(stoppable=True)
+        self.spark = self._session()
         self._frames = {}
         for table, (chunks, schema) in self._chunks.items():
-            stop.check("restarting Spark")
+            interrupts.check_stop()
             self.set_input(table, chunks, schema)
 
     def close(self) -> None:

@@ -52,6 +52,7 @@ from optimizer.ir.expr import (
     ColumnRef,
     Expr,
     Func,
+    InList,
     Literal,
     Unary,
 )
@@ -111,6 +112,11 @@ class ExprTranslator:
             return self._cast(e)
         if isinstance(e, Case):
             return self._case(e)
+        if isinstance(e, InList):  # flat: IN of 10,000 items is one node in both engines
+            return exp.In(
+                this=paren(self.scalar(e.value)),
+                expressions=[self.scalar(i) for i in e.items],
+            )
         if isinstance(e, AggCall):
             raise PlanError(f"aggregate {e.display()} outside an aggregate operator")
         raise PlanError(f"cannot translate expression {e!r} to SQL")
@@ -134,10 +140,16 @@ class ExprTranslator:
         op = e.op
         if op in ("AND", "OR"):
             node = exp.And if op == "AND" else exp.Or
-            return node(
-                this=paren(self.typed(e.left, DataType.BOOLEAN)),
-                expression=paren(self.typed(e.right, DataType.BOOLEAN)),
-            )
+
+            def operand(side: Expr) -> exp.Expr:
+                out = self.typed(side, DataType.BOOLEAN)
+                # A chain of one connective is written flat (a AND b AND c): both parsers
+                # take any length of that (Spark's runs out of memory on 10,000 operands
+                # nested in parentheses), and it means the same: AND and OR associate.
+                same = isinstance(side, Binary) and side.op == op and isinstance(out, node)
+                return out if same else paren(out)
+
+            return node(this=operand(e.left), expression=operand(e.right))
         if op in _COMPARE:
             # Numeric comparisons coerce to the wider type in both engines, as in the IR.
             return _COMPARE[op](

@@ -183,25 +183,14 @@ def check_out_path(path: Path, option: str = "--out") -> None:
         raise OptionError(
             f"{option} must end in .html, got '{path}'", hint=f"e.g. {option} report.html"
         )
-    if path.is_dir():
-        raise OptionError(f"{option} is a directory: {path}", hint="give a file name")
-    if not path.parent.is_dir():
-        what = "does not exist" if not path.parent.exists() else "is not a folder"
-        raise OptionError(
-            f"output folder {what}: {path.parent}",
-            hint=f"create it first, or give {option} a path in an existing folder",
-        )
+    from engines.output_files import check_writable
+
+    check_writable(path, option)
 
 
 def write_report(report: Report, path: Path, option: str = "--out") -> None:
     """Render ``report`` to one self-contained HTML file."""
+    from engines.output_files import write_bytes
     from hycq.reporting.page import render
 
-    text = render(report)
-    try:
-        path.write_text(text, encoding="utf-8")
-    except OSError as err:
-        raise OptionError(
-            f"cannot write {option} {path}: {err.strerror or err}",
-            hint="choose a writable location",
-        ) from None
+    write_bytes(path, render(report), option)

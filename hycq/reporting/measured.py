@@ -45,7 +45,7 @@ class BenchData:
 def load_bench(path: Path, query_name: str) -> BenchData:
     """Read and check a bench file; keep the records of ``query_name`` (see module doc)."""
     try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
+        obj = json.loads(path.read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
         raise DataError(f"bench file not found: {path}", hint=_HINT) from None
     except IsADirectoryError:

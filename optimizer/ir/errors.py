@@ -152,6 +152,11 @@ class DataError(UserError):
     """An input data file is missing, unreadable or has the wrong schema."""
 
 
+class OutputError(UserError):
+    """An output file cannot be written: a full disk, a read-only folder, a path that names an
+    input or another output."""
+
+
 class PlanError(UserError):
     """A placement or plan request cannot be honoured (unknown operator id, unsupported engine)."""
 

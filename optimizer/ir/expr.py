@@ -174,6 +174,23 @@ class Case(Expr):
 
 
 @dataclass(frozen=True, slots=True)
+class InList(Expr):
+    """``value IN (item, ...)``: true if it equals an item, else NULL if the value or an item
+    is NULL, else false (the OR of the equalities, kept flat: a list of 10,000 items is one
+    node, not 10,000 levels)."""
+
+    value: Expr
+    items: tuple[Expr, ...]
+    dtype: DataType = DataType.BOOLEAN
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.value, *self.items)
+
+    def with_children(self, children: tuple[Expr, ...]) -> Expr:
+        return replace(self, value=children[0], items=tuple(children[1:]))
+
+
+@dataclass(frozen=True, slots=True)
 class AggCall(Expr):
     """An aggregate call held by an Aggregate operator. ``arg`` is None for COUNT(*)."""
 
@@ -229,20 +246,53 @@ def remap_columns(expr: Expr, mapping: dict[int, int]) -> Expr:
 
 
 def conjuncts(expr: Expr) -> list[Expr]:
-    """Split a predicate on top-level ANDs."""
-    if isinstance(expr, Binary) and expr.op == "AND":
-        return conjuncts(expr.left) + conjuncts(expr.right)
-    return [expr]
+    """Split a predicate on top-level ANDs (iteratively: chains may be long)."""
+    return _operands(expr, "AND")
+
+
+def disjuncts(expr: Expr) -> list[Expr]:
+    """Split a predicate on top-level ORs."""
+    return _operands(expr, "OR")
+
+
+def _operands(expr: Expr, op: str) -> list[Expr]:
+    out: list[Expr] = []
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, Binary) and e.op == op:
+            stack += [e.right, e.left]
+        else:
+            out.append(e)
+    return out
+
+
+#: Up to this many operands an AND/OR chain is built left-deep (``a AND b AND c``, as written);
+#: longer ones are balanced, so that their depth grows with log2 of their length.
+LEFT_DEEP_OPERANDS = 8
+
+
+def chain(op: str, operands: list[Expr]) -> Expr:
+    """``operands`` joined by AND or OR: left-deep when short, balanced when long (every
+    consumer of the IR recurses, and a chain of 10,000 terms must not be 10,000 deep)."""
+    if len(operands) <= LEFT_DEEP_OPERANDS:
+        out = operands[0]
+        for p in operands[1:]:
+            out = Binary(op, out, p, DataType.BOOLEAN)
+        return out
+    level = list(operands)
+    while len(level) > 1:
+        pairs = [
+            Binary(op, level[i], level[i + 1], DataType.BOOLEAN)
+            for i in range(0, len(level) - 1, 2)
+        ]
+        level = pairs + ([level[-1]] if len(level) % 2 else [])
+    return level[0]
 
 
 def conjoin(preds: list[Expr]) -> Expr | None:
     """AND a list of predicates together (None for an empty list)."""
-    if not preds:
-        return None
-    out = preds[0]
-    for p in preds[1:]:
-        out = Binary("AND", out, p, DataType.BOOLEAN)
-    return out
+    return chain("AND", preds) if preds else None
 
 
 def _literal_text(value: object) -> str:
@@ -278,6 +328,9 @@ def _display(e: Expr, parent_prec: int) -> str:
     if isinstance(e, Case):
         parts = [f"WHEN {_display(c, 0)} THEN {_display(v, 0)}" for c, v in e.whens]
         return f"CASE {' '.join(parts)} ELSE {_display(e.default, 0)} END"
+    if isinstance(e, InList):
+        text = f"{_display(e.value, 5)} IN ({', '.join(_display(i, 0) for i in e.items)})"
+        return f"({text})" if parent_prec > 4 else text
     if isinstance(e, AggCall):
         arg = "*" if e.arg is None else _display(e.arg, 0)
         return f"{e.func}({'DISTINCT ' if e.distinct else ''}{arg})"

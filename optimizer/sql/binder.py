@@ -38,6 +38,7 @@ from optimizer.ir.errors import (
     did_you_mean,
 )
 from optimizer.ir.expr import (
+    LEFT_DEEP_OPERANDS,
     AggCall,
     Binary,
     Case,
@@ -45,8 +46,10 @@ from optimizer.ir.expr import (
     ColumnRef,
     Expr,
     Func,
+    InList,
     Literal,
     Unary,
+    chain,
     columns_used,
     conjoin,
     conjuncts,
@@ -77,6 +80,7 @@ from optimizer.ir.types import (
     comparable,
 )
 from optimizer.sql.dialect import TIME_UNITS, StreamWindow
+from optimizer.sql.parse import MAX_DEPTH as PARSE_MAX_DEPTH
 
 #: Largest window size or slide in stream ticks (exact in a double, no int64 overflow).
 _MAX_TICKS = 2**53
@@ -122,11 +126,12 @@ _SCALAR_FUNCS: dict[type, str] = {
 }
 
 
-#: Deepest query AST the binder accepts (a ``+`` chain of n terms is about n levels deep).
 #: The slide-instant column every result row gets (CONTRACT.md); no result column may use it.
 INSTANT_COLUMN = "_ts"
 
-MAX_DEPTH = 128
+#: Deepest query AST the binder accepts (a ``+`` chain of n terms is about n levels deep;
+#: parentheses and AND / OR chains are not depth).
+MAX_DEPTH = PARSE_MAX_DEPTH
 #: Clause nodes: a too-deep expression is reported from the node right below one of these.
 _CLAUSES = (exp.Select, exp.Where, exp.Having, exp.Group, exp.Join, exp.From, exp.Subquery)
 
@@ -275,12 +280,20 @@ class Binder:
         row engine, sqlglot SQL for DuckDB/Spark), and Python nests at most ~200 levels."""
         deepest = 0
         node: exp.Expr = select
-        stack: list[tuple[exp.Expr, int]] = [(select, 1)]
+        # (node, depth, the type of its nearest ancestor that is not a parenthesis)
+        stack: list[tuple[exp.Expr, int, type]] = [(select, 1, exp.Select)]
         while stack:
-            n, d = stack.pop()
+            n, d, above = stack.pop()
             if d > deepest:
                 deepest, node = d, n
-            stack.extend((child, d + 1) for child in n.iter_expressions())
+            kind = above if isinstance(n, exp.Paren) else type(n)
+            for child in n.iter_expressions():
+                # Not depth: parentheses, and the links of an AND / OR chain (bound flat,
+                # compiled balanced or as one IN list).
+                same = isinstance(child, exp.Paren) or (
+                    isinstance(child, exp.And | exp.Or) and type(child) is kind
+                )
+                stack.append((child, d if same else d + 1, kind))
         if deepest <= MAX_DEPTH:
             return
         # Point at the whole expression: the outermost node below its clause.
@@ -1001,8 +1014,8 @@ class Binder:
                 return post_agg[0]._post_agg(child, post_agg[1])
             return self.expr(child, schema)
 
-        if isinstance(node, exp.Paren):
-            return sub(node.this)
+        while isinstance(node, exp.Paren):  # any number of redundant parentheses
+            node = node.this
         if isinstance(node, exp.Column):
             return self._column(node, schema)
         if isinstance(node, exp.Literal):
@@ -1038,10 +1051,16 @@ class Binder:
             return Binary(op, left, right, DataType.BOOLEAN)
         if isinstance(node, exp.And | exp.Or):
             op = "AND" if isinstance(node, exp.And) else "OR"
-            left, right = sub(node.this), sub(node.expression)
-            for side, ast in ((left, node.this), (right, node.expression)):
-                self._require_boolean(side, ast, op)
-            return Binary(op, left, right, DataType.BOOLEAN)
+            operands = []
+            for ast in _chain_operands(node):
+                bound = sub(ast)
+                self._require_boolean(bound, ast, op)
+                operands.append(bound)
+            if op == "OR" and len(operands) > LEFT_DEEP_OPERANDS:
+                listed = _as_in_list(operands)
+                if listed is not None:
+                    return listed  # x = 1 OR x = 2 OR ...: one set lookup
+            return chain(op, operands)
         if isinstance(node, exp.Not):
             inner = sub(node.this)
             self._require_boolean(inner, node.this, "NOT")
@@ -1081,17 +1100,15 @@ class Binder:
             value = sub(node.this)
             if not node.expressions:
                 raise self.error(BindError, "IN needs at least one value", node)
-            out: Expr | None = None
+            items = []
             for item in node.expressions:
                 cand = sub(item)
                 if not comparable(value.dtype, cand.dtype):
                     raise self.error(
                         BindError, f"cannot compare {value.dtype} with {cand.dtype}", item
                     )
-                eq = Binary("=", value, cand, DataType.BOOLEAN)
-                out = eq if out is None else Binary("OR", out, eq, DataType.BOOLEAN)
-            assert out is not None
-            return out
+                items.append(cand)
+            return InList(value, tuple(items))
         if isinstance(node, exp.Case):
             return self._case(node, sub)
         if isinstance(node, exp.Cast | exp.TryCast):
@@ -1279,6 +1296,50 @@ class Binder:
 
 #: A callable that binds a child AST.
 _Sub = Callable[[exp.Expression], Expr]
+
+
+def _unparen(node: exp.Expr) -> exp.Expr:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    return node
+
+
+def _chain_operands(node: exp.Expression) -> list[exp.Expression]:
+    """The operands of an AND (or OR) chain, in order, through parentheses (iteratively:
+    ``a OR b OR ...`` parses left-deep, as deep as it is long)."""
+    kind = type(node)
+    out: list[exp.Expression] = []
+    stack: list[exp.Expr] = [node]
+    while stack:
+        n = _unparen(stack.pop())
+        if type(n) is kind:
+            stack += [n.expression, n.this]
+        else:
+            assert isinstance(n, exp.Expression)
+            out.append(n)
+    return out
+
+
+def _as_in_list(operands: list[Expr]) -> InList | None:
+    """``x = c1 OR x = c2 OR ...`` (constants, one x) as ``x IN (c1, c2, ...)``, else None."""
+    value: Expr | None = None
+    items = []
+    for e in operands:
+        if not (isinstance(e, Binary) and e.op == "="):
+            return None
+        if isinstance(e.right, Literal) and not isinstance(e.left, Literal):
+            x, c = e.left, e.right
+        elif isinstance(e.left, Literal) and not isinstance(e.right, Literal):
+            x, c = e.right, e.left
+        else:
+            return None
+        if value is None:
+            value = x
+        elif x != value:
+            return None
+        items.append(c)
+    assert value is not None
+    return InList(value, tuple(items))
 
 
 @dataclass

@@ -48,6 +48,19 @@ _KEYED_COLUMNS = (("ts", DataType.BIGINT), ("k", DataType.INTEGER), ("v", DataTy
 #: Keyed-generator settings that are numbers (seconds, exponent) rather than integers.
 _KEYED_NUMBERS = {"skew", "start", "end"}
 _FILE_FORMATS = ("debs", "csv", "parquet")
+#: What each built-in generator produces (lower-case name -> type); a test checks this
+#: against engines.sources.smartplug.SCHEMA.
+GENERATOR_COLUMNS: dict[str, dict[str, DataType]] = {
+    "smartplug": {
+        "id": DataType.BIGINT,
+        "ts": DataType.BIGINT,
+        "value": DataType.DOUBLE,
+        "property": DataType.INTEGER,
+        "plug_id": DataType.INTEGER,
+        "household_id": DataType.INTEGER,
+        "house_id": DataType.INTEGER,
+    }
+}
 _STAT_KEYS = {"distinct", "selectivity"}
 _TIME_UNIT_NAMES = {
     "s": "s",
@@ -62,7 +75,7 @@ _TIME_UNIT_NAMES = {
 def load_catalog(path: Path) -> Catalog:
     """Read and validate a catalog file."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         raise CatalogError(
             f"catalog file not found: {path}",
@@ -178,6 +191,8 @@ def _parse_stream(sname: str, body: Any, name: str, base: Path | None) -> Stream
                 "v DOUBLE (timestamp ts)",
                 hint='[streams.X.columns] ts = "BIGINT", k = "INTEGER", v = "DOUBLE"',
             )
+    elif source.kind == "generator":
+        _check_generated(columns, ts, unit, source.generator or "smartplug", name, where)
     distinct, selectivity = _parse_stats(body.get("statistics"), name, f"{where}.statistics")
     for col, _ in distinct:
         if col not in [c.name for c in columns]:
@@ -270,6 +285,35 @@ def _silent_periods(raw: Any, name: str, where: str) -> tuple[tuple[float, float
             )
         out.append((float(pair[0]), float(pair[1])))
     return tuple(out)
+
+
+def _check_generated(
+    columns: list[Field], ts: str, unit: str, generator: str, name: str, where: str
+) -> None:
+    """A generator stream may only declare columns its generator produces, with their types
+    (checked here, so that a run fails at once instead of producing nothing)."""
+    produced = GENERATOR_COLUMNS[generator]
+    for c in columns:
+        have = produced.get(c.name.lower())
+        if have is None:
+            raise CatalogError(
+                f"{name}: {where}.columns.{c.name}: the {generator} generator does not produce "
+                f"a column '{c.name}'",
+                hint=f"it produces {', '.join(f'{k} {v.value}' for k, v in produced.items())}; "
+                "remove the column, or give the stream a file source (or --data)",
+            )
+        if have is not c.dtype:
+            raise CatalogError(
+                f"{name}: {where}.columns.{c.name} is {c.dtype.value}, but the {generator} "
+                f"generator produces it as {have.value}",
+                hint=f'declare {c.name} = "{have.value}"',
+            )
+    if ts.lower() != "ts" or unit != "s":
+        raise CatalogError(
+            f"{name}: {where}: the {generator} generator's event time is column 'ts' in "
+            f"seconds, not '{ts}' in '{unit}'",
+            hint='timestamp = "ts" and time_unit = "s"',
+        )
 
 
 def _parse_stats(

@@ -7,7 +7,10 @@ LIMIT, CTEs): the binder then only sees single SELECT trees.
 
 from __future__ import annotations
 
+import contextlib
 import re
+import sys
+from collections.abc import Iterator
 
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
@@ -17,6 +20,10 @@ from optimizer.ir.errors import QuerySyntaxError, Source, UnsupportedError
 from optimizer.sql.dialect import CQL, R2S_KEYWORDS, CqlParseError
 
 _DIALECT = CQL()
+
+#: Deepest query accepted, in levels of the syntax tree (the binder checks the tree; here,
+#: parentheses): a ``+`` chain of n terms is about n levels deep.
+MAX_DEPTH = 128
 
 #: Keyword tokens that make a query unsupported wherever they appear, with a hint.
 _UNSUPPORTED_TOKENS: dict[TokenType, tuple[str, str]] = {
@@ -139,11 +146,14 @@ def parse_select(source: Source) -> exp.Select:
             message, hint = _UNSUPPORTED_TOKENS[tok.token_type]
             raise UnsupportedError(message, source, tok.start, tok.end - tok.start + 1, hint)
     _check_parens(tokens, source)
+    tokens = _drop_redundant_parens(tokens)
+    _check_paren_depth(tokens, source)
 
     tokens = _r2s_after_distinct(tokens)
     try:
         parser = _DIALECT.parser(error_message_context=len(source.text) + 1)
-        trees = parser.parse(tokens, source.text)
+        with _deep_recursion():  # sqlglot recurses ~20 frames per parenthesis level
+            trees = parser.parse(tokens, source.text)
     except CqlParseError as err:
         raise QuerySyntaxError(str(err.args[0]), source, err.offset, err.length, err.hint) from None
     except ParseError as err:
@@ -238,6 +248,59 @@ def _check_parens(tokens: list[Token], source: Source) -> None:
         raise QuerySyntaxError(
             "'(' is never closed", source, opened[-1].start, 1, hint="add the missing ')'"
         )
+
+
+def _pairs(tokens: list[Token]) -> dict[int, int]:
+    """Index of each '(' -> index of its ')' (parentheses are balanced: _check_parens)."""
+    out: dict[int, int] = {}
+    opened: list[int] = []
+    for i, tok in enumerate(tokens):
+        if tok.token_type == TokenType.L_PAREN:
+            opened.append(i)
+        elif tok.token_type == TokenType.R_PAREN and opened:
+            out[opened.pop()] = i
+    return out
+
+
+def _drop_redundant_parens(tokens: list[Token]) -> list[Token]:
+    """``((x))`` -> ``(x)``, ``f((x))`` -> ``f(x)``: a pair right inside another pair says
+    nothing, and would only cost sqlglot recursion (any number of them is accepted)."""
+    pairs = _pairs(tokens)
+    drop: set[int] = set()
+    for i, j in pairs.items():
+        if pairs.get(i + 1) == j - 1:
+            drop |= {i + 1, j - 1}
+    return [t for k, t in enumerate(tokens) if k not in drop] if drop else tokens
+
+
+def _check_paren_depth(tokens: list[Token], source: Source) -> None:
+    """Parentheses nested deeper than MAX_DEPTH (after dropping redundant ones) are an error
+    here, before sqlglot: each level is at least one level of the query."""
+    depth = 0
+    for tok in tokens:
+        if tok.token_type == TokenType.L_PAREN:
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise UnsupportedError(
+                    f"the query is nested too deeply (more than {MAX_DEPTH} levels of parentheses)",
+                    source,
+                    tok.start,
+                    1,
+                    hint="simplify the expression or split it over derived tables",
+                )
+        elif tok.token_type == TokenType.R_PAREN:
+            depth -= 1
+
+
+@contextlib.contextmanager
+def _deep_recursion() -> Iterator[None]:
+    """Room for sqlglot's recursive descent through MAX_DEPTH levels of parentheses."""
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, 40 * MAX_DEPTH + 2000))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(old)
 
 
 def _from_sqlglot(err: ParseError, source: Source) -> QuerySyntaxError:

@@ -369,7 +369,7 @@ def spark() -> Iterator[Any]:
         SparkSession.builder.master("local[2]")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.ui.enabled", "false")
-        .config("spark.sql.ansi.enabled", "false")
+        .config("spark.sql.ansi.enabled", "true")  # as engines.spark runs it
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .getOrCreate()
     )

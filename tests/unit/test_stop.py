@@ -1,5 +1,5 @@
 """A stop request reaches work that blocks inside an instant: an engine restart after a fault
-(engines/stop.py). The end-to-end case (SIGTERM while a killed Spark JVM is being replaced)
+(engines/interrupts.py). The end-to-end case (SIGTERM while a killed Spark JVM is being replaced)
 is tests/e2e/test_interrupt.py."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from engines import stop
+from engines import interrupts
 from engines.columnar import EngineFault
 from engines.duckdb.engine import DuckDBEngine
 from hycq.api import execute
@@ -26,14 +26,16 @@ CATALOG = load_catalog(ROOT / "queries" / "smartplug" / "catalog.toml")
 def test_join_gives_up_when_a_stop_is_requested() -> None:
     worker = threading.Thread(target=time.sleep, args=(30,), daemon=True)
     worker.start()
-    threading.Timer(0.2, stop.request).start()
+    stopper = interrupts.GracefulStop(enabled=False)
+    threading.Timer(0.2, interrupts.request_stop).start()
     t0 = time.monotonic()
     try:
-        with pytest.raises(stop.StopRequested, match="starting something"):
-            stop.join(worker, "starting something")
+        with pytest.raises(interrupts.StopRequested):
+            interrupts.wait(worker, None)
     finally:
-        stop.clear()
+        stopper.restore()
     assert time.monotonic() - t0 < 2
+    assert not interrupts.stop_requested()
 
 
 def test_fault_during_a_stop_request_is_not_recovered(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -45,7 +47,7 @@ def test_fault_during_a_stop_request_is_not_recovered(monkeypatch: pytest.Monkey
     def query(self: DuckDBEngine, sql: str) -> Any:
         calls["query"] += 1
         if calls["query"] == 6:
-            stop.request()  # as the signal handler does
+            interrupts.request_stop()  # as the signal handler does
             raise EngineFault("injected: the engine died")
         return real_query(self, sql)
 
@@ -60,4 +62,5 @@ def test_fault_during_a_stop_request_is_not_recovered(monkeypatch: pytest.Monkey
     assert calls["restart"] == 0
     assert len(set(result.table.column("_ts").to_pylist())) == 5  # the instants before
     assert len(result.metrics["faults"]) == 1
-    assert not stop.requested()
+    assert result.metrics["interrupted"] == "SIGINT"
+    assert not interrupts.stop_requested()
