@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from optimizer.estimate import Estimates, OpEstimate
+from optimizer.ir.costing import Estimates, OpEstimate
 from optimizer.ir.placement import Group
 from optimizer.ir.plan import R2S, Aggregate, Join, LogicalPlan, Operator, Project, Select, Window
 

@@ -30,7 +30,7 @@ started as ``hycq`` or ``python -m hycq.cli``. To use a model file of the curren
 name it: ``--cost-model ./model.py:Model``.
 
 A loaded object must provide ``name``, ``unit_cost`` and ``group_cost`` (the
-:class:`optimizer.costmodel.CostModel` protocol), else ConfigError.
+protocol :class:`optimizer.ir.costing.CostModel`), else ConfigError.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from typing import Any, cast
 
 from cost_models.analytical import AnalyticalCostModel
 from cost_models.calibrated import calibrated_model, default_profile_path, with_parameters
-from optimizer.costmodel import CostModel
+from optimizer.ir.costing import CostModel
 from optimizer.ir.errors import ConfigError, did_you_mean
 
 ENTRY_POINT_GROUP = "hycq.cost_models"
@@ -254,7 +254,7 @@ def _check(obj: Any, spec: str) -> CostModel:
         raise ConfigError(
             f"'{spec}' is not a cost model: it needs a str 'name' and methods "
             "'unit_cost(op, engine, estimates)' and 'group_cost(group, estimates)'",
-            hint="see optimizer/costmodel.py (the CostModel protocol)",
+            hint="see optimizer/ir/costing.py (the CostModel protocol)",
         )
     if isinstance(obj, AnalyticalCostModel):  # the built-in models (frozen dataclasses)
         model: CostModel = cast(CostModel, obj)

@@ -21,9 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from optimizer.costmodel import CostModel, PlanCoster
-from optimizer.estimate import Estimates, estimate
+from optimizer.costmodel import PlanCoster
+from optimizer.estimate import estimate
 from optimizer.ir.cost import Cost
+from optimizer.ir.costing import CostModel, Estimates
 from optimizer.ir.errors import OptionError, UserError
 from optimizer.ir.placement import ROW, Group, groups
 from optimizer.ir.plan import LogicalPlan
@@ -101,7 +102,7 @@ class Optimized:
         plan = self.plan
         units: dict[str, tuple[str, float, float]] = {}  # op -> (unit id, u, unit cost)
         for k, g in enumerate(groups(plan, placement)):
-            u = self.coster.group_cost(g.engine, g.operators).utilization
+            u = self.coster.columnar_cost(g.engine, g.operators).utilization
             per_call = self.model.group_cost(g, self.estimates)
             for op_id in g.operators:
                 units[op_id] = (f"g{k}", u, per_call)

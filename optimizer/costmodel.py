@@ -1,18 +1,15 @@
-"""The cost-model interface and the evaluation of a placement's cost (Eq. 6.4-6.6).
+"""The evaluation of a placement's cost (Eq. 6.4-6.6) under a cost model.
 
-A :class:`CostModel` prices work; it never estimates cardinalities (those come from
+A cost model (the :class:`~optimizer.ir.costing.CostModel` protocol of the IR) prices work
+in seconds: per input tuple of a row operator (``unit_cost``) and per invocation of a
+columnar group (``group_cost``); it never estimates cardinalities (those come from
 ``optimizer.estimate`` and are shared by all models, so swapping models keeps experiments
-comparable). It answers two questions:
+comparable).
 
-* ``unit_cost(op, engine, est)``: seconds per input tuple for an operator run tuple-at-a-time
-  by the row engine (``c_ji`` of Eq. 6.4, the same for every input of the operator);
-* ``group_cost(group, estimates)``: seconds per invocation of a columnar group (a DB-op /
-  migration candidate) = transfer in + SQL + transfer out + fixed per-invocation overhead;
-  the group is invoked once per slide.
-
-:class:`PlanCoster` turns those into utilizations and a :class:`~optimizer.ir.cost.Cost`:
-a row operator's ``u = sum_i lambda_i^in * c`` (Eq. 6.4); a group's
-``u = invocations per second * seconds per invocation``. With ``shared_row_core=True`` every
+:class:`PlanCoster` turns those seconds into utilizations and a
+:class:`~optimizer.ir.cost.Cost`: a row operator's ``u = sum_i lambda_i^in * c`` (Eq. 6.4),
+:meth:`PlanCoster.row_cost`; a group's ``u = invocations per second * seconds per
+invocation``, :meth:`PlanCoster.columnar_cost`. With ``shared_row_core=True`` every
 row-engine operator's u is charged to one shared core (the row engine runs in one Python
 thread), so their sum is one term of the bottleneck; otherwise each operator is its own unit
 as in the dissertation.
@@ -21,26 +18,11 @@ as in the dissertation.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Protocol
 
-from optimizer.estimate import Estimates, OpEstimate
 from optimizer.ir.cost import INFEASIBLE, ZERO, Cost, merge
+from optimizer.ir.costing import CostModel, Estimates, OpEstimate
 from optimizer.ir.placement import ROW, Group
 from optimizer.ir.plan import Category, LogicalPlan, Operator, Window
-
-
-class CostModel(Protocol):
-    """Prices row operators per tuple and columnar groups per invocation."""
-
-    name: str
-
-    def unit_cost(self, op: Operator, engine: str, estimates: OpEstimate) -> float:
-        """Seconds per input tuple for ``op`` on the row engine (``engine`` is ``"row"``)."""
-        ...
-
-    def group_cost(self, group: Group, estimates: Estimates) -> float:
-        """Seconds per invocation of ``group`` on ``group.engine`` (inf if it cannot run)."""
-        ...
 
 
 def operator_utilization(model: CostModel, op: Operator, est: OpEstimate) -> float:
@@ -111,8 +93,10 @@ class PlanCoster:
                 u += per_tuple * self.estimates[i].lambda_out.value / max(n, 1)
         return u
 
-    def group_cost(self, engine: str, operators: Iterable[str], top: str | None = None) -> Cost:
-        """Cost of running ``operators`` (a connected set with one top) as one group.
+    def columnar_cost(self, engine: str, operators: Iterable[str], top: str | None = None) -> Cost:
+        """Cost of running ``operators`` (a connected set with one top) on the columnar
+        ``engine`` as one group: its utilization as one unit (the model's ``group_cost``,
+        seconds per invocation, times invocations per second).
 
         ``top`` may be given when the caller knows it (the search does: its root)."""
         ops = tuple(sorted(operators, key=self._order.__getitem__))
@@ -159,5 +143,5 @@ class PlanCoster:
         for op_id in parent:
             members.setdefault(find(op_id), []).append(op_id)
         for ops in members.values():
-            total = total + self.group_cost(placement[ops[0]], ops)
+            total = total + self.columnar_cost(placement[ops[0]], ops)
         return total

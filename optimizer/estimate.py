@@ -52,12 +52,11 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
 
 from optimizer.ir.catalog import TIME_UNITS_MS, Catalog
 from optimizer.ir.cost import Estimate
+from optimizer.ir.costing import Estimates, OpEstimate
 from optimizer.ir.expr import Binary, ColumnRef, Expr, InList, Literal, Unary, conjuncts
 from optimizer.ir.plan import (
     Aggregate,
@@ -69,12 +68,9 @@ from optimizer.ir.plan import (
     Source,
     Window,
     WindowKind,
+    equi_pair,
 )
-
-if TYPE_CHECKING:  # pragma: no cover
-    import pyarrow as pa
-
-    from optimizer.statistics import SampleStatistics
+from optimizer.statistics import SampleStatistics, source_column
 
 #: Default selectivities of section "Defaults" above.
 EQUALITY = 0.1
@@ -86,48 +82,6 @@ OTHER = 1.0 / 3.0
 DEFAULT_DISTINCT = 100.0
 #: Seconds of history an UNBOUNDED window is assumed to hold.
 DEFAULT_HORIZON = 3600.0
-
-
-@dataclass(frozen=True, slots=True)
-class OpEstimate:
-    """The estimates of one operator (see the module docstring for each field)."""
-
-    lambda_in: tuple[Estimate, ...]
-    lambda_out: Estimate
-    cardinality: Estimate
-    input_cardinality: tuple[Estimate, ...]
-    slide_seconds: float
-    selectivity: Estimate | None = None
-    groups: Estimate | None = None
-
-    @property
-    def total_in(self) -> Estimate:
-        """Sum of the input arrivals (per source second)."""
-        total = Estimate.exact(0.0)
-        for lam in self.lambda_in:
-            total = total + lam
-        return total
-
-    @property
-    def invocations_per_second(self) -> float:
-        """Slides per second of source time (``n_slide`` of Eq. 6.3)."""
-        return 1.0 / self.slide_seconds if self.slide_seconds > 0 else 0.0
-
-
-@dataclass(frozen=True)
-class Estimates:
-    """Per-operator estimates of one plan under one set of rates."""
-
-    plan: LogicalPlan
-    ops: Mapping[str, OpEstimate]
-    rates: Mapping[str, float] = field(default_factory=dict)
-    declared: Mapping[str, float] = field(default_factory=dict)
-    """Every declared or measured selectivity, by predicate display text."""
-    key_distinct: Callable[[str, list[int]], Estimate] | None = None
-    """Distinct count of a composite key of an operator (see :meth:`_Estimator.key_distinct`)."""
-
-    def __getitem__(self, op_id: str) -> OpEstimate:
-        return self.ops[op_id]
 
 
 def estimate(
@@ -144,7 +98,8 @@ def estimate(
 
     ``rates`` overrides the catalog rate: one number for every stream, or a mapping stream
     name -> tuples per second. ``selectivities`` (predicate display text -> fraction, e.g.
-    from :func:`sample_selectivities`) override the catalog's table and the defaults;
+    from :func:`optimizer.statistics.sample_selectivities`) override the catalog's table and
+    the defaults;
     ``distinct`` (source column name -> distinct count) overrides the catalog's counts.
     ``sample`` (:func:`optimizer.statistics.measure`) supplies Estimated selectivities and
     distinct counts where the catalog declares none.
@@ -345,8 +300,6 @@ class _Estimator:
         """The sample's distinct count of a multi-column key of ``op_id`` (capped)."""
         if self.sample is None or len(columns) < 2:
             return None
-        from optimizer.statistics import source_column
-
         origins = [source_column(self.plan, op_id, c) for c in columns]
         streams = {o[0] for o in origins if o is not None}
         if None in origins or len(streams) != 1:
@@ -511,20 +464,6 @@ def predicate_selectivity(
     return Estimate.estimated(OTHER)
 
 
-def equi_pair(conjunct: Expr, left_width: int) -> tuple[int, int] | None:
-    """``(left column, right column)`` if ``conjunct`` is ``l = r`` across a join's sides."""
-    if (
-        isinstance(conjunct, Binary)
-        and conjunct.op == "="
-        and isinstance(conjunct.left, ColumnRef)
-        and isinstance(conjunct.right, ColumnRef)
-        and (conjunct.left.index < left_width) != (conjunct.right.index < left_width)
-    ):
-        a, b = sorted((conjunct.left.index, conjunct.right.index))
-        return a, b - left_width
-    return None
-
-
 def composite_distinct(
     distincts: list[Estimate], cardinality: Estimate, default: float = DEFAULT_DISTINCT
 ) -> Estimate:
@@ -539,93 +478,3 @@ def composite_distinct(
 def key_selectivity(d_left: Estimate, d_right: Estimate) -> Estimate:
     """Selectivity of an equi-join on a (composite) key: ``1 / max(d_l, d_r)``."""
     return 1.0 / d_left.max(d_right)
-
-
-# -- measured selectivities ---------------------------------------------------------------
-
-
-def sample_selectivities(plan: LogicalPlan, sample: pa.Table) -> dict[str, float]:
-    """Measure each Select predicate of ``plan`` on a pyarrow sample of its input stream.
-
-    Only predicates built from comparisons, AND/OR/NOT, IS [NOT] NULL over columns named in
-    the sample and literals are measured; others are left to the defaults. The result maps
-    predicate display text to the fraction of sample rows that satisfy it (pass it as
-    ``estimate(..., selectivities=...)``). pyarrow is imported only when this is called.
-    """
-    out: dict[str, float] = {}
-    for op in plan.operators():
-        if isinstance(op, Select):
-            f = sample_selectivity(op.predicate, sample)
-            if f is not None:
-                out[op.predicate.display()] = f
-    return out
-
-
-def sample_selectivity(predicate: Expr, sample: pa.Table) -> float | None:
-    """Fraction of ``sample`` rows satisfying ``predicate`` (columns matched by name), or
-    None if the predicate uses columns or functions the sample evaluator does not have."""
-    import pyarrow.compute as pc
-
-    if sample.num_rows == 0:
-        return None
-    try:
-        mask = _arrow_eval(predicate, sample, pc)
-    except (KeyError, _NotSampleable):
-        return None
-    hits = pc.sum(pc.fill_null(mask, False)).as_py() or 0
-    return float(hits) / sample.num_rows
-
-
-_ARROW_OPS = {
-    "=": "equal",
-    "<>": "not_equal",
-    "<": "less",
-    "<=": "less_equal",
-    ">": "greater",
-    ">=": "greater_equal",
-    "AND": "and_kleene",
-    "OR": "or_kleene",
-    "+": "add",
-    "-": "subtract",
-    "*": "multiply",
-    "/": "divide",
-}
-
-
-class _NotSampleable(Exception):
-    """A predicate the sample evaluator cannot compute: its selectivity stays estimated."""
-
-
-def _arrow_eval(e: Expr, table: Any, pc: Any) -> Any:
-    if isinstance(e, ColumnRef):
-        name = e.name.split(".")[-1]
-        if name not in table.column_names:
-            raise KeyError(name)
-        return table.column(name)
-    if isinstance(e, Literal):
-        return e.value
-    if isinstance(e, Binary) and e.op in _ARROW_OPS:
-        return pc.call_function(
-            _ARROW_OPS[e.op], [_arrow_eval(e.left, table, pc), _arrow_eval(e.right, table, pc)]
-        )
-    if isinstance(e, InList) and all(isinstance(i, Literal) for i in e.items):
-        import pyarrow as pa
-
-        values = [i.value for i in e.items if i.value is not None]  # type: ignore[attr-defined]
-        try:
-            column = _arrow_eval(e.value, table, pc)
-            found = pc.is_in(column, value_set=pa.array(values).cast(column.type))
-        except (pa.ArrowException, AttributeError, TypeError, ValueError):
-            raise _NotSampleable(e.display()) from None
-        if len(values) < len(e.items):  # a NULL item: not found is NULL, not false
-            found = pc.if_else(found, True, pa.scalar(None, pa.bool_()))
-        return found
-    if isinstance(e, Unary):
-        inner = _arrow_eval(e.operand, table, pc)
-        if e.op == "NOT":
-            return pc.invert(inner)
-        if e.op == "IS NULL":
-            return pc.is_null(inner)
-        if e.op == "IS NOT NULL":
-            return pc.is_valid(inner)
-    raise _NotSampleable(e.display())

@@ -33,20 +33,19 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from optimizer.costmodel import CostModel, operator_utilization
+from optimizer.costmodel import operator_utilization
 from optimizer.estimate import (
     DEFAULT_DISTINCT,
-    Estimates,
-    OpEstimate,
     join_output,
     key_selectivity,
     predicate_selectivity,
 )
 from optimizer.ir.cost import ZERO, Cost, Estimate, sort_key
+from optimizer.ir.costing import CostModel, Estimates, OpEstimate
 from optimizer.ir.expr import (
-    Binary,
     ColumnRef,
     Expr,
+    column_equality,
     columns_used,
     conjoin,
     conjuncts,
@@ -139,7 +138,7 @@ class _ChainModel:
         pairs: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
         for conj in chain.conjuncts:
             leaves = frozenset(owner[i] for i in columns_used(conj))
-            eq = _global_equi(conj)
+            eq = column_equality(conj)
             if eq is not None and len(leaves) == 2 and conj.display() not in estimates.declared:
                 a, b = sorted(eq, key=lambda i: owner[i])
                 pa, pb = owner[a], owner[b]
@@ -201,18 +200,6 @@ class _ChainModel:
             cost, _ = self.join_step(frozenset(order[:k]), order[k])
             total = total + cost
         return total
-
-
-def _global_equi(c: Expr) -> tuple[int, int] | None:
-    """The two column indexes of an ``a = b`` conjunct between columns."""
-    if (
-        isinstance(c, Binary)
-        and c.op == "="
-        and isinstance(c.left, ColumnRef)
-        and isinstance(c.right, ColumnRef)
-    ):
-        return c.left.index, c.right.index
-    return None
 
 
 def best_order(

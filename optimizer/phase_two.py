@@ -50,9 +50,9 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from optimizer.costmodel import CostModel, PlanCoster
-from optimizer.estimate import Estimates
+from optimizer.costmodel import PlanCoster
 from optimizer.ir.cost import ZERO, Cost, sort_key
+from optimizer.ir.costing import CostModel, Estimates
 from optimizer.ir.errors import PlanError
 from optimizer.ir.placement import ENGINES, ROW, check_placement
 from optimizer.ir.plan import Category, LogicalPlan
@@ -212,7 +212,7 @@ class _Search:
         """The partial plan's cost with its open group closed."""
         if not p.open_ops:
             return p.closed
-        return p.closed + self.coster.group_cost(p.engine, p.open_ops, p.open_ops[0])
+        return p.closed + self.coster.columnar_cost(p.engine, p.open_ops, p.open_ops[0])
 
     def key(self, p: _Partial) -> tuple[float, ...]:
         return (

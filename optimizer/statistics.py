@@ -1,4 +1,4 @@
-"""Statistics measured on a sample of the input streams (issue 5, deliverable 1).
+"""Statistics measured on a sample of the input streams.
 
 The estimator (``optimizer.estimate``) uses, in this order: the catalog's declared statistics
 (``selectivity`` and ``distinct`` tables: Exact), statistics measured here on a sample of
@@ -14,6 +14,9 @@ Measured on a pyarrow sample per stream:
   projections and joins). A count that is not *saturated* in the sample (more than half of
   the sample rows are distinct) grows with the relation, so it is recorded as ``inf`` and the
   estimator caps it by the relation's cardinality.
+
+Predicates are evaluated on the sample with pyarrow compute (:func:`sample_selectivity`);
+a predicate using something that evaluator lacks keeps its default selectivity.
 
 Example:
     >>> import pyarrow as pa
@@ -35,11 +38,19 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from optimizer.estimate import equi_pair, sample_selectivity
-from optimizer.ir.expr import ColumnRef, conjuncts
-from optimizer.ir.plan import Aggregate, Join, LogicalPlan, Project, Select, Source, Window
+from optimizer.ir.expr import Binary, ColumnRef, Expr, InList, Literal, Unary, conjuncts
+from optimizer.ir.plan import (
+    Aggregate,
+    Join,
+    LogicalPlan,
+    Project,
+    Select,
+    Source,
+    Window,
+    equi_pair,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -171,3 +182,93 @@ def _distinct(sample: pa.Table, cols: tuple[str, ...]) -> float:
 
         return float(pc.count_distinct(sample.column(cols[0]), mode="all").as_py())
     return float(sample.select(list(cols)).group_by(list(cols)).aggregate([]).num_rows)
+
+
+# -- selectivities measured on a sample ----------------------------------------------------
+
+
+def sample_selectivities(plan: LogicalPlan, sample: pa.Table) -> dict[str, float]:
+    """Measure each Select predicate of ``plan`` on a pyarrow sample of its input stream.
+
+    Only predicates built from comparisons, AND/OR/NOT, IS [NOT] NULL over columns named in
+    the sample and literals are measured; others are left to the defaults. The result maps
+    predicate display text to the fraction of sample rows that satisfy it (pass it as
+    ``estimate(..., selectivities=...)``). pyarrow is imported only when this is called.
+    """
+    out: dict[str, float] = {}
+    for op in plan.operators():
+        if isinstance(op, Select):
+            f = sample_selectivity(op.predicate, sample)
+            if f is not None:
+                out[op.predicate.display()] = f
+    return out
+
+
+def sample_selectivity(predicate: Expr, sample: pa.Table) -> float | None:
+    """Fraction of ``sample`` rows satisfying ``predicate`` (columns matched by name), or
+    None if the predicate uses columns or functions the sample evaluator does not have."""
+    import pyarrow.compute as pc
+
+    if sample.num_rows == 0:
+        return None
+    try:
+        mask = _arrow_eval(predicate, sample, pc)
+    except (KeyError, _NotSampleable):
+        return None
+    hits = pc.sum(pc.fill_null(mask, False)).as_py() or 0
+    return float(hits) / sample.num_rows
+
+
+_ARROW_OPS = {
+    "=": "equal",
+    "<>": "not_equal",
+    "<": "less",
+    "<=": "less_equal",
+    ">": "greater",
+    ">=": "greater_equal",
+    "AND": "and_kleene",
+    "OR": "or_kleene",
+    "+": "add",
+    "-": "subtract",
+    "*": "multiply",
+    "/": "divide",
+}
+
+
+class _NotSampleable(Exception):
+    """A predicate the sample evaluator cannot compute: its selectivity stays estimated."""
+
+
+def _arrow_eval(e: Expr, table: Any, pc: Any) -> Any:
+    if isinstance(e, ColumnRef):
+        name = e.name.split(".")[-1]
+        if name not in table.column_names:
+            raise KeyError(name)
+        return table.column(name)
+    if isinstance(e, Literal):
+        return e.value
+    if isinstance(e, Binary) and e.op in _ARROW_OPS:
+        return pc.call_function(
+            _ARROW_OPS[e.op], [_arrow_eval(e.left, table, pc), _arrow_eval(e.right, table, pc)]
+        )
+    if isinstance(e, InList) and all(isinstance(i, Literal) for i in e.items):
+        import pyarrow as pa
+
+        values = [i.value for i in e.items if i.value is not None]  # type: ignore[attr-defined]
+        try:
+            column = _arrow_eval(e.value, table, pc)
+            found = pc.is_in(column, value_set=pa.array(values).cast(column.type))
+        except (pa.ArrowException, AttributeError, TypeError, ValueError):
+            raise _NotSampleable(e.display()) from None
+        if len(values) < len(e.items):  # a NULL item: not found is NULL, not false
+            found = pc.if_else(found, True, pa.scalar(None, pa.bool_()))
+        return found
+    if isinstance(e, Unary):
+        inner = _arrow_eval(e.operand, table, pc)
+        if e.op == "NOT":
+            return pc.invert(inner)
+        if e.op == "IS NULL":
+            return pc.is_null(inner)
+        if e.op == "IS NOT NULL":
+            return pc.is_valid(inner)
+    raise _NotSampleable(e.display())

@@ -106,7 +106,7 @@ def build_report(
                 g.engine,
                 list(g.operators),
                 g.top,
-                opt.coster.group_cost(g.engine, g.operators).utilization,
+                opt.coster.columnar_cost(g.engine, g.operators).utilization,
                 opt.model.group_cost(g, opt.estimates),
                 sql,
                 ok,

@@ -227,6 +227,20 @@ def columns_used(expr: Expr) -> set[int]:
     return {e.index for e in expr.walk() if isinstance(e, ColumnRef)}
 
 
+def column_equality(conjunct: Expr) -> tuple[int, int] | None:
+    """The two column indexes of a conjunct ``a = b`` between two columns, else None.
+
+    The one test behind every equi-join key (``optimizer.ir.plan.equi_pair``)."""
+    if (
+        isinstance(conjunct, Binary)
+        and conjunct.op == "="
+        and isinstance(conjunct.left, ColumnRef)
+        and isinstance(conjunct.right, ColumnRef)
+    ):
+        return conjunct.left.index, conjunct.right.index
+    return None
+
+
 def shift_columns(expr: Expr, delta: int) -> Expr:
     """Add ``delta`` to every column index (moving an expression across a join side)."""
 

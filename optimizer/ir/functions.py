@@ -36,7 +36,9 @@ def _double(types: Sequence[DataType]) -> DataType | None:
     return DataType.DOUBLE if all(t.is_numeric for t in types) else None
 
 
-def _unify(types: Sequence[DataType]) -> DataType | None:
+def unify_types(types: Sequence[DataType]) -> DataType | None:
+    """The common type of values of ``types`` (COALESCE, CASE branches): NULL if all are
+    NULL, else the one non-NULL type, else the common numeric type, else None."""
     known = [t for t in types if t is not DataType.NULL]
     if not known:
         return DataType.NULL
@@ -53,9 +55,9 @@ FUNCTIONS: dict[str, FunctionSpec] = {
     f.name: f
     for f in [
         FunctionSpec("ABS", 1, 1, _numeric_same, "absolute value"),
-        FunctionSpec("COALESCE", 1, None, _unify, "first non-NULL argument"),
-        FunctionSpec("LEAST", 1, None, _unify, "smallest argument, NULLs ignored"),
-        FunctionSpec("GREATEST", 1, None, _unify, "largest argument, NULLs ignored"),
+        FunctionSpec("COALESCE", 1, None, unify_types, "first non-NULL argument"),
+        FunctionSpec("LEAST", 1, None, unify_types, "smallest argument, NULLs ignored"),
+        FunctionSpec("GREATEST", 1, None, unify_types, "largest argument, NULLs ignored"),
         FunctionSpec("FLOOR", 1, 1, _floor_ceil, "round down"),
         FunctionSpec("CEIL", 1, 1, _floor_ceil, "round up"),
         FunctionSpec("ROUND", 1, 2, _double, "round half away from zero to n decimals"),

@@ -28,15 +28,15 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 import networkx as nx
 
 from optimizer.ir.errors import InternalError
-from optimizer.ir.expr import AggCall, Binary, ColumnRef, Expr, conjuncts
+from optimizer.ir.expr import AggCall, ColumnRef, Expr, column_equality, conjuncts
 from optimizer.ir.schema import Schema
 
 
@@ -50,20 +50,44 @@ class Category(StrEnum):
     SINK = "sink"
 
 
+#: The arity of an operator taking any number (at least one) of inputs, e.g. a multiway join.
+N_ARY = "n"
+
+
 @dataclass(frozen=True, slots=True)
 class Operator:
-    """Base of all logical operators: a stable id and the output schema."""
+    """Base of all logical operators: a stable id and the output schema.
+
+    A kind declares its ``arity``: a number of inputs, or :data:`N_ARY`. What a kind is to
+    the rest of the system is either a method here (column lineage, the expressions it
+    evaluates, its schema rule) or one registration per concern in an
+    :class:`optimizer.ir.dispatch.KindTable` (docs/architecture.md lists them).
+    """
 
     id: str
     schema: Schema
 
     kind: ClassVar[str] = "operator"
     category: ClassVar[Category] = Category.R2R
-    arity: ClassVar[int] = 1
+    arity: ClassVar[int | Literal["n"]] = 1
 
     def describe(self) -> str:
         """One-line parameter text for the plan printer."""
         return ""
+
+    def input_column(self, column: int) -> tuple[int, int] | None:
+        """``(input port, column)`` that output ``column`` carries unchanged, or None if it
+        is computed (or the operator has no input). Default: the same column of input 0."""
+        return (0, column) if self.arity != 0 else None
+
+    def expressions(self) -> tuple[Expr, ...]:
+        """The expressions the operator evaluates over its input columns (aggregate calls
+        included), for capability checks and column bounds."""
+        return ()
+
+    def schema_fits(self, input_widths: Sequence[int]) -> bool:
+        """Whether the output schema's width is consistent with the inputs' widths."""
+        return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +100,7 @@ class Source(Operator):
 
     kind: ClassVar[str] = "source"
     category: ClassVar[Category] = Category.SOURCE
-    arity: ClassVar[int] = 0
+    arity: ClassVar[int | Literal["n"]] = 0
 
     def describe(self) -> str:
         return self.stream
@@ -129,6 +153,12 @@ class Select(Operator):
     def describe(self) -> str:
         return self.predicate.display()
 
+    def expressions(self) -> tuple[Expr, ...]:
+        return (self.predicate,)
+
+    def schema_fits(self, input_widths: Sequence[int]) -> bool:
+        return len(self.schema) == input_widths[0]
+
 
 @dataclass(frozen=True, slots=True)
 class Project(Operator):
@@ -137,6 +167,16 @@ class Project(Operator):
     exprs: tuple[Expr, ...]
 
     kind: ClassVar[str] = "project"
+
+    def input_column(self, column: int) -> tuple[int, int] | None:
+        e = self.exprs[column]
+        return (0, e.index) if isinstance(e, ColumnRef) else None
+
+    def expressions(self) -> tuple[Expr, ...]:
+        return self.exprs
+
+    def schema_fits(self, input_widths: Sequence[int]) -> bool:
+        return len(self.schema) == len(self.exprs)
 
     def describe(self) -> str:
         parts = []
@@ -157,41 +197,44 @@ class Join(Operator):
     left_width: int
 
     kind: ClassVar[str] = "join"
-    arity: ClassVar[int] = 2
+    arity: ClassVar[int | Literal["n"]] = 2
+
+    def input_column(self, column: int) -> tuple[int, int] | None:
+        if column < self.left_width:
+            return 0, column
+        return 1, column - self.left_width
+
+    def expressions(self) -> tuple[Expr, ...]:
+        return (self.condition,) if self.condition is not None else ()
+
+    def schema_fits(self, input_widths: Sequence[int]) -> bool:
+        return input_widths[0] == self.left_width and len(self.schema) == sum(input_widths)
 
     def equi_keys(self) -> list[tuple[int, int]]:
         """(left index, right index) pairs of ``l = r`` conjuncts across the two sides."""
-        keys = []
-        for c in conjuncts(self.condition) if self.condition is not None else []:
-            if (
-                isinstance(c, Binary)
-                and c.op == "="
-                and isinstance(c.left, ColumnRef)
-                and isinstance(c.right, ColumnRef)
-            ):
-                a, b = c.left.index, c.right.index
-                if a < self.left_width <= b:
-                    keys.append((a, b - self.left_width))
-                elif b < self.left_width <= a:
-                    keys.append((b, a - self.left_width))
-        return keys
+        if self.condition is None:
+            return []
+        return [p for c in conjuncts(self.condition) if (p := equi_pair(c, self.left_width))]
 
     def residual(self) -> list[Expr]:
         """Conjuncts of the condition that are not equi-join keys (theta part)."""
-        keyed = set()
-        for c in conjuncts(self.condition) if self.condition is not None else []:
-            if (
-                isinstance(c, Binary)
-                and c.op == "="
-                and isinstance(c.left, ColumnRef)
-                and isinstance(c.right, ColumnRef)
-                and (c.left.index < self.left_width) != (c.right.index < self.left_width)
-            ):
-                keyed.add(c)
-        return [c for c in (conjuncts(self.condition) if self.condition else []) if c not in keyed]
+        if self.condition is None:
+            return []
+        return [c for c in conjuncts(self.condition) if equi_pair(c, self.left_width) is None]
 
     def describe(self) -> str:
         return "ON " + self.condition.display() if self.condition is not None else "CROSS"
+
+
+def equi_pair(conjunct: Expr, left_width: int) -> tuple[int, int] | None:
+    """``(left column, right column)`` if ``conjunct`` is ``l = r`` across a join's two sides
+    (the left input has ``left_width`` columns; the right column counts from the right
+    input's first column), else None."""
+    cols = column_equality(conjunct)
+    if cols is None:
+        return None
+    a, b = sorted(cols)
+    return (a, b - left_width) if a < left_width <= b else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +245,18 @@ class Aggregate(Operator):
     aggs: tuple[AggCall, ...]
 
     kind: ClassVar[str] = "aggregate"
+
+    def input_column(self, column: int) -> tuple[int, int] | None:
+        if column >= len(self.group_by):
+            return None
+        key = self.group_by[column]
+        return (0, key.index) if isinstance(key, ColumnRef) else None
+
+    def expressions(self) -> tuple[Expr, ...]:
+        return (*self.group_by, *self.aggs)
+
+    def schema_fits(self, input_widths: Sequence[int]) -> bool:
+        return len(self.schema) == len(self.group_by) + len(self.aggs)
 
     @property
     def incremental(self) -> bool:
@@ -354,7 +409,10 @@ class LogicalPlan:
         for op_id in self._order:
             op = self.op(op_id)
             ins = self.inputs(op_id)
-            if len(ins) != op.arity:
+            if op.arity == N_ARY:
+                if not ins:
+                    raise InternalError(f"{op_id} ({op.kind}) has no input, needs at least one")
+            elif len(ins) != op.arity:
                 raise InternalError(f"{op_id} ({op.kind}) has {len(ins)} inputs, needs {op.arity}")
             if op.id != op_id:
                 raise InternalError(f"node {op_id} holds operator {op.id}")

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sqlglot import exp
@@ -55,7 +55,7 @@ from optimizer.ir.expr import (
     conjuncts,
     shift_columns,
 )
-from optimizer.ir.functions import FUNCTION_ALIASES, FUNCTIONS
+from optimizer.ir.functions import FUNCTION_ALIASES, FUNCTIONS, unify_types
 from optimizer.ir.plan import (
     R2S,
     Aggregate,
@@ -76,7 +76,6 @@ from optimizer.ir.types import (
     DataType,
     aggregate_result,
     arithmetic_result,
-    common_numeric,
     comparable,
 )
 from optimizer.sql.dialect import TIME_UNITS, StreamWindow
@@ -1162,7 +1161,7 @@ class Binder:
         default_ast = node.args.get("default")
         default = sub(default_ast) if default_ast is not None else Literal(None, DataType.NULL)
         types.append(default.dtype)
-        result = _unify(types)
+        result = unify_types(types)
         if result is None:
             raise self.error(
                 BindError,
@@ -1351,17 +1350,3 @@ class _AggContext:
 
 def _key_name(e: Expr, schema: Schema) -> str:
     return schema[e.index].name if isinstance(e, ColumnRef) else e.display()
-
-
-def _unify(types: Iterable[DataType]) -> DataType | None:
-    known = [t for t in types if t is not DataType.NULL]
-    if not known:
-        return DataType.NULL
-    if all(t == known[0] for t in known):
-        return known[0]
-    if all(t.is_numeric for t in known):
-        out: DataType = known[0]
-        for t in known[1:]:
-            out = common_numeric(out, t)
-        return out
-    return None

@@ -13,7 +13,6 @@ from optimizer.estimate import (
     RANGE,
     estimate,
     predicate_selectivity,
-    sample_selectivities,
 )
 from optimizer.ir.catalog import Catalog
 from optimizer.ir.cost import Precision
@@ -22,6 +21,7 @@ from optimizer.ir.plan import R2S, PlanBuilder, Sink, Source, StreamMode, Window
 from optimizer.ir.types import DataType
 from optimizer.sql import plan_query
 from optimizer.sql.catalog import load_catalog
+from optimizer.statistics import sample_selectivities
 
 ROOT = Path(__file__).resolve().parents[2]
 JOINS = ROOT / "queries" / "joins"
