@@ -36,9 +36,12 @@ Columnar group (DB-op), seconds per invocation (one per slide):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from optimizer.ir.costing import Estimates, OpEstimate
+from optimizer.ir.dispatch import KindTable
 from optimizer.ir.placement import Group
 from optimizer.ir.plan import R2S, Aggregate, Join, LogicalPlan, Operator, Project, Select, Window
 
@@ -90,25 +93,8 @@ class AnalyticalCostModel:
     # -- row engine -----------------------------------------------------------------------
 
     def unit_cost(self, op: Operator, engine: str, estimates: OpEstimate) -> float:
-        if isinstance(op, Select):
-            return self.select
-        if isinstance(op, Project):
-            return self.project
-        if isinstance(op, Join):
-            lam = estimates.total_in.value
-            fanout = estimates.lambda_out.value / lam if lam > 0 else 0.0
-            return self.join_input + self.join_output * fanout
-        if isinstance(op, Aggregate):
-            return self._aggregate(op, estimates)
-        if isinstance(op, Window):
-            return self.window
-        if isinstance(op, R2S):
-            if op.kind == "rstream":  # emits |w| rows per slide, whatever arrived
-                lam = estimates.total_in.value
-                rows = estimates.cardinality.value * estimates.invocations_per_second
-                return self.r2s * rows / lam if lam > 0 else 0.0
-            return self.r2s
-        return 0.0
+        fn = ROW_COSTS.get(type(op))
+        return fn(self, op, estimates) if fn is not None else 0.0  # sources and sink: free
 
     def _aggregate(self, op: Aggregate, est: OpEstimate) -> float:
         c = self.agg_base
@@ -181,17 +167,11 @@ def sql_terms(group: Group, estimates: Estimates) -> dict[str, float]:
     terms = dict.fromkeys(SQL_TERMS, 0.0)
     for op_id in group.operators:
         op = plan.op(op_id)
-        est = estimates[op_id]
-        card_in = sum(c.value for c in est.input_cardinality)
-        if isinstance(op, Select):
-            terms["select"] += card_in
-        elif isinstance(op, Project):
-            terms["project"] += card_in
-        elif isinstance(op, Aggregate):
-            terms["aggregate"] += card_in
-        elif isinstance(op, Join):
-            terms["join_input"] += card_in
-            terms["join_output"] += est.cardinality.value
+        fn = SQL_ROWS.get(type(op))
+        if fn is None:
+            continue
+        for term, rows in fn(op, estimates[op_id]):
+            terms[term] += rows
     return terms
 
 
@@ -228,3 +208,76 @@ def _window_derived(plan: LogicalPlan, op_id: str) -> bool:
         (op_id,) = plan.inputs(op_id)
         op = plan.op(op_id)
     return isinstance(op, Window)
+
+
+# -- per operator kind --------------------------------------------------------------------------
+
+#: ``cost(model, op, estimates) -> seconds per input tuple`` of a kind on the row engine
+#: (kinds without an entry cost nothing: sources and the sink are the same in every plan).
+RowCost = Callable[[AnalyticalCostModel, Any, OpEstimate], float]
+ROW_COSTS: KindTable[RowCost] = KindTable("row unit cost")
+
+#: ``rows(op, estimates) -> [(SQL term, rows)]``: what one invocation of a DB-op costs in
+#: rows, per field of :class:`ColumnarConstants` (kinds without an entry cost no SQL).
+SqlRows = Callable[[Any, OpEstimate], list[tuple[str, float]]]
+SQL_ROWS: KindTable[SqlRows] = KindTable("SQL cost terms")
+
+
+def _input_rows(est: OpEstimate) -> float:
+    return sum(c.value for c in est.input_cardinality)
+
+
+@ROW_COSTS.register(Select)
+def _select_cost(m: AnalyticalCostModel, op: Select, est: OpEstimate) -> float:
+    return m.select
+
+
+@ROW_COSTS.register(Project)
+def _project_cost(m: AnalyticalCostModel, op: Project, est: OpEstimate) -> float:
+    return m.project
+
+
+@ROW_COSTS.register(Join)
+def _join_cost(m: AnalyticalCostModel, op: Join, est: OpEstimate) -> float:
+    lam = est.total_in.value
+    fanout = est.lambda_out.value / lam if lam > 0 else 0.0
+    return m.join_input + m.join_output * fanout
+
+
+@ROW_COSTS.register(Aggregate)
+def _aggregate_cost(m: AnalyticalCostModel, op: Aggregate, est: OpEstimate) -> float:
+    return m._aggregate(op, est)
+
+
+@ROW_COSTS.register(Window)
+def _window_cost(m: AnalyticalCostModel, op: Window, est: OpEstimate) -> float:
+    return m.window
+
+
+@ROW_COSTS.register(R2S)
+def _r2s_cost(m: AnalyticalCostModel, op: R2S, est: OpEstimate) -> float:
+    if op.kind == "rstream":  # emits |w| rows per slide, whatever arrived
+        lam = est.total_in.value
+        rows = est.cardinality.value * est.invocations_per_second
+        return m.r2s * rows / lam if lam > 0 else 0.0
+    return m.r2s
+
+
+@SQL_ROWS.register(Select)
+def _select_rows(op: Select, est: OpEstimate) -> list[tuple[str, float]]:
+    return [("select", _input_rows(est))]
+
+
+@SQL_ROWS.register(Project)
+def _project_rows(op: Project, est: OpEstimate) -> list[tuple[str, float]]:
+    return [("project", _input_rows(est))]
+
+
+@SQL_ROWS.register(Aggregate)
+def _aggregate_rows(op: Aggregate, est: OpEstimate) -> list[tuple[str, float]]:
+    return [("aggregate", _input_rows(est))]
+
+
+@SQL_ROWS.register(Join)
+def _join_rows(op: Join, est: OpEstimate) -> list[tuple[str, float]]:
+    return [("join_input", _input_rows(est)), ("join_output", est.cardinality.value)]

@@ -52,11 +52,13 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from optimizer.ir.catalog import TIME_UNITS_MS, Catalog
 from optimizer.ir.cost import Estimate
 from optimizer.ir.costing import Estimates, OpEstimate
+from optimizer.ir.dispatch import KindTable
 from optimizer.ir.expr import Binary, ColumnRef, Expr, InList, Literal, Unary, conjuncts
 from optimizer.ir.plan import (
     Aggregate,
@@ -146,32 +148,7 @@ class _Estimator:
 
     def _op(self, op_id: str, op: Operator) -> OpEstimate:
         ins = [self.out[i] for i in self.plan.inputs(op_id)]
-        lam_in = tuple(e.lambda_out for e in ins)
-        card_in = tuple(e.cardinality for e in ins)
-        slide = min((e.slide_seconds for e in ins), default=1.0)
-        if isinstance(op, Source):
-            rate = self._rate(op.stream)
-            return OpEstimate((), rate, Estimate.absent(), (), 1.0)
-        if isinstance(op, Window):
-            rate = lam_in[0]
-            card, slide = self._window(op, rate)
-            return OpEstimate(lam_in, rate, card, card_in, slide)
-        if isinstance(op, Select):
-            f = self.predicate_selectivity(op_id, op.predicate)
-            return OpEstimate(lam_in, lam_in[0] * f, card_in[0] * f, card_in, slide, f)
-        if isinstance(op, Project):
-            one = Estimate.exact(1.0)
-            return OpEstimate(lam_in, lam_in[0], card_in[0], card_in, slide, one)
-        if isinstance(op, Join):
-            f = self.join_selectivity(op_id, op)
-            lam_out, card = join_output(lam_in[0], card_in[0], lam_in[1], card_in[1], f)
-            return OpEstimate(lam_in, lam_out, card, card_in, slide, f)
-        if isinstance(op, Aggregate):
-            groups = self.group_count(op_id, op)
-            lam_out = aggregate_output(op, lam_in[0], card_in[0], groups, slide)
-            return OpEstimate(lam_in, lam_out, groups, card_in, slide, None, groups)
-        # R2S and sink pass their input through.
-        return OpEstimate(lam_in, lam_in[0], card_in[0], card_in, slide)
+        return ESTIMATORS.of(op)(self, op_id, op, ins)
 
     def _rate(self, stream: str) -> Estimate:
         override = self.rate_override
@@ -334,24 +311,11 @@ class _Estimator:
                 return Estimate.exact(known[name])
             d = self.sample.distinct_of(op.stream, (name,)) if self.sample is not None else None
             return Estimate.estimated(d) if d is not None else Estimate.absent()
-        if isinstance(op, Project):
-            e = op.exprs[column]
-            if isinstance(e, ColumnRef):
-                return capped(self.distinct(ins[0], e.index))
-            return Estimate.absent()
-        if isinstance(op, Join):
-            if column < op.left_width:
-                return capped(self.distinct(ins[0], column))
-            return capped(self.distinct(ins[1], column - op.left_width))
-        if isinstance(op, Aggregate):
-            if column < len(op.group_by):
-                e = op.group_by[column]
-                if isinstance(e, ColumnRef):
-                    return capped(self.distinct(ins[0], e.index))
-            return Estimate.absent()
-        if ins:  # window, select, R2S, sink: same columns
-            return capped(self.distinct(ins[0], column))
-        return Estimate.absent()  # pragma: no cover
+        lineage = op.input_column(column)
+        if lineage is None:
+            return Estimate.absent()  # computed: an expression or an aggregate value
+        port, col = lineage
+        return capped(self.distinct(ins[port], col))
 
     def group_count(self, op_id: str, op: Aggregate) -> Estimate:
         (inp,) = self.plan.inputs(op_id)
@@ -478,3 +442,71 @@ def composite_distinct(
 def key_selectivity(d_left: Estimate, d_right: Estimate) -> Estimate:
     """Selectivity of an equi-join on a (composite) key: ``1 / max(d_l, d_r)``."""
     return 1.0 / d_left.max(d_right)
+
+
+# -- one estimator per operator kind ----------------------------------------------------------
+
+#: ``estimator(est, op_id, op, inputs) -> OpEstimate`` per logical operator kind, given the
+#: inputs' estimates in port order. Kinds without an entry (R2S, sink) pass their input on.
+Estimator = Callable[[_Estimator, str, Any, list[OpEstimate]], OpEstimate]
+
+
+def _flows(ins: list[OpEstimate]) -> tuple[tuple[Estimate, ...], tuple[Estimate, ...], float]:
+    """The inputs' ``(lambda_out, cardinality)`` in port order and the smallest slide."""
+    lam_in = tuple(e.lambda_out for e in ins)
+    card_in = tuple(e.cardinality for e in ins)
+    return lam_in, card_in, min((e.slide_seconds for e in ins), default=1.0)
+
+
+def _pass_through(est: _Estimator, op_id: str, op: Operator, ins: list[OpEstimate]) -> OpEstimate:
+    lam_in, card_in, slide = _flows(ins)
+    return OpEstimate(lam_in, lam_in[0], card_in[0], card_in, slide)
+
+
+ESTIMATORS: KindTable[Estimator] = KindTable("estimator", default=_pass_through)
+
+
+@ESTIMATORS.register(Source)
+def _source(est: _Estimator, op_id: str, op: Source, ins: list[OpEstimate]) -> OpEstimate:
+    return OpEstimate((), est._rate(op.stream), Estimate.absent(), (), 1.0)
+
+
+@ESTIMATORS.register(Window)
+def _window(est: _Estimator, op_id: str, op: Window, ins: list[OpEstimate]) -> OpEstimate:
+    lam_in, card_in, _ = _flows(ins)
+    rate = lam_in[0]
+    card, slide = est._window(op, rate)
+    return OpEstimate(lam_in, rate, card, card_in, slide)
+
+
+@ESTIMATORS.register(Select)
+def _select(est: _Estimator, op_id: str, op: Select, ins: list[OpEstimate]) -> OpEstimate:
+    """Eq. 6.1: ``f * lambda_in``."""
+    lam_in, card_in, slide = _flows(ins)
+    f = est.predicate_selectivity(op_id, op.predicate)
+    return OpEstimate(lam_in, lam_in[0] * f, card_in[0] * f, card_in, slide, f)
+
+
+@ESTIMATORS.register(Project)
+def _project(est: _Estimator, op_id: str, op: Project, ins: list[OpEstimate]) -> OpEstimate:
+    lam_in, card_in, slide = _flows(ins)
+    one = Estimate.exact(1.0)
+    return OpEstimate(lam_in, lam_in[0], card_in[0], card_in, slide, one)
+
+
+@ESTIMATORS.register(Join)
+def _join(est: _Estimator, op_id: str, op: Join, ins: list[OpEstimate]) -> OpEstimate:
+    """Eq. 6.2 (:func:`join_output`)."""
+    lam_in, card_in, slide = _flows(ins)
+    f = est.join_selectivity(op_id, op)
+    lam_out, card = join_output(lam_in[0], card_in[0], lam_in[1], card_in[1], f)
+    return OpEstimate(lam_in, lam_out, card, card_in, slide, f)
+
+
+@ESTIMATORS.register(Aggregate)
+def _aggregate(est: _Estimator, op_id: str, op: Aggregate, ins: list[OpEstimate]) -> OpEstimate:
+    """Eq. 6.3, refined (:func:`aggregate_output`)."""
+    lam_in, card_in, slide = _flows(ins)
+    groups = est.group_count(op_id, op)
+    lam_out = aggregate_output(op, lam_in[0], card_in[0], groups, slide)
+    return OpEstimate(lam_in, lam_out, groups, card_in, slide, None, groups)

@@ -36,21 +36,13 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from optimizer.ir.expr import Binary, ColumnRef, Expr, InList, Literal, Unary, conjuncts
-from optimizer.ir.plan import (
-    Aggregate,
-    Join,
-    LogicalPlan,
-    Project,
-    Select,
-    Source,
-    Window,
-    equi_pair,
-)
+from optimizer.ir.dispatch import KindTable
+from optimizer.ir.expr import Binary, ColumnRef, Expr, InList, Literal, Unary
+from optimizer.ir.plan import Aggregate, Join, LogicalPlan, Select, Source, Window
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -88,32 +80,13 @@ def source_column(plan: LogicalPlan, op_id: str, column: int) -> tuple[str, str]
     source, or None if it is computed (an expression or an aggregate value)."""
     while True:
         op = plan.op(op_id)
-        ins = plan.inputs(op_id)
         if isinstance(op, Source):
             return op.stream, op.schema[column].name
-        if isinstance(op, Window | Select) or (not ins):
-            if not ins:
-                return None
-            op_id = ins[0]
-        elif isinstance(op, Project):
-            e = op.exprs[column]
-            if not isinstance(e, ColumnRef):
-                return None
-            op_id, column = ins[0], e.index
-        elif isinstance(op, Join):
-            if column < op.left_width:
-                op_id = ins[0]
-            else:
-                op_id, column = ins[1], column - op.left_width
-        elif isinstance(op, Aggregate):
-            if column >= len(op.group_by):
-                return None
-            g = op.group_by[column]
-            if not isinstance(g, ColumnRef):
-                return None
-            op_id, column = ins[0], g.index
-        else:
-            op_id = ins[0]
+        lineage = op.input_column(column)
+        if lineage is None:
+            return None
+        port, column = lineage
+        op_id = plan.inputs(op_id)[port]
 
 
 def _filter_stream(plan: LogicalPlan, op_id: str) -> str | None:
@@ -126,6 +99,26 @@ def _filter_stream(plan: LogicalPlan, op_id: str) -> str | None:
         if not isinstance(op, Window | Select):
             return None
         cur = plan.inputs(cur)[0]
+
+
+#: ``keys(op) -> [(input port, columns)]``: the composite keys an operator of a kind groups
+#: or equi-joins on, per input (kinds without an entry have none).
+KeysFn = Callable[[Any], list[tuple[int, list[int]]]]
+KEYS: KindTable[KeysFn] = KindTable("grouping keys")
+
+
+@KEYS.register(Aggregate)
+def _aggregate_keys(op: Aggregate) -> list[tuple[int, list[int]]]:
+    cols = [g.index for g in op.group_by if isinstance(g, ColumnRef)]
+    return [(0, cols)] if op.group_by and len(cols) == len(op.group_by) else []
+
+
+@KEYS.register(Join)
+def _join_keys(op: Join) -> list[tuple[int, list[int]]]:
+    pairs = op.equi_keys()
+    if not pairs:
+        return []
+    return [(0, [lc for lc, _ in pairs]), (1, [rc for _, rc in pairs])]
 
 
 def key_sets(plan: LogicalPlan) -> set[tuple[str, tuple[str, ...]]]:
@@ -141,18 +134,12 @@ def key_sets(plan: LogicalPlan) -> set[tuple[str, tuple[str, ...]]]:
             keys.add((streams.pop(), tuple(sorted({o[1] for o in origins if o is not None}))))
 
     for op in plan.operators():
+        fn = KEYS.get(type(op))
+        if fn is None:
+            continue
         ins = plan.inputs(op.id)
-        if isinstance(op, Aggregate) and op.group_by:
-            cols = [g.index for g in op.group_by if isinstance(g, ColumnRef)]
-            if len(cols) == len(op.group_by):
-                add(ins[0], cols)
-        if isinstance(op, Join) and op.condition is not None:
-            pairs = [p for c in conjuncts(op.condition) if (p := equi_pair(c, op.left_width))]
-            left = [lc for lc, _ in pairs]
-            right = [rc for _, rc in pairs]
-            if left:
-                add(ins[0], left)
-                add(ins[1], right)
+        for port, columns in fn(op):
+            add(ins[port], columns)
     return keys
 
 

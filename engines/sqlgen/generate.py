@@ -41,14 +41,16 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlglot import exp
 
 from engines.sqlgen.dialects import SqlDialect, cast, get_dialect, sql_type
 from engines.sqlgen.expressions import ExprTranslator
 from engines.sqlgen.group import GroupShape, analyse_group
+from optimizer.ir.dispatch import KindTable
 from optimizer.ir.errors import InternalError, PlanError
 from optimizer.ir.expr import ColumnRef, Expr, columns_used
 from optimizer.ir.plan import Aggregate, Join, LogicalPlan, Operator, Project, Select
@@ -125,17 +127,10 @@ class _Builder:
             op = self.plan.op(op_id)
             ins = [self.relation[i] for i in self.plan.inputs(op_id)]
             self._check_inputs(op, self.plan.inputs(op_id))
-            if isinstance(op, Select):
-                select = self._select(op, ins[0])
-            elif isinstance(op, Project):
-                select = self._project(op, ins[0])
-            elif isinstance(op, Join):
-                select = self._join(op, ins[0], ins[1])
-            elif isinstance(op, Aggregate):
-                select = self._aggregate(op, ins[0])
-            else:  # analyse_group admits R2R operators only
+            translate = TRANSLATIONS.get(type(op))
+            if translate is None:  # analyse_group admits R2R operators only
                 raise PlanError(f"{op_id} ({op.kind}) has no SQL translation")
-            self.relation[op_id] = self._add_cte(select)
+            self.relation[op_id] = self.add_cte(translate(self, op, ins))
         top = self.plan.op(self.shape.top)
         final = exp.select(
             *[
@@ -150,7 +145,7 @@ class _Builder:
         final.set("with_", exp.With(expressions=ctes))  # built once, not copied per CTE
         return final
 
-    def _add_cte(self, select: exp.Select) -> str:
+    def add_cte(self, select: exp.Select) -> str:
         name = f"t{len(self.ctes)}"
         self.ctes.append((name, select))
         return name
@@ -162,20 +157,8 @@ class _Builder:
         would read the wrong columns or fail in the engine.
         """
         widths = [len(self.plan.op(i).schema) for i in inputs]
-        exprs: list[Expr] = []
-        out_width = len(op.schema)
-        if isinstance(op, Select):
-            exprs, ok = [op.predicate], out_width == widths[0]
-        elif isinstance(op, Project):
-            exprs, ok = list(op.exprs), out_width == len(op.exprs)
-        elif isinstance(op, Join):
-            exprs = [op.condition] if op.condition is not None else []
-            ok = widths[0] == op.left_width and out_width == sum(widths)
-        elif isinstance(op, Aggregate):
-            exprs = [*op.group_by, *(a.arg for a in op.aggs if a.arg is not None)]
-            ok = out_width == len(op.group_by) + len(op.aggs)
-        else:
-            ok = True
+        exprs = op.expressions()
+        ok = op.schema_fits(widths)
         if not ok:
             raise InternalError(
                 f"{op.id} ({op.kind}): its schema does not fit its inputs' widths {widths}"
@@ -186,10 +169,10 @@ class _Builder:
                 f"{op.id} ({op.kind}) reads column {max(used)} of an input with {sum(widths)}"
             )
 
-    def _translator(self, alias: str) -> ExprTranslator:
+    def translator(self, alias: str) -> ExprTranslator:
         return ExprTranslator(self.dialect, lambda i: _col(alias, i))
 
-    def _output(self, t: ExprTranslator, e: Expr, dtype: DataType) -> exp.Expr:
+    def output(self, t: ExprTranslator, e: Expr, dtype: DataType) -> exp.Expr:
         """An output column: cast to its IR type where the SQL type could differ."""
         if dtype is DataType.NULL or (isinstance(e, ColumnRef) and e.dtype == dtype):
             return t.scalar(e)
@@ -198,61 +181,79 @@ class _Builder:
         out = t.scalar(e)
         return out if isinstance(out, exp.Cast) and out.to == sql_type(dtype) else cast(out, dtype)
 
-    # -- operators --------------------------------------------------------------------------
 
-    def _select(self, op: Select, source: str) -> exp.Select:
-        t = self._translator("s")
-        predicate = t.typed(op.predicate, DataType.BOOLEAN)
-        cols = [_alias(_col("s", i), i) for i in range(len(op.schema))]
-        return exp.select(*cols).from_(_table(source, "s"), copy=False).where(predicate, copy=False)
+# -- one translation per operator kind ---------------------------------------------------------
 
-    def _project(self, op: Project, source: str) -> exp.Select:
-        if not op.exprs:
-            raise PlanError(f"{op.id}: a projection without columns has no SQL form")
-        t = self._translator("s")
-        cols = [
-            _alias(self._output(t, e, f.dtype), i)
-            for i, (e, f) in enumerate(zip(op.exprs, op.schema, strict=True))
+#: ``translate(builder, op, input relations) -> SELECT`` per logical operator kind: one CTE
+#: computing the operator from its inputs' relations (CTE or input table names).
+Translation = Callable[[_Builder, Any, list[str]], exp.Select]
+TRANSLATIONS: KindTable[Translation] = KindTable("SQL translation")
+
+
+@TRANSLATIONS.register(Select)
+def _select(b: _Builder, op: Select, ins: list[str]) -> exp.Select:
+    (source,) = ins
+    t = b.translator("s")
+    predicate = t.typed(op.predicate, DataType.BOOLEAN)
+    cols = [_alias(_col("s", i), i) for i in range(len(op.schema))]
+    return exp.select(*cols).from_(_table(source, "s"), copy=False).where(predicate, copy=False)
+
+
+@TRANSLATIONS.register(Project)
+def _project(b: _Builder, op: Project, ins: list[str]) -> exp.Select:
+    (source,) = ins
+    if not op.exprs:
+        raise PlanError(f"{op.id}: a projection without columns has no SQL form")
+    t = b.translator("s")
+    cols = [
+        _alias(b.output(t, e, f.dtype), i)
+        for i, (e, f) in enumerate(zip(op.exprs, op.schema, strict=True))
+    ]
+    return exp.select(*cols).from_(_table(source, "s"), copy=False)
+
+
+@TRANSLATIONS.register(Join)
+def _join(b: _Builder, op: Join, ins: list[str]) -> exp.Select:
+    left, right = ins
+    w = op.left_width
+
+    def column(i: int) -> exp.Column:
+        return _col("l", i) if i < w else _col("r", i - w)
+
+    cols = [_alias(column(i), i) for i in range(len(op.schema))]
+    select = exp.select(*cols).from_(_table(left, "l"), copy=False)
+    if op.condition is None:
+        return select.join(_table(right, "r"), join_type="CROSS", copy=False)
+    t = ExprTranslator(b.dialect, column)
+    on = t.typed(op.condition, DataType.BOOLEAN)
+    return select.join(_table(right, "r"), on=on, copy=False)
+
+
+@TRANSLATIONS.register(Aggregate)
+def _aggregate(b: _Builder, op: Aggregate, ins: list[str]) -> exp.Select:
+    (source,) = ins
+    if not op.group_by and not op.aggs:
+        raise PlanError(f"{op.id}: an aggregate without keys or aggregates has no SQL form")
+    t = b.translator("s")
+    keys: list[exp.Expr]
+    if all(isinstance(k, ColumnRef) for k in op.group_by):
+        keys = [t.scalar(k) for k in op.group_by]
+    else:
+        # Computed keys: compute them first (as k0, k1, ...) so GROUP BY names columns.
+        width = len(b.plan.op(b.plan.inputs(op.id)[0]).schema)
+        pre = [_alias(_col("s", i), i) for i in range(width)]
+        pre += [
+            exp.Alias(this=b.output(t, k, k.dtype), alias=exp.to_identifier(f"k{j}"))
+            for j, k in enumerate(op.group_by)
         ]
-        return exp.select(*cols).from_(_table(source, "s"), copy=False)
-
-    def _join(self, op: Join, left: str, right: str) -> exp.Select:
-        w = op.left_width
-
-        def column(i: int) -> exp.Column:
-            return _col("l", i) if i < w else _col("r", i - w)
-
-        cols = [_alias(column(i), i) for i in range(len(op.schema))]
-        select = exp.select(*cols).from_(_table(left, "l"), copy=False)
-        if op.condition is None:
-            return select.join(_table(right, "r"), join_type="CROSS", copy=False)
-        t = ExprTranslator(self.dialect, column)
-        on = t.typed(op.condition, DataType.BOOLEAN)
-        return select.join(_table(right, "r"), on=on, copy=False)
-
-    def _aggregate(self, op: Aggregate, source: str) -> exp.Select:
-        if not op.group_by and not op.aggs:
-            raise PlanError(f"{op.id}: an aggregate without keys or aggregates has no SQL form")
-        t = self._translator("s")
-        keys: list[exp.Expr]
-        if all(isinstance(k, ColumnRef) for k in op.group_by):
-            keys = [t.scalar(k) for k in op.group_by]
-        else:
-            # Computed keys: compute them first (as k0, k1, ...) so GROUP BY names columns.
-            width = len(self.plan.op(self.plan.inputs(op.id)[0]).schema)
-            pre = [_alias(_col("s", i), i) for i in range(width)]
-            pre += [
-                exp.Alias(this=self._output(t, k, k.dtype), alias=exp.to_identifier(f"k{j}"))
-                for j, k in enumerate(op.group_by)
-            ]
-            source = self._add_cte(exp.select(*pre).from_(_table(source, "s"), copy=False))
-            keys = [_named_col("s", f"k{j}") for j in range(len(op.group_by))]
-        cols: list[exp.Expr] = [_alias(k.copy(), i) for i, k in enumerate(keys)]
-        n = len(keys)
-        for j, (call, f) in enumerate(zip(op.aggs, op.schema.fields[n:], strict=True)):
-            agg = t.aggregate(call)
-            cols.append(_alias(agg if f.dtype is DataType.NULL else cast(agg, f.dtype), n + j))
-        select = exp.select(*cols).from_(_table(source, "s"), copy=False)
-        if keys:
-            select = select.group_by(*keys, copy=False)
-        return select
+        source = b.add_cte(exp.select(*pre).from_(_table(source, "s"), copy=False))
+        keys = [_named_col("s", f"k{j}") for j in range(len(op.group_by))]
+    cols: list[exp.Expr] = [_alias(k.copy(), i) for i, k in enumerate(keys)]
+    n = len(keys)
+    for j, (call, f) in enumerate(zip(op.aggs, op.schema.fields[n:], strict=True)):
+        agg = t.aggregate(call)
+        cols.append(_alias(agg if f.dtype is DataType.NULL else cast(agg, f.dtype), n + j))
+    select = exp.select(*cols).from_(_table(source, "s"), copy=False)
+    if keys:
+        select = select.group_by(*keys, copy=False)
+    return select

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import networkx as nx
 
@@ -121,7 +120,7 @@ def check_placement(plan: LogicalPlan, placement: Mapping[str, str]) -> None:
         if isinstance(op, Aggregate):
             for call in op.aggs:
                 _check_agg(op_id, engine, caps, call)
-        for expr in _expressions(op):
+        for expr in op.expressions():
             for node in expr.walk():
                 if isinstance(node, Func) and node.name not in caps.functions:
                     raise PlanError(f"{engine} cannot evaluate {node.name} in {op_id}")
@@ -139,20 +138,6 @@ def _check_agg(op_id: str, engine: str, caps: Capabilities, call: AggCall) -> No
         raise PlanError(f"{engine} cannot compute {call.func} in {op_id}")
     if call.distinct and call.func not in caps.distinct_aggregates:
         raise PlanError(f"{engine} cannot compute {call.func}(DISTINCT ...) in {op_id}")
-
-
-def _expressions(op: object) -> list[Any]:
-    from optimizer.ir.plan import Join, Project, Select
-
-    if isinstance(op, Select):
-        return [op.predicate]
-    if isinstance(op, Project):
-        return list(op.exprs)
-    if isinstance(op, Join):
-        return [op.condition] if op.condition is not None else []
-    if isinstance(op, Aggregate):
-        return [*op.group_by, *(a for a in op.aggs)]
-    return []
 
 
 def groups(plan: LogicalPlan, placement: Mapping[str, str]) -> list[Group]:

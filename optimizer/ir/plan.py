@@ -77,8 +77,9 @@ class Operator:
 
     def input_column(self, column: int) -> tuple[int, int] | None:
         """``(input port, column)`` that output ``column`` carries unchanged, or None if it
-        is computed (or the operator has no input). Default: the same column of input 0."""
-        return (0, column) if self.arity != 0 else None
+        is computed or unknown. Default: the same column of the one input of a unary
+        operator; None for other arities (a node with several inputs says which one)."""
+        return (0, column) if self.arity == 1 else None
 
     def expressions(self) -> tuple[Expr, ...]:
         """The expressions the operator evaluates over its input columns (aggregate calls
