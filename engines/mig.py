@@ -40,7 +40,8 @@ from engines.arrow_types import arrow_schema
 from engines.columnar import ColumnarEngine, EngineFault
 from engines.row.arrow_ops import table_of
 from engines.row.base import NO_CHANGE, Delta, RowOperator
-from engines.row.executor import GroupInput, canonical_rows
+from engines.row.conversion import canonical_rows
+from engines.row.lowering import GroupInput
 from optimizer.ir.placement import Group
 
 
