@@ -36,6 +36,10 @@ class Delta:
     ``chunks`` and ``table`` carry columnar data between the gateway and MIG operators:
     an Arrow window reports the Arrow chunks it added and removed (``ChunkChange``), and a MIG
     hands its result relation over as one Arrow ``table`` (replace semantics).
+
+    A delta is read-only once an operator has returned it: every consumer of the operator
+    receives the same object, and may keep its lists as state (an R2S keeps the relation it
+    was handed), so nobody appends to, sorts or reassigns a received delta's fields.
     """
 
     ins: Rows = field(default_factory=list)
@@ -73,7 +77,40 @@ class ChunkChange:
     order: list[int] = field(default_factory=list)  # ids of all current chunks, oldest first
 
 
-NO_CHANGE = Delta()
+class _NoChange(Delta):
+    """The type of :data:`NO_CHANGE`: a delta nobody can alter (assignment raises, and its
+    lists are empty tuples, which have no ``append``)."""
+
+    __slots__ = ()
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"NO_CHANGE is shared by every operator: build a new Delta ({name})")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"NO_CHANGE is shared by every operator ({name})")
+
+    def __reduce__(self) -> str:
+        return "NO_CHANGE"  # copied or unpickled, it stays the one instance
+
+
+def _no_change() -> Delta:
+    d = object.__new__(_NoChange)
+    for name, value in (
+        ("ins", ()),
+        ("dels", ()),
+        ("replace", False),
+        ("expire", ()),
+        ("chunks", None),
+        ("table", None),
+    ):
+        object.__setattr__(d, name, value)
+    return d
+
+
+#: "Nothing changed" without building a delta: one shared, immutable instance. (Deltas are
+#: read-only once emitted, since consumers share them; ordinary ones stay plain mutable
+#: objects because freezing costs about 1 us per construction on the hot path.)
+NO_CHANGE: Delta = _no_change()
 
 
 @dataclass(slots=True)
