@@ -50,7 +50,7 @@ Rows = list[tuple[Any, ...]]
 OnLate = Callable[[str, tuple[Any, ...], str], None]
 
 
-class Engine(Protocol):
+class PlanExecutor(Protocol):
     """What the run-time needs from an engine (the row engine's RowExecutor implements it).
 
     ``advance_stream(stream, ts)``: the stream's next tuple has running-maximum timestamp
@@ -379,7 +379,7 @@ class MergedInputs:
         for index, batch in self.merge:
             yield self.inputs[index], batch
 
-    def tell(self, engine: Engine) -> None:
+    def tell(self, engine: PlanExecutor) -> None:
         """Pass the progress and ends reported since the last call on to ``engine``."""
         for name, key in self._progress.items():
             engine.advance_stream(name, key)
@@ -709,10 +709,10 @@ def run_plan(
     plan: LogicalPlan,
     catalog: Catalog,
     options: RunOptions,
-    make_engine: Callable[[Callable[[int, Rows], None], OnLate], Engine],
+    make_engine: Callable[[Callable[[int, Rows], None], OnLate], PlanExecutor],
     placement: dict[str, str],
     inputs: list[StreamInput] | None = None,
-    operator_metrics: Callable[[Engine], dict[str, dict[str, Any]]] | None = None,
+    operator_metrics: Callable[[PlanExecutor], dict[str, dict[str, Any]]] | None = None,
     extra_metrics: Callable[[], dict[str, Any]] | None = None,
 ) -> RunResult:
     """Run ``plan`` over its inputs with the engine ``make_engine(emit, on_late)`` builds.
@@ -755,7 +755,7 @@ def run_plan(
     def on_late(stream: str, row: tuple[Any, ...], reason: str) -> None:
         dead.add(stream, dict(zip(names.get(stream, []), row, strict=False)), reason, "late")
 
-    engine: Engine
+    engine: PlanExecutor
     try:
         engine = make_engine(emit, on_late)
     except StopRequested:  # stopped while the engines started (Spark): nothing read or emitted
