@@ -1,4 +1,4 @@
-"""Statistics measured on a sample of the input streams (issue 5, deliverable 1).
+"""Statistics measured on a sample of the input streams.
 
 The estimator (``optimizer.estimate``) uses, in this order: the catalog's declared statistics
 (``selectivity`` and ``distinct`` tables: Exact), statistics measured here on a sample of
