@@ -152,7 +152,10 @@ def run_plan(
                 if stop.requested:
                     break
                 arrival[0] = time.perf_counter()
-                merged.tell(engine)
+                try:
+                    merged.tell(engine)
+                except StopRequested:  # a stop at an instant the streams' progress fired
+                    break
                 # A stop at an instant (emit) or during an engine restart cuts the batch's
                 # firing short; it was taken.
                 with contextlib.suppress(StopRequested):
@@ -170,11 +173,11 @@ def run_plan(
                 memory.check(tuples_in)
         if not stop.requested:
             arrival[0] = time.perf_counter()
-            merged.tell(engine)
             # End of input: fire the remaining instants. An interrupted run skips this: the
             # instants emitted so far (all before the last timestamp read) are exact, the
             # remaining ones would be computed as if the stream ended here.
             with contextlib.suppress(StopRequested):
+                merged.tell(engine)
                 engine.finish()
         wall_s = time.perf_counter() - wall_start
         if not stop.requested:
