@@ -1,1 +1,1 @@
-"""Cost models for the placement optimizer (see issue 5); they import ``optimizer.ir`` only."""
+"""Cost models for the placement optimizer; they import ``optimizer.ir`` only."""

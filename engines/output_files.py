@@ -31,7 +31,9 @@ Example:
     ...     _ = out.file("w").write("hello")
     >>> (folder / "a.txt").read_text()
     'hello'
-    >>> check_distinct([("--data", folder / "a.txt")], [("--output", folder / "a.txt")])
+    >>> check_distinct(  # doctest: +ELLIPSIS
+    ...     [("--data", folder / "a.txt")], [("--output", folder / "a.txt")]
+    ... )
     Traceback (most recent call last):
     ...
     optimizer.ir.errors.OutputError: --output ... is the same file as --data ...

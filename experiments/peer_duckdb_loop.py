@@ -1,4 +1,4 @@
-"""Peer (b) of issue 6: a plain DuckDB loop that re-runs the whole query over the window at
+"""Peer (b): a plain DuckDB loop that re-runs the whole query over the window at
 every slide (what a user would script by hand), against hycq's chosen plan, in one process.
 
 Data: the smart-plug generator at ``--rate`` tuples per event-second, 5-minute windows

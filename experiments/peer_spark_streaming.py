@@ -1,4 +1,4 @@
-"""Peer (a) of issue 6: Spark Structured Streaming on the per-plug sliding AVG (5-minute
+"""Peer (a): Spark Structured Streaming on the per-plug sliding AVG (5-minute
 windows sliding 1 second), against hycq's chosen plan, in one process.
 
 Spark reads one Parquet file per event-second of generated data (40,000 tuples per file at

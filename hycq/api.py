@@ -1,7 +1,9 @@
-"""The public Python API: load a query, explain it, (later) optimize, run and benchmark it.
+"""The public Python API: load a query, explain it (optimized plan and placement), and run it
+(``execute`` over given Arrow tables, ``run`` over its sources).
 
-This package is the composition root: the only place that wires the optimizer, the engines
-and the cost models together. The CLI is a thin layer over these functions.
+The ``hycq`` package is the composition root: its modules (this one, ``planning``, ``bench``,
+``calibrate``, ``cli``, ``reporting``) wire the optimizer, the engines and the cost models
+together; nothing below it imports it. The CLI is a thin layer over these functions.
 
 Example:
     >>> q = load_query(QUERIES / "smartplug" / "q5.sql")

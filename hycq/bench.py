@@ -151,10 +151,12 @@ def measure(
 ) -> Measurement:
     """Warm start, then ``o.repeat`` timed spans (see the module docstring)."""
     from engines.runtime import DeadLetters, MergedInputs, RunOptions, open_inputs
+    from hycq.flags import CLI_OPTION_NAMES
 
     warm = warm_seconds(plan, rate)
     total = warm + o.repeat * o.measure_seconds
-    inputs = open_inputs(plan, q.catalog, RunOptions(rate=rate, duration=total, data=o.data))
+    options = RunOptions(rate=rate, duration=total, data=o.data, names=CLI_OPTION_NAMES)
+    inputs = open_inputs(plan, q.catalog, options)
     merged = MergedInputs(plan, inputs, total, DeadLetters(None))
     stream = iter(merged)
     results = [0]

@@ -648,6 +648,7 @@ def _load_placement(spec: str) -> str | dict[str, str]:
 def _run(args: argparse.Namespace) -> int:
     from engines.runtime import RunOptions
     from hycq import api
+    from hycq.flags import CLI_OPTION_NAMES
 
     placement = _load_placement(args.placement)
     if args.report is not None:
@@ -666,6 +667,7 @@ def _run(args: argparse.Namespace) -> int:
         progress=args.progress,
         stop_on_signal=True,
         memory_limit_mb=args.memory_limit,
+        names=CLI_OPTION_NAMES,
     )
     spark_conf: dict[str, str] = {}
     for spec in args.spark_conf:
@@ -710,7 +712,7 @@ def _run(args: argparse.Namespace) -> int:
             f"{m['results']} result rows over {m['instants']} instants; "
             f"{m['dead_letter']} rows dead-lettered\n"
         )
-    if m["interrupted"]:  # SIGINT/SIGTERM: what was computed is committed (engines/runtime.py)
+    if m["interrupted"]:  # SIGINT/SIGTERM: what was computed is committed (engines/runtime/loop.py)
         done = f"up to instant {m['last_instant']}" if m["last_instant"] is not None else "none"
         where = f" ({args.output})" if args.output not in (None, "-") else ""
         sys.stderr.write(f"interrupted by {m['interrupted']}: complete results {done}{where}\n")

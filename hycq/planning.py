@@ -159,12 +159,15 @@ def sample_streams(
     import pyarrow as pa
 
     from engines.runtime import DeadLetters, RunOptions, open_inputs
+    from hycq.flags import CLI_OPTION_NAMES
 
     # A pipe or device is read once, by the run: it is not sampled (catalog statistics).
     piped = {
         k.lower() for k, p in data.items() if p.exists() and not p.is_file() and not p.is_dir()
     }
-    options = RunOptions(rate=rate, duration=SAMPLE_SECONDS, data=dict(data))
+    options = RunOptions(
+        rate=rate, duration=SAMPLE_SECONDS, data=dict(data), names=CLI_OPTION_NAMES
+    )
     dead = DeadLetters(None)
     samples: dict[str, Any] = {}
     notes = [

@@ -10,6 +10,7 @@ import pytest
 
 from optimizer.ir.catalog import Catalog
 from optimizer.sql.catalog import load_catalog
+from tests.engines import COLUMNAR, engine_params
 
 ROOT = Path(__file__).resolve().parent.parent
 QUERIES = ROOT / "queries"
@@ -33,3 +34,25 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip("../shared/data (real DEBS samples) is not present")
     return SHARED_DATA
+
+
+@pytest.fixture(params=engine_params())
+def engine(request: pytest.FixtureRequest) -> str:
+    """Each engine of tests/engines.py in turn; ``notimpl`` marks become strict xfails."""
+    name: str = request.param
+    for mark in request.node.iter_markers("notimpl"):
+        if name in mark.args[0]:
+            request.applymarker(
+                pytest.mark.xfail(
+                    raises=mark.kwargs["raises"],
+                    strict=True,
+                    reason=mark.kwargs.get("reason", f"not implemented on {name}"),
+                )
+            )
+    return name
+
+
+@pytest.fixture(params=engine_params(COLUMNAR))
+def column_engine(request: pytest.FixtureRequest) -> str:
+    """Each columnar engine of tests/engines.py in turn."""
+    return str(request.param)

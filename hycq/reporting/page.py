@@ -4,7 +4,7 @@ Offline by construction: CSS is inline, graphics are inline SVG, there is no scr
 link, no image or font to fetch, and a Content-Security-Policy (``default-src 'none'``)
 forbids the browser to load or run anything else even if some text slipped through. Every
 piece of text from the query, the catalog, the plan or a measurement file goes through
-:func:`hycq.reporting.svg.e` (``html.escape`` with quotes).
+:func:`hycq.reporting.svg.html_escape` (``html.escape`` with quotes).
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from hycq.reporting.svg import (
     ENGINE_COLORS,
     PALETTE,
     Series,
-    e,
     engine_colors,
     fmt,
+    html_escape,
     log_chart,
     plan_graph,
 )
@@ -94,13 +94,15 @@ def render(r: Report) -> str:
             '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
             f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
             '<meta name="viewport" content="width=device-width, initial-scale=1">',
-            f"<title>hycq report: {e(r.query_name)}</title><style>{CSS}</style></head><body>",
-            f"<header><h1>Placement report: {e(r.query_name)}</h1>",
-            f"<p>rate {e(rate)} · engines {e(', '.join(info['engines']))} · cost model "
-            f"{e(info['cost_model'])} · row core {e(info['row_core'])} · feasibility check "
+            f"<title>hycq report: {html_escape(r.query_name)}</title>",
+            f"<style>{CSS}</style></head><body>",
+            f"<header><h1>Placement report: {html_escape(r.query_name)}</h1>",
+            f"<p>rate {html_escape(rate)} · engines {html_escape(', '.join(info['engines']))}"
+            f" · cost model {html_escape(info['cost_model'])}"
+            f" · row core {html_escape(info['row_core'])} · feasibility check "
             f"{'on' if info['feasibility_check'] else 'off (--no-feasibility)'}</p>",
-            f"<p>statistics: {e(info['statistics']['source'])}</p></header>",
-            "<nav>" + "".join(f'<a href="#{a}">{e(t)}</a>' for a, t in links) + "</nav>",
+            f"<p>statistics: {html_escape(info['statistics']['source'])}</p></header>",
+            "<nav>" + "".join(f'<a href="#{a}">{html_escape(t)}</a>' for a, t in links) + "</nav>",
             "<main>",
             *sections,
             '<p class="note">Written by <code>hycq report</code>; self-contained: no script, '
@@ -133,11 +135,11 @@ def _cell(v: str) -> str:
 
 def _n(x: float | None, unit: str = "") -> str:
     """A right-aligned number cell."""
-    return "\x00num" + e(fmt(x, unit))
+    return "\x00num" + html_escape(fmt(x, unit))
 
 
 def _g(x: float | None) -> str:
-    return "\x00num" + ("—" if x is None else e(f"{x:.4g}"))
+    return "\x00num" + ("—" if x is None else html_escape(f"{x:.4g}"))
 
 
 def _feasible(ok: bool) -> str:
@@ -153,17 +155,19 @@ def _placement(p: Mapping[str, str]) -> str:
     for op_id, engine in off.items():
         by.setdefault(engine, []).append(op_id)
     return "; ".join(
-        f'<span style="color:{engine_colors(eng)[1]}">{e(eng)}</span>: {e(", ".join(ids))}'
+        f'<span style="color:{engine_colors(eng)[1]}">{html_escape(eng)}</span>: '
+        f"{html_escape(', '.join(ids))}"
         for eng, ids in by.items()
     )
 
 
 def _cost(c: Cost) -> str:
-    return f"&lt;C_b = {e(f'{c.bottleneck:.4g}')}, C_u = {e(f'{c.utilization:.4g}')}&gt;"
+    b, u = html_escape(f"{c.bottleneck:.4g}"), html_escape(f"{c.utilization:.4g}")
+    return f"&lt;C_b = {b}, C_u = {u}&gt;"
 
 
 def _section(anchor: str, title: str, *body: str) -> str:
-    return f'<section id="{anchor}"><h2>{e(title)}</h2>{"".join(body)}</section>'
+    return f'<section id="{anchor}"><h2>{html_escape(title)}</h2>{"".join(body)}</section>'
 
 
 # -- sections -----------------------------------------------------------------------------
@@ -180,10 +184,12 @@ def _summary(r: Report) -> str:
     return _section(
         "summary",
         "Summary",
-        f"<p>Shown: <b>{e(r.shown_label)}</b>, {_placement(r.placement)}.{e(rank_text)}</p>",
+        f"<p>Shown: <b>{html_escape(r.shown_label)}</b>, {_placement(r.placement)}."
+        f"{html_escape(rank_text)}</p>",
         f'<p class="big">cost vector {_cost(r.cost)} · {_feasible(r.cost.feasible)} at '
-        f"{e(fmt(r.rate)) if r.rate else 'the catalog rates'}</p>",
-        f"<p>Predicted to stop keeping up at <b>{e(limit)}</b> (the rate where C_b reaches 1; "
+        f"{html_escape(fmt(r.rate)) if r.rate else 'the catalog rates'}</p>",
+        f"<p>Predicted to stop keeping up at <b>{html_escape(limit)}</b> "
+        "(the rate where C_b reaches 1; "
         "<code>api.max_feasible_rate</code>).</p>",
         '<p class="note">C_b (bottleneck) is the largest utilization of one unit (an operator, '
         "a columnar group, or with the shared row core all row operators together); C_u sums "
@@ -196,7 +202,8 @@ def _summary(r: Report) -> str:
 
 def _plan(r: Report) -> str:
     legend = "".join(
-        f'<span class="pill" style="background:{fill};border-color:{stroke}">{e(name)}</span>'
+        f'<span class="pill" style="background:{fill};border-color:{stroke}">'
+        f"{html_escape(name)}</span>"
         for name, (fill, stroke) in ENGINE_COLORS.items()
     )
     legend += (
@@ -209,11 +216,12 @@ def _plan(r: Report) -> str:
     for g in r.groups:
         stroke = engine_colors(g.engine)[1]
         sqls.append(
-            f'<div class="sqlbox" id="sql-{e(g.id)}" style="border-color:{stroke}">'
-            f"<h3>{e(g.id)} on {e(g.engine)}: {e(', '.join(g.operators))}</h3>"
-            f'<p class="note">top {e(g.top)} · u {e(fmt(g.u))} · '
-            f"{e(fmt(1e3 * g.seconds_per_invocation))} ms per slide (predicted)</p>"
-            f"<pre>{e(g.sql)}</pre>" + _sql_columns(g.inputs, g.top, g.outputs) + "</div>"
+            f'<div class="sqlbox" id="sql-{html_escape(g.id)}" style="border-color:{stroke}">'
+            f"<h3>{html_escape(g.id)} on {html_escape(g.engine)}: "
+            f"{html_escape(', '.join(g.operators))}</h3>"
+            f'<p class="note">top {html_escape(g.top)} · u {html_escape(fmt(g.u))} · '
+            f"{html_escape(fmt(1e3 * g.seconds_per_invocation))} ms per slide (predicted)</p>"
+            f"<pre>{html_escape(g.sql)}</pre>" + _sql_columns(g.inputs, g.top, g.outputs) + "</div>"
         )
     if not sqls:
         sqls.append(
@@ -227,17 +235,17 @@ def _plan(r: Report) -> str:
         "<h3>Migration candidates and their generated SQL</h3>",
         *sqls,
         "<h3>As text (the plan printer of <code>hycq explain</code>)</h3>",
-        f"<pre>{e(r.plan_text)}</pre>",
+        f"<pre>{html_escape(r.plan_text)}</pre>",
     )
 
 
 def _sql_columns(inputs: Sequence[tuple[str, str]], top: str, outputs: Sequence[str]) -> str:
     """What the SQL's tables and positional columns (c0, c1, ...) stand for."""
-    ins = "; ".join(f"{e(t)} = output of <b>{e(op)}</b>" for t, op in inputs)
-    cols = ", ".join(f"c{k} = {e(name)}" for k, name in enumerate(outputs))
+    ins = "; ".join(f"{html_escape(t)} = output of <b>{html_escape(op)}</b>" for t, op in inputs)
+    cols = ", ".join(f"c{k} = {html_escape(name)}" for k, name in enumerate(outputs))
     return (
         f'<p class="note">Inputs (columns c0, c1, ... of each operator\'s output): {ins}. '
-        f"Result = output of <b>{e(top)}</b>: {cols}.</p>"
+        f"Result = output of <b>{html_escape(top)}</b>: {cols}.</p>"
     )
 
 
@@ -248,19 +256,20 @@ def _operators(r: Report) -> str:
         columns = ", ".join(c["name"] for c in op["schema"])
         rows.append(
             [
-                f"<b>{e(op['id'])}</b>",
-                e(op["kind"]),
-                f'<span style="color:{engine_colors(op["engine"])[1]}">{e(op["engine"])}</span>',
-                e(op["detail"]),
-                e(", ".join(op["inputs"])),
-                "\x00num" + e(lam_in),
+                f"<b>{html_escape(op['id'])}</b>",
+                html_escape(op["kind"]),
+                f'<span style="color:{engine_colors(op["engine"])[1]}">'
+                f"{html_escape(op['engine'])}</span>",
+                html_escape(op["detail"]),
+                html_escape(", ".join(op["inputs"])),
+                "\x00num" + html_escape(lam_in),
                 _n(op["lambda_out"]),
                 _n(op["cardinality"]),
                 _g(op["unit_cost"]),
                 _g(op["u"]),
-                e(op["unit"]),
+                html_escape(op["unit"]),
                 '<span class="bad">▲ yes</span>' if op["bottleneck"] else "",
-                e(columns),
+                html_escape(columns),
             ]
         )
         classes.append("hotrow" if op["bottleneck"] else "")
@@ -298,7 +307,7 @@ def _alternatives(r: Report) -> str:
     a = r.alternatives
     rows = [
         [
-            f"<b>shown ({e(r.shown_label)})</b>",
+            f"<b>shown ({html_escape(r.shown_label)})</b>",
             _placement(r.placement),
             _g(r.cost.bottleneck),
             _g(r.cost.utilization),
@@ -311,13 +320,14 @@ def _alternatives(r: Report) -> str:
         v = alt.verdict
         tone = "bad" if v.outcome == "wins" else ""
         verdict = (
-            f'<span class="{tone}">{e(v.outcome)}</span> on <b>{e(v.condition)}</b>: {e(v.reason)}'
+            f'<span class="{tone}">{html_escape(v.outcome)}</span> on '
+            f"<b>{html_escape(v.condition)}</b>: {html_escape(v.reason)}"
             if v.outcome != "same"
-            else e(v.reason)
+            else html_escape(v.reason)
         )
         rows.append(
             [
-                e(alt.name),
+                html_escape(alt.name),
                 _placement(alt.placement),
                 _g(alt.cost.bottleneck),
                 _g(alt.cost.utilization),
@@ -326,8 +336,8 @@ def _alternatives(r: Report) -> str:
                 verdict,
             ]
         )
-    notes = [f"Next best: {e(a.method)}."]
-    notes += [f"Not possible: {e(x)}." for x in a.impossible]
+    notes = [f"Next best: {html_escape(a.method)}."]
+    notes += [f"Not possible: {html_escape(x)}." for x in a.impossible]
     return _section(
         "alternatives",
         "Alternatives and why they lost",
@@ -372,7 +382,8 @@ def _rates(r: Report) -> str:
         switches = (
             "<ul>"
             + "".join(
-                f"<li>at about <b>{e(fmt(w.rate))} tuples/s</b>: {_placement(w.before)} → "
+                f"<li>at about <b>{html_escape(fmt(w.rate))} tuples/s</b>: "
+                f"{_placement(w.before)} → "
                 f"{_placement(w.after)}</li>"
                 for w in s.switches
             )
@@ -401,22 +412,22 @@ def _trace(r: Report) -> str:
     not_costed = max(0, space - pe["phase_two"])
     orders = "; ".join(" ⋈ ".join(o) for o in info["join_orders"]) or "no joins"
     bound = (
-        f"<h3>The plan as bound (before Phase One)</h3><pre>{e(r.bound_text)}</pre>"
+        f"<h3>The plan as bound (before Phase One)</h3><pre>{html_escape(r.bound_text)}</pre>"
         if r.bound_text
         else '<p class="note">Phase One kept the bound join order.</p>'
     )
     rows = [
         ["bind (parse + bind)", _g(ms["bind"]), ""],
-        ["sample statistics", _g(ms["sample"]), e(info["statistics"]["source"])],
+        ["sample statistics", _g(ms["sample"]), html_escape(info["statistics"]["source"])],
         [
             "Phase One (join order, all operators on row)",
             _g(ms["phase_one"]),
-            e(f"{pe['phase_one']} plans examined; join orders: {orders}"),
+            html_escape(f"{pe['phase_one']} plans examined; join orders: {orders}"),
         ],
         [
             "Phase Two (placement)",
             _g(ms["phase_two"]),
-            e(
+            html_escape(
                 f"{mode}: {pe['phase_two']} complete plans costed, "
                 f"{pe['phase_two_partial']} partial plans built, of {space:,} placements "
                 f"({not_costed:,} never costed: pruned)"
@@ -429,7 +440,7 @@ def _trace(r: Report) -> str:
         "Optimizer trace",
         _table(["step", "ms", "what"], rows),
         "<h3>The Phase-One plan (the plan Phase Two places)</h3>",
-        f"<pre>{e(r.phase_one_text)}</pre>",
+        f"<pre>{html_escape(r.phase_one_text)}</pre>",
         bound,
     )
 
@@ -475,7 +486,7 @@ def _bench(r: Report) -> str:
         warm = x.get("warm_start", {})
         rows.append(
             [
-                e(x["plan"]),
+                html_escape(x["plan"]),
                 _n(x["rate"]),
                 _placement(x.get("placement", {})),
                 _g(pr["bottleneck"]),
@@ -484,15 +495,16 @@ def _bench(r: Report) -> str:
                 _n(x["rate"] / pr["bottleneck"] if pr["bottleneck"] > 0 else None),
                 _n(m["throughput"]),
                 _feasible(m["throughput"] >= x["rate"]),
-                e("" if warm.get("complete", True) else "incomplete"),
-                e(x.get("cost_model", "")),
+                html_escape("" if warm.get("complete", True) else "incomplete"),
+                html_escape(x.get("cost_model", "")),
             ]
         )
     if b.switches:
         switches = (
             "<ul>"
             + "".join(
-                f"<li>between {e(fmt(w.rate_before))} and {e(fmt(w.rate_after))} tuples/s: "
+                f"<li>between {html_escape(fmt(w.rate_before))} and "
+                f"{html_escape(fmt(w.rate_after))} tuples/s: "
                 f"{_placement(w.before)} → {_placement(w.after)}</li>"
                 for w in b.switches
             )
@@ -503,7 +515,8 @@ def _bench(r: Report) -> str:
     return _section(
         "bench",
         "Measured against predicted throughput",
-        f'<p class="note">From {e(b.path)}: {len(b.records)} records. Predicted throughput '
+        f'<p class="note">From {html_escape(b.path)}: {len(b.records)} records. '
+        "Predicted throughput "
         "is rate / C_b (the rate at which the bottleneck unit would be saturated if every u "
         "scaled with the rate); measured is the highest sustained input rate (hycq bench).</p>",
         f'<div class="scroll">{chart}</div>',
@@ -545,17 +558,17 @@ def _run(r: Report) -> str:
             if pred
             else "—",
         ],
-        ["results / instants", e(f"{m.get('results', '—')} / {m.get('instants', '—')}")],
-        ["latency p50 / p99 (ms)", e(f"{fmt(lat.get('p50'))} / {fmt(lat.get('p99'))}")],
+        ["results / instants", html_escape(f"{m.get('results', '—')} / {m.get('instants', '—')}")],
+        ["latency p50 / p99 (ms)", html_escape(f"{fmt(lat.get('p50'))} / {fmt(lat.get('p99'))}")],
         ["peak RSS (MB)", _n(m.get("peak_rss_mb"))],
         ["dead-lettered rows", _n(m.get("dead_letter"))],
-        ["pace", e(m.get("pace", "—"))],
+        ["pace", html_escape(m.get("pace", "—"))],
     ]
     units = [
         [
-            e(u.name),
-            f'<span style="color:{engine_colors(u.engine)[1]}">{e(u.engine)}</span>',
-            e(", ".join(u.operators)),
+            html_escape(u.name),
+            f'<span style="color:{engine_colors(u.engine)[1]}">{html_escape(u.engine)}</span>',
+            html_escape(", ".join(u.operators)),
             _g(u.busy_s),
             _g(u.measured_u),
             _g(u.predicted_u),
@@ -578,4 +591,4 @@ def _run(r: Report) -> str:
 
 
 def _query(r: Report) -> str:
-    return _section("query", "Query", f"<pre>{e(r.query_text)}</pre>")
+    return _section("query", "Query", f"<pre>{html_escape(r.query_text)}</pre>")

@@ -32,8 +32,8 @@ NODE_W, NODE_H = 190, 76
 GAP_X, LAYER_H, MARGIN = 36, 128, 24
 
 
-def e(text: object) -> str:
-    """Escape for HTML text and attribute values (quotes included)."""
+def html_escape(text: object) -> str:
+    """``text`` escaped for HTML text and attribute values (quotes included)."""
     return escape(str(text), quote=True)
 
 
@@ -164,16 +164,16 @@ def _group(
     stroke = engine_colors(engine)[1]
     top = min(members, key=lambda m: (boxes[m].y, boxes[m].x))
     lx, ly = boxes[top].x - pad + 4, boxes[top].y - pad - 6
-    mask = f"gmask-{e(gid)}"
+    mask = f"gmask-{html_escape(gid)}"
     return (
-        f'<g class="group" id="graph-{e(gid)}">'
+        f'<g class="group" id="graph-{html_escape(gid)}">'
         f'<mask id="{mask}" maskUnits="userSpaceOnUse"><rect x="-10000" y="-10000" '
         f'width="40000" height="40000" fill="white"/><g fill="black">{body}</g></mask>'
         f'<g fill="{stroke}" opacity="0.08">{body}</g>'
         f'<g mask="url(#{mask})" fill="none" stroke="{stroke}" stroke-width="4" '
         f'stroke-dasharray="8 5">{body}</g>'
-        f'<a href="#sql-{e(gid)}"><text x="{lx:.1f}" y="{ly:.1f}" class="glabel" '
-        f'fill="{stroke}">{e(gid)} · {e(engine)} · SQL ↓</text></a></g>'
+        f'<a href="#sql-{html_escape(gid)}"><text x="{lx:.1f}" y="{ly:.1f}" class="glabel" '
+        f'fill="{stroke}">{html_escape(gid)} · {html_escape(engine)} · SQL ↓</text></a></g>'
     )
 
 
@@ -191,16 +191,16 @@ def _node(r: Mapping[str, Any], box: _Box) -> str:
     )
     x, y = box.x, box.y
     parts = [
-        f'<g class="op" id="op-{e(r["id"])}"><title>{e(tip)}</title>',
+        f'<g class="op" id="op-{html_escape(r["id"])}"><title>{html_escape(tip)}</title>',
         f'<rect x="{x:.1f}" y="{y:.1f}" width="{NODE_W}" height="{NODE_H}" rx="8" '
         f'fill="{fill}" stroke="{BOTTLENECK if hot else stroke}" '
         f'stroke-width="{3 if hot else 1.5}"/>',
-        f'<text x="{x + 10:.1f}" y="{y + 18:.1f}" class="opid">{e(r["id"])}</text>',
-        f'<text x="{x + 10:.1f}" y="{y + 35:.1f}">{e(r["kind"])} · '
-        f'<tspan fill="{stroke}" font-weight="600">{e(r["engine"])}</tspan></text>',
-        f'<text x="{x + 10:.1f}" y="{y + 52:.1f}">{e(u_text)}</text>',
-        f'<text x="{x + 10:.1f}" y="{y + 68:.1f}" class="small">λ {e(lam_in)} → '
-        f"{e(fmt(r.get('lambda_out')))}/s</text>",
+        f'<text x="{x + 10:.1f}" y="{y + 18:.1f}" class="opid">{html_escape(r["id"])}</text>',
+        f'<text x="{x + 10:.1f}" y="{y + 35:.1f}">{html_escape(r["kind"])} · '
+        f'<tspan fill="{stroke}" font-weight="600">{html_escape(r["engine"])}</tspan></text>',
+        f'<text x="{x + 10:.1f}" y="{y + 52:.1f}">{html_escape(u_text)}</text>',
+        f'<text x="{x + 10:.1f}" y="{y + 68:.1f}" class="small">λ {html_escape(lam_in)} → '
+        f"{html_escape(fmt(r.get('lambda_out')))}/s</text>",
     ]
     if hot:
         parts.append(
@@ -282,7 +282,7 @@ def log_chart(
 
     out = [
         f'<svg class="chart" role="img" width="{width}" '
-        f'height="{height}" viewBox="0 0 {width} {height}" aria-label="{e(y_label)}">',
+        f'height="{height}" viewBox="0 0 {width} {height}" aria-label="{html_escape(y_label)}">',
         f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="#fff" stroke="#999"/>',
     ]
     out.extend(
@@ -298,9 +298,10 @@ def log_chart(
         for t in _log_ticks(y_lo, y_hi)
     )
     out.append(
-        f'<text x="{left + pw / 2}" y="{height - 10}" text-anchor="middle">{e(x_label)}</text>'
+        f'<text x="{left + pw / 2}" y="{height - 10}" text-anchor="middle">'
+        f"{html_escape(x_label)}</text>"
         f'<text x="16" y="{top + ph / 2}" text-anchor="middle" '
-        f'transform="rotate(-90 16 {top + ph / 2})">{e(y_label)}</text>'
+        f'transform="rotate(-90 16 {top + ph / 2})">{html_escape(y_label)}</text>'
     )
     legend: list[tuple[str, str, bool]] = []
     if diagonal:
@@ -314,14 +315,15 @@ def log_chart(
     for v, label in vlines:
         out.append(
             f'<line x1="{px(v):.1f}" y1="{top}" x2="{px(v):.1f}" y2="{top + ph}" '
-            f'stroke="{BOTTLENECK}" stroke-dasharray="5 3"><title>{e(label)}</title></line>'
+            f'stroke="{BOTTLENECK}" stroke-dasharray="5 3">'
+            f"<title>{html_escape(label)}</title></line>"
         )
         legend.append((label, BOTTLENECK, True))
     for v, label in hlines:
         if y_lo < v < y_hi:
             out.append(
                 f'<line x1="{left}" y1="{py(v):.1f}" x2="{left + pw}" y2="{py(v):.1f}" '
-                f'stroke="#555" stroke-dasharray="8 3"><title>{e(label)}</title></line>'
+                f'stroke="#555" stroke-dasharray="8 3"><title>{html_escape(label)}</title></line>'
             )
             legend.append((label, "#555", True))
     for s in series:
@@ -345,7 +347,7 @@ def log_chart(
         out.append(
             f'<line x1="{x}" y1="{y}" x2="{x + 24}" y2="{y}" stroke="{color}" '
             f'stroke-width="2"{dash}/><text x="{x + 30}" y="{y + 4}" class="small">'
-            f"{e(label)}</text>"
+            f"{html_escape(label)}</text>"
         )
     out.append("</svg>")
     return "".join(out)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from optimizer.ir.catalog import Catalog
 from optimizer.ir.errors import Source
 from optimizer.ir.plan import LogicalPlan
-from optimizer.sql.binder import Binder
+from optimizer.sql.bind import Binder
 from optimizer.sql.parse import parse_select
 
 

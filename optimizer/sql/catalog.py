@@ -17,7 +17,7 @@ A catalog names the streams a query may read::
     houses = 40                 # keyed: seed, origin, keys, skew, start, end, silent
     seed = 42
 
-    [streams.readings.statistics]   # optional, for the optimizer (issue 5)
+    [streams.readings.statistics]   # optional, for the optimizer
     distinct = { plug_id = 1677 }
     selectivity = { "property = 1" = 0.5 }
 

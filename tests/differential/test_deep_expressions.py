@@ -14,7 +14,7 @@ from hycq.api import LoadedQuery, execute, explain, resolve_placement
 from optimizer.ir.errors import UnsupportedError
 from optimizer.ir.placement import groups
 from optimizer.sql import plan_query
-from optimizer.sql.binder import MAX_DEPTH
+from optimizer.sql.bind import MAX_DEPTH
 from optimizer.sql.catalog import load_catalog
 from tests.datagen import small_smartplug
 from tests.oracle import assert_same_stream, oracle

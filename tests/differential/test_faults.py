@@ -104,7 +104,10 @@ def test_group_moves_to_fallback_engine_when_restarts_do_not_help(
         self.fallback = lambda: DuckDBEngine()  # a healthy engine of its own
 
     monkeypatch.setattr(MigOp, "__init__", init)
-    with pytest.warns(RuntimeWarning, match="moved the group"):
+    with pytest.warns(RuntimeWarning) as caught:
         result = execute(plan_query(QUERY, CATALOG), CATALOG, {"readings": data}, "column")
+    messages = [str(w.message) for w in caught]
+    assert sum("restarting it" in m for m in messages) == 2, messages  # then the move
+    assert sum("moved the group" in m for m in messages) == 1, messages
     assert_same_stream(result.table, _expected(data))
     assert len(result.metrics["faults"]) == 3  # first try + 2 restarts, then the move

@@ -4,7 +4,7 @@ The keyed queries (queries/keyed: 2- and 3-way window joins on keys, a theta joi
 aggregates of two streams, ISTREAM, RSTREAM, two time units) run over keyed workloads whose
 streams are each in event-time order but differ in density, start and end, and silences:
 the engines' result stream must equal the oracle's (tests/oracle.py, which goes by event
-time alone) with no tuple dead-lettered, on the row engine, DuckDB, Spark and mixed
+time alone) with no tuple dead-lettered, on every engine (tests/engines.py) and on mixed
 placements. Then: results do not depend on batch sizes (Hypothesis), and a stream far denser
 than the others is read at most one batch ahead.
 """
@@ -27,7 +27,8 @@ from hycq.api import execute
 from optimizer.ir.plan import Source
 from optimizer.sql import plan_query
 from optimizer.sql.catalog import load_catalog
-from tests.differential.test_placements import random_placements
+from tests.differential.test_engines import MIXES, random_placements
+from tests.engines import marks_of
 from tests.lateness import dead_letter_count, without_late
 from tests.oracle import assert_same_stream, oracle
 from tests.shipped import KEYED
@@ -110,17 +111,21 @@ def test_shapes_are_what_they_claim() -> None:
         assert ts == sorted(ts)
 
 
-@pytest.mark.parametrize("shape", sorted(SHAPES))
-@pytest.mark.parametrize("query", sorted(QUERIES))
-def test_row_engine(query: str, shape: str) -> None:
-    _run(query, shape, "row")
+#: Spark answers a query in 0.3-1 s: its cases run 16 event-seconds of one shape (t is silent
+#: for 4 of them).
+SPARK_SECONDS = 16
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("shape", sorted(SHAPES))
 @pytest.mark.parametrize("query", sorted(QUERIES))
-def test_duckdb(query: str, shape: str) -> None:
-    _run(query, shape, "column")
+def test_query_on_engine(engine: str, query: str) -> None:
+    """The whole plan on one engine (tests/engines.py), over every workload shape."""
+    placement = "row" if engine == "row" else "column"
+    if engine == "spark":
+        _run(query, "silent", placement, engine=engine, seconds=SPARK_SECONDS)
+        return
+    for shape in sorted(SHAPES):
+        _run(query, shape, placement, engine=engine if engine != "row" else "duckdb")
 
 
 @pytest.mark.slow
@@ -131,24 +136,15 @@ def test_mixed_placements(query: str) -> None:
         _run(query, ("start_end", "silent")[k % 2], placement)
 
 
-#: Spark answers a query in 0.3-1 s: its cases run 16 event-seconds (t is silent for 4 of them).
-SPARK_SECONDS = 16
-
-
-@pytest.mark.spark
 @pytest.mark.slow
-@pytest.mark.parametrize("query", ["istream", "j2"])
-def test_spark(query: str) -> None:
-    _run(query, "silent", "column", engine="spark", seconds=SPARK_SECONDS)
-
-
-@pytest.mark.spark
-@pytest.mark.slow
-def test_row_duckdb_spark_in_one_plan() -> None:
+@pytest.mark.parametrize(
+    "mix", [pytest.param(MIXES[-1], marks=marks_of(MIXES[-1]), id="+".join(MIXES[-1]))]
+)
+def test_every_engine_in_one_plan(mix: tuple[str, ...]) -> None:
     plan = plan_query(QUERIES["j3"], CATALOG)
     r2r = [i for i in plan.topological() if plan.op(i).category.name == "R2R"]
-    engines = ["row", "duckdb", "spark"]
-    placement = {op: engines[k % 3] for k, op in enumerate(r2r)}
+    placement = {op: mix[k % len(mix)] for k, op in enumerate(r2r)}
+    assert set(placement.values()) == set(mix)
     _run("j3", "densities", placement, seconds=SPARK_SECONDS)
 
 

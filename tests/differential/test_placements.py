@@ -1,14 +1,14 @@
-"""Every placement gives the oracle's result stream: pure row, pure DuckDB, pure Spark and
-random mixed placements (MIG groups on DuckDB/Spark between row-engine operators).
+"""The optimizer's plans (``--placement auto``) give the oracle's result stream.
 
-The oracle (DuckDB re-running the query over each window, tests/oracle.py) is computed once
-per query and data set and compared with every placement.
+Whole plans on each engine and random mixed placements are in test_engines.py (the suite over
+every engine); here the optimizer chooses the join order and the placement. The oracle
+(DuckDB re-running the query over each window, tests/oracle.py) is computed once per query
+and data set.
 """
 
 from __future__ import annotations
 
 import functools
-import random
 from pathlib import Path
 
 import pyarrow as pa
@@ -17,7 +17,6 @@ import pytest
 from hycq.api import execute
 from hycq.planning import OptimizerOptions
 from optimizer.ir.catalog import Catalog
-from optimizer.ir.plan import Category, LogicalPlan
 from optimizer.sql import plan_query
 from optimizer.sql.catalog import load_catalog
 from tests.datagen import small_smartplug
@@ -27,19 +26,16 @@ from tests.shipped import READINGS
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = READINGS  # the smart-plug queries (keyed ones: test_multi_stream.py)
-GOLDEN = sorted((ROOT / "tests" / "golden" / "queries").glob("*.sql"))
-SMARTPLUG = ROOT / "queries" / "smartplug" / "catalog.toml"
 
 #: (event-seconds, tuples/s): 5-minute windows fill and slide for 20 s.
 SPAN = (320, 6.0)
-#: Golden queries have windows of at most a minute (ROWS 1000 needs a little more data).
-GOLDEN_SPAN = {"rows_window": (150, 20.0), "avg_per_plug": (320, 6.0)}
+#: The 5- and 8-way joins' windows are up to 15 minutes long; their 1- and 3-minute windows
+#: expire within two minutes.
+MIXED_SPAN = {"join_5": (200, 6.0), "join_8": (200, 4.0)}
 
 
 def _catalog_for(path: Path) -> Catalog:
-    return load_catalog(
-        path.parent / "catalog.toml" if path.parent.parent == ROOT / "queries" else SMARTPLUG
-    )
+    return load_catalog(path.parent / "catalog.toml")
 
 
 @functools.cache
@@ -52,75 +48,6 @@ def _case(path: Path, seconds: int, rate: float, seed: int) -> tuple[str, pa.Tab
     return query, data, expected
 
 
-def random_placements(
-    plan: LogicalPlan, n: int, engines: tuple[str, ...], seed: int
-) -> list[dict[str, str]]:
-    """``n`` distinct random placements of the R2R operators, each using >= 2 engines."""
-    r2r = [i for i in plan.topological() if plan.op(i).category is Category.R2R]
-    rng = random.Random(seed)
-    out: list[dict[str, str]] = []
-    for _ in range(200):
-        p = {i: rng.choice(engines) for i in r2r}
-        if len(set(p.values())) > 1 and p not in out:
-            out.append(p)
-        if len(out) == n:
-            break
-    return out
-
-
-def _run(
-    path: Path,
-    placement: str | dict[str, str],
-    span: tuple[int, float],
-    engine: str = "duckdb",
-    seed: int = 3,
-    optimizer: OptimizerOptions | None = None,
-) -> dict:
-    query, data, expected = _case(path, span[0], span[1], seed)
-    catalog = _catalog_for(path)
-    plan = plan_query(query, catalog, path.name)
-    result = execute(
-        plan,
-        catalog,
-        {"readings": data},
-        placement=placement,
-        column_engine=engine,
-        optimizer=optimizer,
-    )
-    assert_same_stream(result.table, expected)
-    assert not result.metrics["faults"]
-    return result.metrics
-
-
-#: The 5- and 8-way joins' windows are up to 15 minutes long; their 1- and 3-minute windows
-#: expire within two minutes, which keeps five mixed placements each affordable.
-MIXED_SPAN = {"join_5": (200, 6.0), "join_8": (200, 4.0)}
-
-CASES = [(p, SPAN) for p in SHIPPED] + [(p, GOLDEN_SPAN.get(p.stem, (90, 12.0))) for p in GOLDEN]
-
-
-def _id(case: tuple[Path, tuple[int, float]]) -> str:
-    return f"{case[0].parent.name}/{case[0].stem}"
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("case", CASES, ids=_id)
-def test_pure_duckdb(case: tuple[Path, tuple[int, float]]) -> None:
-    _run(case[0], "column", case[1])
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("case", CASES, ids=_id)
-def test_random_mixed_placements(case: tuple[Path, tuple[int, float]]) -> None:
-    path, span = case
-    plan = plan_query(path.read_text(), _catalog_for(path))
-    placements = random_placements(plan, 5, ("row", "duckdb"), seed=len(path.stem))
-    n_r2r = len([i for i in plan.topological() if plan.op(i).category is Category.R2R])
-    assert len(placements) == min(5, 2**n_r2r - 2)  # every mixed one when fewer exist
-    for p in placements:
-        _run(path, p, MIXED_SPAN.get(path.stem, span))
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("rate", [2000.0, 40000.0])
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: f"{p.parent.name}/{p.stem}")
@@ -129,40 +56,18 @@ def test_optimizer_plan(path: Path, rate: float) -> None:
     rates gives the oracle's stream; at 40k tuples/s Q2's correlated aggregate leaves the
     row engine (the dissertation's hybrid plan). Q1's stays on it: its per-plug MAX changes
     for ~0.7% of the plugs per slide, so the row join seldom re-probes (docs/optimizer.md)."""
-    m = _run(
-        path,
-        "auto",
-        MIXED_SPAN.get(path.stem, SPAN),
+    query, data, expected = _case(path, *MIXED_SPAN.get(path.stem, SPAN), seed=3)
+    catalog = _catalog_for(path)
+    result = execute(
+        plan_query(query, catalog, path.name),
+        catalog,
+        {"readings": data},
+        placement="auto",
         optimizer=OptimizerOptions(rate=rate, cost_model="analytical"),
     )
+    assert_same_stream(result.table, expected)
+    assert not result.metrics["faults"]
+    m = result.metrics
     assert m["cost_model"] == "analytical"
     if rate == 40000.0 and path.stem == "q2":
         assert set(m["placement"].values()) == {"row", "duckdb"}
-
-
-#: Spark answers a query in ~0.1-1 s, so its cases use short spans: the shipped queries'
-#: 5-minute windows do not expire within them, the golden queries' small windows do.
-SPARK_SPAN = (12, 20.0)
-
-
-@pytest.mark.spark
-@pytest.mark.slow
-@pytest.mark.parametrize("path", SHIPPED + GOLDEN, ids=lambda p: f"{p.parent.name}/{p.stem}")
-def test_pure_spark(path: Path) -> None:
-    span = (
-        SPARK_SPAN
-        if path in SHIPPED
-        else (min(GOLDEN_SPAN.get(path.stem, (40, 12.0))[0], 40), 12.0)
-    )
-    _run(path, "column", span, engine="spark")
-
-
-@pytest.mark.spark
-@pytest.mark.slow
-def test_three_engines_in_one_plan() -> None:
-    path = ROOT / "queries" / "smartplug" / "q3.sql"
-    plan = plan_query(path.read_text(), _catalog_for(path))
-    r2r = [i for i in plan.topological() if plan.op(i).category is Category.R2R]
-    engines = ["row", "duckdb", "spark"]
-    placement = {op: engines[k % 3] for k, op in enumerate(r2r)}
-    _run(path, placement, SPARK_SPAN)

@@ -1,4 +1,4 @@
-"""``hycq explain`` and ``run --placement auto`` with the cost-based optimizer (issue 5).
+"""``hycq explain`` and ``run --placement auto`` with the cost-based optimizer.
 
 Real subprocesses of the command line. The tests pin ``--cost-model analytical`` where a
 decision is asserted, so they do not depend on a calibration profile.

@@ -60,7 +60,9 @@ def test_metrics_have_the_contract_fields(q5_parquet: tuple[pa.Table, dict]) -> 
     _, m = q5_parquet
     assert set(m) >= CONTRACT_METRICS
     assert m["tuples_in"] == 40000 and m["rate"] == 2000 and m["dead_letter"] == 0
-    assert m["kept_up"] is True and m["throughput"] > 2000
+    # Consistent with their definitions (no figure: timing belongs to the benchmarks).
+    assert m["wall_s"] > 0 and m["throughput"] == pytest.approx(m["tuples_in"] / m["wall_s"])
+    assert m["kept_up"] is (m["throughput"] >= m["rate"])  # at --pace max
     assert set(m["latency_ms"]) == {"p50", "p99"} and m["latency_ms"]["p99"] >= 0
     explained = json.loads(hycq("explain", str(Q5), "--json").stdout)
     assert m["placement"] == {op["id"]: op["engine"] for op in explained["operators"]}

@@ -1,7 +1,7 @@
 """Overload: a plan offered about 3x the rate it can process, at ``--pace realtime``.
 
 The run loop pulls one batch from the source only after the engine has taken the previous
-one (engines/runtime.py): there is no queue between reading and processing, so a plan that
+one (engines/runtime/loop.py): there is no queue between reading and processing, so a plan that
 cannot keep up slows the reading down instead of buffering a backlog. The run falls behind
 the wall clock, reports ``kept_up: false`` and the throughput it achieved, and its memory is
 what the plan needs at that rate (the same as a run at max pace), not a growing backlog.

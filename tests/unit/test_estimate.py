@@ -6,6 +6,7 @@ import math
 from dataclasses import replace
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from optimizer.estimate import (
@@ -125,7 +126,6 @@ def test_rate_override_per_stream_and_missing_rate(catalog: Catalog) -> None:
 
 
 def test_selectivity_measured_from_a_sample(catalog: Catalog) -> None:
-    pa = pytest.importorskip("pyarrow")
     plan = plan_query((JOINS / "join_2.sql").read_text(), catalog)
     sample = pa.table({"property": [0, 1, 1, 1], "value": [1.0, 2.0, 3.0, 4.0]})
     measured = sample_selectivities(plan, sample)

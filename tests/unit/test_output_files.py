@@ -53,10 +53,12 @@ def test_an_aborted_file_leaves_nothing_and_the_old_file_intact(tmp_path: Path) 
 
 def test_remove_temporaries_removes_what_was_not_committed(tmp_path: Path) -> None:
     out = OutputFile(tmp_path / "o.txt", "--out")
-    out.file("w").write("x")
+    fh = out.file("w")
+    fh.write("x")
     assert out.tmp is not None and out.tmp.exists()
     remove_temporaries()
     assert list(tmp_path.iterdir()) == []
+    fh.close()  # the process would exit; here the test closes what it opened
 
 
 @pytest.mark.parametrize(

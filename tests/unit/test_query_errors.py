@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from sqlglot import exp
 
 from optimizer.ir.catalog import Catalog
 from optimizer.ir.errors import (
@@ -995,7 +996,10 @@ def test_shipped_queries_bind() -> None:
     ],
 )
 def test_duckdb_syntax_parses(sql: str) -> None:
-    parse_select(Source(sql))
+    select = parse_select(Source(sql))
+    assert isinstance(select, exp.Select) and select.expressions
+    assert {t.name for t in select.find_all(exp.Table)} <= {"t", "u"}
+    assert select.args.get("from_") is not None
 
 
 def test_array_literal_in_query_is_a_clear_error(catalog: Catalog) -> None:

@@ -1,4 +1,4 @@
-"""Statistics measured on a sample of the input (issue 5, deliverable 1)."""
+"""Statistics measured on a sample of the input."""
 
 from __future__ import annotations
 

@@ -1,0 +1,359 @@
+"""A run's inputs: sources opened (generators, CSV/Parquet replay, ``rate`` rescaling),
+timestamps checked and converted to the query's time base, and the streams merged by event
+time into one arrival sequence (``MergedInputs``)."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engines.arrow_types import arrow_schema
+from engines.defaults import DEFAULT_DURATION_S
+from engines.runtime.dead_letters import DeadLetters, validate
+from engines.runtime.engine import PlanExecutor
+from engines.runtime.options import OptionNames, RunOptions
+from engines.time_merge import TimeMerge
+from optimizer.ir.catalog import TIME_UNITS_MS, Catalog, StreamDef
+from optimizer.ir.errors import DataError, OptionError
+from optimizer.ir.plan import LogicalPlan
+from optimizer.ir.plan import Source as SourceOp
+from optimizer.ir.plan import Window as WindowOp
+
+
+@dataclass
+class StreamInput:
+    """One input stream of a run: its catalog entry and its batches in arrival order."""
+
+    stream: StreamDef
+    batches: Iterator[pa.RecordBatch]
+    rate: float  # tuples per event-second (density of the data)
+    description: str
+    expected_rows: int | None = None
+    #: ``rate`` is only the catalog's: report the density the data actually had
+    measured: bool = False
+
+
+def ticks_per_second(stream: StreamDef) -> int:
+    """Ticks per second of the stream's own time unit (its raw timestamps)."""
+    return 1000 // TIME_UNITS_MS[stream.time_unit]
+
+
+def plan_time_unit(plan: LogicalPlan) -> str:
+    """The query's time base: the unit the binder gave every source (the finest unit among
+    the streams the query reads). Timestamps, windows, instants and ``_ts`` are in it."""
+    units = {op.time_unit for op in plan.operators() if isinstance(op, SourceOp)}
+    return min(units, key=lambda u: TIME_UNITS_MS[u]) if units else "s"
+
+
+def plan_slides(plan: LogicalPlan) -> list[int]:
+    """The slides (in ticks) of the plan's time-sliding windows: its instants are their
+    multiples."""
+    return sorted(
+        {op.slide for op in plan.operators() if isinstance(op, WindowOp) and not op.slide_rows}
+    )
+
+
+def open_inputs(
+    plan: LogicalPlan,
+    catalog: Catalog,
+    options: RunOptions,
+    dead: DeadLetters | None = None,
+    skip: Collection[str] = (),
+) -> list[StreamInput]:
+    """The input of every stream the plan reads (but those named in ``skip``), from the
+    ``data`` files or the catalog's source.
+
+    Bad rows of data files go to ``dead`` (and are skipped); without it they raise DataError.
+    """
+    names: list[str] = []
+    for op_id in plan.sources:
+        op = plan.op(op_id)
+        assert isinstance(op, SourceOp)
+        names.append(op.stream)
+    known = {n.lower() for n in names}
+    for given in options.data:
+        if given.lower() not in known:
+            raise OptionError(
+                f"{options.names.data} names stream '{given}', which the query does not read",
+                hint=f"the query reads: {', '.join(names)}",
+            )
+    data = {k.lower(): v for k, v in options.data.items()}
+    inputs = []
+    for name in names:
+        if name.lower() in skip:
+            continue
+        stream = catalog.get(name)
+        assert stream is not None
+        path = data.get(name.lower())
+        if path is not None:
+            inputs.append(_file_input(stream, path, None, options, dead))
+        elif stream.source.kind == "generator":
+            inputs.append(_generator_input(stream, options))
+        elif stream.source.kind == "file":
+            assert stream.source.path is not None
+            inputs.append(
+                _file_input(stream, stream.source.path, stream.source.format, options, dead)
+            )
+        else:
+            raise DataError(
+                f"stream '{name}' has no source in the catalog",
+                hint=f"pass {options.names.data} {name}=PATH (CSV or Parquet)",
+            )
+    return inputs
+
+
+def _generator_input(stream: StreamDef, options: RunOptions) -> StreamInput:
+    spec = stream.source
+    rate = options.rate if options.rate is not None else stream.rate
+    seconds = options.duration if options.duration is not None else DEFAULT_DURATION_S
+    if spec.generator == "keyed":
+        return _keyed_input(stream, rate, seconds, options)
+    from engines.sources.smartplug import SCHEMA, SmartPlugGenerator
+
+    kwargs: dict[str, Any] = {
+        k: v
+        for k, v in spec.options
+        if k in ("houses", "seed", "households_per_house", "plugs_per_household", "start")
+    }
+    gen = SmartPlugGenerator(rate=rate, **kwargs)
+    # The catalog declares a subset of the generator's columns (checked when it was loaded).
+    columns = [c.name.lower() for c in stream.columns]
+    batches = gen.batches(seconds, options.batch_seconds)
+    if columns != list(SCHEMA.names):
+        names = [c.name for c in stream.columns]
+        batches = (b.select(columns).rename_columns(names) for b in batches)
+    return StreamInput(
+        stream,
+        batches,
+        gen.rate,
+        f"generator smartplug ({gen.houses} houses, {gen.plugs} plugs, seed {gen.seed})",
+        expected_rows=gen.rows(seconds),
+    )
+
+
+def _keyed_input(
+    stream: StreamDef, rate: float, seconds: float, options: RunOptions
+) -> StreamInput:
+    from engines.sources.keyed import DEFAULT_ORIGIN, KeyedGenerator, KeyedStream
+
+    o = dict(stream.source.options)
+    spec = KeyedStream(
+        stream.name,
+        rate=rate,
+        keys=int(cast(int, o.get("keys", 100))),
+        skew=float(cast(float, o.get("skew", 0.0))),
+        start=float(cast(float, o.get("start", 0.0))),
+        end=cast(float | None, o.get("end")),
+        silent=cast(tuple[tuple[float, float], ...], o.get("silent", ())),
+        time_unit=stream.time_unit,
+    )
+    gen = KeyedGenerator(
+        spec,
+        seed=int(cast(int, o.get("seed", 42))),
+        origin=int(cast(int, o.get("origin", DEFAULT_ORIGIN))),
+    )
+    return StreamInput(
+        stream,
+        gen.batches(seconds, options.batch_seconds),
+        rate,
+        f"generator keyed ({rate:g} tuples/s, {spec.keys} keys, seed {gen.seed})",
+        expected_rows=gen.rows(seconds),
+    )
+
+
+def _file_input(
+    stream: StreamDef,
+    path: Path,
+    fmt: str | None,
+    options: RunOptions,
+    dead: DeadLetters | None = None,
+) -> StreamInput:
+    from engines.sources.files import OnBad, detect_format, read_batches
+
+    if not path.exists():
+        raise DataError(
+            f"data file not found: {path}",
+            hint=f"check the path given with {options.names.data} STREAM=PATH",
+        )
+    if path.is_dir():
+        raise DataError(
+            f"data path is a directory, not a file: {path}",
+            hint=f"give a CSV or Parquet file with {options.names.data} STREAM=PATH",
+        )
+    tps = ticks_per_second(stream)
+    if fmt is None and path.is_file():  # a FIFO is sniffed by the reader (read only once)
+        fmt = detect_format(path, [c.name for c in stream.columns])
+    on_bad: OnBad | None = None
+    if dead is not None:
+        unit = "row" if fmt == "parquet" else "line"
+        name = stream.name
+
+        def on_bad(number: int, raw: str, reason: str) -> None:
+            # "row" is the line's text (Parquet: the row as JSON), not a dict of typed values.
+            dead.add(name, cast(Any, raw), f"{path.name} {unit} {number}: {reason}")
+
+    batches = read_batches(
+        path,
+        fmt,
+        batch_rows=options.read_batch_rows,
+        schema=arrow_schema(stream.schema),
+        on_bad=on_bad,
+    )
+    t_index = stream.time_index
+    batches = _in_range(batches, t_index, stream.name, dead, path.name)
+    if options.rate is not None:
+        batches = _rescale(batches, t_index, options.rate, tps, options.names)
+    rate = options.rate if options.rate is not None else stream.rate
+    return StreamInput(stream, batches, rate, f"file {path}", measured=options.rate is None)
+
+
+#: Largest timestamp magnitude hycq accepts, in ticks (2**62: an instant plus a window or a
+#: slide, at most 2**53 ticks, never overflows BIGINT). Rows beyond are dead-lettered.
+MAX_TIMESTAMP = 2**62
+
+
+def _in_range(
+    batches: Iterator[pa.RecordBatch], t: int, stream: str, dead: DeadLetters | None, where: str
+) -> Iterator[pa.RecordBatch]:
+    """Set aside rows whose timestamp is beyond +-MAX_TIMESTAMP (without ``dead``: DataError)."""
+    for b in batches:
+        ts = b.column(t)
+        lo_hi = pc.min_max(ts)
+        lo, hi = lo_hi["min"].as_py(), lo_hi["max"].as_py()
+        if lo is None or (lo >= -MAX_TIMESTAMP and hi <= MAX_TIMESTAMP):
+            yield b
+            continue
+        out = pc.or_(pc.less(ts, -MAX_TIMESTAMP), pc.greater(ts, MAX_TIMESTAMP))
+        name = b.schema.field(t).name
+        for row in b.filter(out).to_pylist():
+            reason = (
+                f"timestamp {row[name]} in column '{name}' is out of range "
+                f"(at most {MAX_TIMESTAMP} in magnitude)"
+            )
+            if dead is None:
+                raise DataError(f"{where}: {reason}", hint="timestamps are epoch seconds or ms")
+            dead.add(stream, row, f"{where}: {reason}")
+        kept = b.filter(pc.invert(out))
+        if kept.num_rows:
+            yield kept
+
+
+def _rescale(
+    batches: Iterator[pa.RecordBatch], t: int, rate: float, tps: int, names: OptionNames
+) -> Iterator[pa.RecordBatch]:
+    """Replay at ``rate`` tuples per event-second: the i-th tuple gets ts0 + floor(i*tps/rate).
+
+    This is the dissertation's replay tool: order is kept, density becomes ``rate``. A rate
+    so low that the timestamps would leave the supported range is an OptionError.
+    """
+    start: int | None = None
+    index = 0
+    for b in batches:
+        n = b.num_rows
+        if n == 0:
+            continue
+        if start is None:
+            start = int(b.column(t)[0].as_py())
+        if start + (index + n) * (tps / rate) > MAX_TIMESTAMP:
+            raise OptionError(
+                f"{names.rate} {rate:g} spreads the data beyond the supported time range "
+                f"({index + n} tuples at {rate:g} per second from timestamp {start})",
+                hint=f"use a higher {names.rate}",
+            )
+        i = np.arange(index, index + n, dtype=np.int64)
+        index += n
+        ts = start + np.floor(i * (tps / rate)).astype(np.int64)
+        yield b.set_column(t, b.schema.field(t), pa.array(ts, type=b.schema.field(t).type))
+
+
+class MergedInputs:
+    """A run's inputs as one arrival sequence: every batch validated (bad rows to ``dead``)
+    and converted to the query's time base, the streams merged by event time
+    (``engines.time_merge``), ``duration`` seconds kept.
+
+    Iterating yields ``(input, batch)``; before each ``engine.ingest`` call :meth:`tell`,
+    which passes the streams' progress and ends reported since to the engine.
+    """
+
+    def __init__(
+        self,
+        plan: LogicalPlan,
+        inputs: list[StreamInput],
+        duration: float | None,
+        dead: DeadLetters,
+    ) -> None:
+        reads = {op.stream for op in plan.operators() if isinstance(op, SourceOp)}
+        # Inputs of streams the plan does not read (an API caller's extra tables) are skipped.
+        inputs = [i for i in inputs if i.stream.name in reads]
+        self.inputs = inputs
+        self.time_unit = plan_time_unit(plan)
+        self.tps = 1000 // TIME_UNITS_MS[self.time_unit]
+        self.dead = dead
+        self.progress_bar: dict[str, int] = {}
+        # Streams the plan reads without an input have ended from the start.
+        self._ended: list[str] = sorted(reads - {i.stream.name for i in inputs})
+        self.merge = TimeMerge(
+            [(i.batches, i.stream.time_index) for i in inputs],
+            grid=plan_slides(plan),
+            prepare=self._prepare,
+            span=duration * self.tps if duration is not None else None,
+            on_progress=self._on_progress,
+            on_end=self._on_end,
+        )
+
+    def __iter__(self) -> Iterator[tuple[StreamInput, pa.RecordBatch]]:
+        for index, batch in self.merge:
+            yield self.inputs[index], batch
+
+    def tell(self, engine: PlanExecutor) -> None:
+        """Pass the progress and ends reported since the last call on to ``engine``."""
+        for name, key in self.progress_bar.items():
+            engine.advance_stream(name, key)
+        self.progress_bar.clear()
+        for name in self._ended:
+            engine.end_stream(name)
+        self._ended.clear()
+
+    def _on_progress(self, index: int, key: int) -> None:
+        self.progress_bar[self.inputs[index].stream.name] = key
+
+    def _on_end(self, index: int) -> None:
+        self._ended.append(self.inputs[index].stream.name)
+
+    def _prepare(self, index: int, batch: pa.RecordBatch) -> pa.RecordBatch:
+        stream = self.inputs[index].stream
+        batch = validate(batch, stream.name, self.dead)
+        return to_time_base(batch, stream, self.time_unit, self.dead)
+
+
+def to_time_base(
+    batch: pa.RecordBatch, stream: StreamDef, unit: str, dead: DeadLetters
+) -> pa.RecordBatch:
+    """The batch with its timestamps converted from the stream's unit to ``unit`` (a finer
+    one, or the same). A timestamp too large to convert goes to ``dead``."""
+    factor = TIME_UNITS_MS[stream.time_unit] // TIME_UNITS_MS[unit]
+    if factor == 1 or batch.num_rows == 0:
+        return batch
+    t = stream.time_index
+    ts = batch.column(t)
+    field_type = batch.schema.field(t).type
+    limit = (2**31 - 1 if field_type == pa.int32() else 2**63 - 1) // factor
+    bad = pc.or_(pc.greater(ts, limit), pc.less(ts, -limit))
+    if pc.any(bad).as_py():
+        for row in batch.filter(bad).to_pylist():
+            dead.add(
+                stream.name,
+                row,
+                f"timestamp {row[stream.timestamp]} ({stream.time_unit}) does not fit in the "
+                f"query's time base ({unit}): at most {limit}",
+            )
+        batch = batch.filter(pc.invert(bad))
+        ts = batch.column(t)
+    scaled = pc.multiply(ts.cast(pa.int64()), pa.scalar(factor, pa.int64())).cast(field_type)
+    return batch.set_column(t, batch.schema.field(t), scaled)

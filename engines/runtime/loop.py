@@ -1,0 +1,301 @@
+"""The run loop: inputs through the engine to the sink, paced, stoppable, measured."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import resource
+import signal
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engines.interrupts import GracefulStop, StopRequested
+from engines.output_files import check_distinct, check_writable, write_bytes
+from engines.runtime.dead_letters import DeadLetters, check_rejections
+from engines.runtime.engine import OnLate, PlanExecutor, Rows
+from engines.runtime.inputs import MergedInputs, StreamInput, open_inputs
+from engines.runtime.monitor import MemoryGuard, progress_bar, rss_mb
+from engines.runtime.options import RunOptions
+from engines.runtime.safe_json import json_text
+from engines.runtime.sinks import ResultSink, output_schema
+from optimizer.ir.catalog import Catalog
+from optimizer.ir.plan import LogicalPlan
+
+
+@dataclass
+class RunResult:
+    """What a run produced: the result table (when kept in memory) and its metrics."""
+
+    table: pa.Table | None
+    metrics: dict[str, Any]
+    #: Live objects of the run (e.g. its MIG operators) for benchmarks and tests; not JSON.
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def dead_letter(self) -> int:
+        return int(self.metrics["dead_letter"])
+
+
+def run_plan(
+    plan: LogicalPlan,
+    catalog: Catalog,
+    options: RunOptions,
+    make_engine: Callable[[Callable[[int, Rows], None], OnLate], PlanExecutor],
+    placement: dict[str, str],
+    inputs: list[StreamInput] | None = None,
+    operator_metrics: Callable[[PlanExecutor], dict[str, dict[str, Any]]] | None = None,
+    extra_metrics: Callable[[], dict[str, Any]] | None = None,
+) -> RunResult:
+    """Run ``plan`` over its inputs with the engine ``make_engine(emit, on_late)`` builds.
+
+    The engine calls ``emit(T, rows)`` with the results of each instant and
+    ``on_late(stream, row, reason)`` for each late tuple it rejects.
+    """
+    names = options.names
+    outputs = [
+        (names.output, options.output),
+        (names.metrics, options.metrics),
+        (names.dead_letter, options.dead_letter),
+    ]
+    check_distinct([(names.data, v) for v in options.data.values()], outputs)
+    for option, path in outputs[1:]:
+        if path is not None:
+            check_writable(path, option)
+    # Created first: file readers send the rows they reject to it while the run reads them.
+    dead = DeadLetters(options.dead_letter, names.dead_letter)
+    if inputs is None:
+        inputs = open_inputs(plan, catalog, options, dead)
+    stop = GracefulStop(options.stop_on_signal)
+    try:
+        sink = ResultSink(output_schema(plan), options.output, options.keep_results, names.output)
+    except BaseException:
+        stop.restore()
+        raise
+    latencies: list[float] = []
+    arrival = [0.0]
+    last_instant: list[int | None] = [None]
+
+    def emit(instant: int, rows: Rows | pa.Table) -> None:
+        sink.write(instant, rows)
+        latencies.append((time.perf_counter() - arrival[0]) * 1e3)
+        last_instant[0] = instant
+        if stop.requested:  # checked at every instant: one input batch may fire millions
+            raise StopRequested
+
+    columns = {s.name: [c.name for c in s.columns] for s in catalog.streams.values()}
+
+    def on_late(stream: str, row: tuple[Any, ...], reason: str) -> None:
+        dead.add(stream, dict(zip(columns.get(stream, []), row, strict=False)), reason, "late")
+
+    engine: PlanExecutor
+    try:
+        engine = make_engine(emit, on_late)
+    except StopRequested:  # stopped while the engines started (Spark): nothing read or emitted
+        engine = _Idle()
+    except BaseException:
+        stop.restore()
+        sink.abort()
+        raise
+    merged = MergedInputs(plan, inputs, options.duration, dead)
+    inputs = merged.inputs  # the streams the plan reads
+    tps = merged.tps  # ticks per second of the query's time base
+    total_expected = sum(i.expected_rows or 0 for i in inputs) or None
+    progress = progress_bar(options, total_expected)
+    tuples_in = 0
+    valid: dict[str, int] = {}  # rows per stream that passed validation (and the cut)
+    spans: dict[str, tuple[int, int]] = {}  # (min, max) timestamp per stream
+    min_ts: int | None = None
+    max_ts: int | None = None
+    realtime = options.pace == "realtime"
+    rss_timeline: list[list[float]] = []
+    sample_every = 10  # event-seconds between RSS samples
+    next_sample = 0
+    wall_start = time.perf_counter()
+    lag_max = 0.0
+    memory = MemoryGuard(options.memory_limit_mb, options.names)
+    # Window contents are long-lived and acyclic: keep the cyclic GC from re-scanning
+    # millions of tuples in every full collection during the run (re-enabled afterwards).
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        # One slice at a time, read from the sources only when the engine has taken the
+        # previous one (at most one pending batch per stream): there is no queue, so a plan
+        # that cannot keep up slows the reading down (backpressure) instead of buffering a
+        # backlog (at realtime pace it falls behind the wall clock: kept_up false).
+        for inp, whole in _until_stopped(iter(merged), stop):
+            if stop.requested:
+                break
+            name = inp.stream.name
+            t_index = inp.stream.time_index
+            valid[name] = valid.get(name, 0) + whole.num_rows
+            # Realtime replays event time against the wall clock one event-second at a time
+            # (file batches span many seconds).
+            pieces = _by_second(whole, t_index, tps) if realtime else iter((whole,))
+            for batch in pieces:
+                lo = int(pc.min(batch.column(t_index)).as_py())
+                hi = int(pc.max(batch.column(t_index)).as_py())
+                if min_ts is None:
+                    min_ts = lo
+                if realtime:
+                    due = wall_start + (lo - min_ts) / tps
+                    now = time.perf_counter()
+                    if due > now:
+                        stop.sleep_until(due)
+                    else:
+                        lag_max = max(lag_max, now - due)
+                if stop.requested:
+                    break
+                arrival[0] = time.perf_counter()
+                try:
+                    merged.tell(engine)
+                except StopRequested:  # a stop at an instant the streams' progress fired
+                    break
+                # A stop at an instant (emit) or during an engine restart cuts the batch's
+                # firing short; it was taken.
+                with contextlib.suppress(StopRequested):
+                    engine.ingest(name, batch, t_index)
+                tuples_in += batch.num_rows
+                min_ts = min(min_ts, lo)
+                max_ts = hi if max_ts is None else max(max_ts, hi)
+                s_lo, s_hi = spans.get(name, (lo, hi))
+                spans[name] = (min(s_lo, lo), max(s_hi, hi))
+                if progress is not None:
+                    progress.advance(batch.num_rows)
+                if max_ts - min_ts >= next_sample:
+                    rss_timeline.append([(max_ts - min_ts) / tps, rss_mb()])
+                    next_sample += sample_every * tps
+                memory.check(tuples_in)
+        if not stop.requested:
+            arrival[0] = time.perf_counter()
+            # End of input: fire the remaining instants. An interrupted run skips this: the
+            # instants emitted so far (all before the last timestamp read) are exact, the
+            # remaining ones would be computed as if the stream ended here.
+            with contextlib.suppress(StopRequested):
+                merged.tell(engine)
+                engine.finish()
+        wall_s = time.perf_counter() - wall_start
+        if not stop.requested:
+            check_rejections(inputs, valid, tuples_in, dead, names)
+        table = sink.close()
+        dead.close()
+    except BaseException as err:
+        sink.abort()
+        if isinstance(err, KeyboardInterrupt):
+            dead.abort()  # stopped at once: nothing is written
+        else:  # the rows set aside so far are kept: they may say what went wrong
+            try:
+                dead.close()
+            except Exception:  # noqa: BLE001 - the first error is the one to report
+                dead.abort()
+        raise
+    finally:
+        stop.restore()
+        if gc_was_enabled:
+            gc.enable()
+        if progress is not None:
+            progress.stop()
+
+    event_s = (max_ts - min_ts + 1) / tps if min_ts is not None and max_ts is not None else 0.0
+    rate = sum(_density(i, valid, spans, tps) for i in inputs)
+    throughput = tuples_in / wall_s if wall_s > 0 else 0.0
+    ops = operator_metrics(engine) if operator_metrics is not None else {}
+    for op_id, m in ops.items():
+        m.setdefault("engine", placement.get(op_id, "row"))
+        # u: the share of one core the operator needs to keep up with the data's own rate
+        # (busy seconds per event-second), the dissertation's utilisation (Eq. 6.4).
+        m["u"] = m["busy_s"] / event_s if event_s else None
+    kept_up = lag_max <= max(1.0, 0.1 * event_s) if realtime else throughput >= rate
+    metrics = {
+        "tuples_in": tuples_in,
+        "wall_s": wall_s,
+        "throughput": throughput,
+        "rate": rate,
+        "kept_up": bool(kept_up),
+        "results": sink.rows,
+        "instants": len(latencies),
+        "event_seconds": event_s,
+        "latency_ms": {
+            "p50": float(np.percentile(latencies, 50)) if latencies else None,
+            "p99": float(np.percentile(latencies, 99)) if latencies else None,
+        },
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+        "placement": placement,
+        "dead_letter": dead.count,
+        "dead_letter_reasons": dict(dead.by_kind),
+        "interrupted": signal.Signals(stop.signum).name if stop.signum is not None else None,
+        "last_instant": last_instant[0],
+        "pace": options.pace,
+        "max_lag_s": lag_max if realtime else None,
+        "inputs": {i.stream.name: i.description for i in inputs},
+        "rss_mb_timeline": rss_timeline,
+        "operators": ops,
+    }
+    if extra_metrics is not None:
+        metrics.update(extra_metrics())
+    if options.metrics is not None:
+        write_bytes(options.metrics, json_text(metrics), names.metrics)
+    return RunResult(table, metrics)
+
+
+def _density(
+    inp: StreamInput, valid: dict[str, int], spans: dict[str, tuple[int, int]], tps: int
+) -> float:
+    """The input's rate: its requested density, or for a file replayed as it is the density
+    it actually had (valid rows per event-second of the part read; ``spans`` in ticks of the
+    query's time base, ``tps`` of them per second)."""
+    name = inp.stream.name
+    if not inp.measured or name not in spans:
+        return inp.rate
+    lo, hi = spans[name]
+    seconds = (hi - lo + 1) / tps
+    return valid.get(name, 0) / seconds
+
+
+def _until_stopped(
+    items: Iterator[tuple[StreamInput, pa.RecordBatch]], stop: GracefulStop
+) -> Iterator[tuple[StreamInput, pa.RecordBatch]]:
+    """``items`` until a stop is requested (checked before each is read; a reader waiting
+    on a pipe raises StopRequested, which ends the items too)."""
+    while not stop.requested:
+        try:
+            item = next(items)
+        except (StopIteration, StopRequested):
+            return
+        yield item
+
+
+class _Idle:
+    """The engine of a run stopped before its engines started: takes nothing, fires nothing."""
+
+    def ingest(self, stream: str, batch: pa.RecordBatch, time_column: int) -> int:
+        return 0
+
+    def advance_stream(self, stream: str, ts: int) -> None:
+        return None
+
+    def end_stream(self, stream: str) -> None:
+        return None
+
+    def finish(self) -> None:
+        return None
+
+    def operator_metrics(self) -> dict[str, dict[str, Any]]:
+        return {}
+
+
+def _by_second(batch: pa.RecordBatch, t: int, tps: int) -> Iterator[pa.RecordBatch]:
+    """Consecutive slices of ``batch``, one per event-second of the running maximum timestamp
+    (arrival order is kept, so results do not change: lateness is per tuple)."""
+    ts = batch.column(t).to_numpy(zero_copy_only=False)
+    seconds = np.maximum.accumulate(ts) // tps
+    cuts = np.flatnonzero(np.diff(seconds)) + 1
+    start = 0
+    for end in [*cuts.tolist(), batch.num_rows]:
+        yield batch.slice(start, end - start)
+        start = end

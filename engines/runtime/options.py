@@ -1,0 +1,51 @@
+"""The options of one run, and how messages name them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class OptionNames:
+    """How the run-time's messages name the run's options.
+
+    The defaults are ``RunOptions``' own field names (what an API caller wrote); the command
+    line passes its flag spellings (``hycq.flags.CLI_OPTION_NAMES``).
+    """
+
+    output: str = "output"
+    metrics: str = "metrics"
+    dead_letter: str = "dead_letter"
+    data: str = "data"
+    rate: str = "rate"
+    memory_limit: str = "memory_limit_mb"
+
+
+@dataclass
+class RunOptions:
+    """Options of one run (the ``hycq run`` flags)."""
+
+    #: How messages name these options (the command line passes its flag spellings).
+    names: OptionNames = field(default_factory=OptionNames)
+
+    rate: float | None = None
+    duration: float | None = None
+    pace: str = "max"
+    data: dict[str, Path] = field(default_factory=dict)
+    output: str | None = None  # path, or "-" for stdout
+    keep_results: bool = False  # without output: keep the result table in memory (API, tests)
+    metrics: Path | None = None
+    dead_letter: Path | None = None
+    progress: bool | None = None  # None: when stderr is a terminal
+    batch_seconds: int = 1
+    #: Rows per batch read from a data file (internal: tests vary it to show that results do
+    #: not depend on batch sizes).
+    read_batch_rows: int = 65536
+    #: SIGINT/SIGTERM stop the run gracefully (the CLI): the loop stops between batches, the
+    #: instants emitted so far are committed to the output, metrics say ``interrupted``. A
+    #: second signal stops at once without committing. Off for API callers (and tests).
+    stop_on_signal: bool = False
+    #: RSS in MB above which the run stops with an error (a window of rate x range tuples
+    #: that does not fit); None: 90% of the memory available when the run starts.
+    memory_limit_mb: float | None = None

@@ -1,0 +1,404 @@
+"""Scalar expressions: an AST expression over a schema -> a typed IR expression.
+
+Column names resolve against the schema (the combined schema of a SELECT level, or the
+aggregate's output above it), literals and operators are typed, and every ill-typed or
+unsupported expression raises a positioned error.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from sqlglot import exp
+
+from optimizer.ir.errors import BindError, UnsupportedError, did_you_mean
+from optimizer.ir.expr import (
+    LEFT_DEEP_OPERANDS,
+    Binary,
+    Case,
+    Cast,
+    ColumnRef,
+    Expr,
+    Func,
+    InList,
+    Literal,
+    Unary,
+    chain,
+)
+from optimizer.ir.functions import FUNCTION_ALIASES, FUNCTIONS, unify_types
+from optimizer.ir.schema import Schema
+from optimizer.ir.types import TYPE_NAMES, DataType, arithmetic_result, comparable
+from optimizer.sql.bind.scope import BinderState
+
+_ARITH: dict[type[exp.Expr], str] = {
+    exp.Add: "+",
+    exp.Sub: "-",
+    exp.Mul: "*",
+    exp.Div: "/",
+    exp.Mod: "%",
+}
+
+_COMPARE: dict[type[exp.Expr], str] = {
+    exp.EQ: "=",
+    exp.NEQ: "<>",
+    exp.GT: ">",
+    exp.GTE: ">=",
+    exp.LT: "<",
+    exp.LTE: "<=",
+}
+
+_SCALAR_FUNCS: dict[type, str] = {
+    exp.Abs: "ABS",
+    exp.Coalesce: "COALESCE",
+    exp.Greatest: "GREATEST",
+    exp.Least: "LEAST",
+    exp.Floor: "FLOOR",
+    exp.Ceil: "CEIL",
+    exp.Round: "ROUND",
+}
+
+
+#: A callable that binds a child AST.
+_Sub = Callable[[exp.Expression], Expr]
+
+
+class ScalarBinder(BinderState):
+    """Binds scalar expressions."""
+
+    def expr(
+        self,
+        node: exp.Expression,
+        schema: Schema,
+        post_agg: _Sub | None = None,
+    ) -> Expr:
+        """Bind a scalar expression over ``schema`` (``post_agg``: binds each child above the
+        aggregate instead)."""
+
+        def sub(child: exp.Expression) -> Expr:
+            if post_agg is not None:
+                return post_agg(child)
+            return self.expr(child, schema)
+
+        while isinstance(node, exp.Paren):  # any number of redundant parentheses
+            node = node.this
+        if isinstance(node, exp.Column):
+            return self._column(node, schema)
+        if isinstance(node, exp.Literal):
+            return self._literal(node)
+        if isinstance(node, exp.Boolean):
+            return Literal(bool(node.this), DataType.BOOLEAN)
+        if isinstance(node, exp.Null):
+            return Literal(None, DataType.NULL)
+        if isinstance(node, exp.AggFunc):
+            raise self.error(BindError, "aggregate function in an unexpected place", node)
+        if type(node) in _ARITH:
+            op = _ARITH[type(node)]
+            left, right = sub(node.this), sub(node.expression)
+            for side, ast in ((left, node.this), (right, node.expression)):
+                if not side.dtype.is_numeric:
+                    raise self.error(
+                        BindError,
+                        f"cannot apply '{op}' to {left.dtype} and {right.dtype}",
+                        ast,
+                        "arithmetic needs numeric operands",
+                    )
+            return Binary(op, left, right, arithmetic_result(op, left.dtype, right.dtype))
+        if type(node) in _COMPARE:
+            op = _COMPARE[type(node)]
+            left, right = sub(node.this), sub(node.expression)
+            if not comparable(left.dtype, right.dtype):
+                raise self.error(
+                    BindError,
+                    f"cannot compare {left.dtype} with {right.dtype}",
+                    node,
+                    "compare values of the same kind, or CAST one side",
+                )
+            return Binary(op, left, right, DataType.BOOLEAN)
+        if isinstance(node, exp.And | exp.Or):
+            op = "AND" if isinstance(node, exp.And) else "OR"
+            operands = []
+            for ast in _chain_operands(node):
+                bound = sub(ast)
+                self._require_boolean(bound, ast, op)
+                operands.append(bound)
+            if op == "OR" and len(operands) > LEFT_DEEP_OPERANDS:
+                listed = _as_in_list(operands)
+                if listed is not None:
+                    return listed  # x = 1 OR x = 2 OR ...: one set lookup
+            return chain(op, operands)
+        if isinstance(node, exp.Not):
+            inner = sub(node.this)
+            self._require_boolean(inner, node.this, "NOT")
+            return Unary("NOT", inner, DataType.BOOLEAN)
+        if isinstance(node, exp.Neg):
+            inner = sub(node.this)
+            if not inner.dtype.is_numeric:
+                raise self.error(BindError, f"cannot negate a {inner.dtype}", node)
+            if isinstance(inner, Literal) and isinstance(inner.value, int | float):
+                return Literal(-inner.value, inner.dtype)
+            return Unary("NEG", inner, inner.dtype)
+        if isinstance(node, exp.Is):
+            if not isinstance(node.expression, exp.Null):
+                raise self.error(UnsupportedError, "only IS NULL / IS NOT NULL are supported", node)
+            return Unary("IS NULL", sub(node.this), DataType.BOOLEAN)
+        if isinstance(node, exp.Between):
+            value, low, high = sub(node.this), sub(node.args["low"]), sub(node.args["high"])
+            for bound in (low, high):
+                if not comparable(value.dtype, bound.dtype):
+                    raise self.error(
+                        BindError, f"cannot compare {value.dtype} with {bound.dtype}", node
+                    )
+            return Binary(
+                "AND",
+                Binary(">=", value, low, DataType.BOOLEAN),
+                Binary("<=", value, high, DataType.BOOLEAN),
+                DataType.BOOLEAN,
+            )
+        if isinstance(node, exp.In):
+            if node.args.get("query") is not None or node.args.get("field") is not None:
+                raise self.error(
+                    UnsupportedError,
+                    "IN with a subquery is not supported",
+                    node,
+                    "join with a derived table instead",
+                )
+            value = sub(node.this)
+            if not node.expressions:
+                raise self.error(BindError, "IN needs at least one value", node)
+            items = []
+            for item in node.expressions:
+                cand = sub(item)
+                if not comparable(value.dtype, cand.dtype):
+                    raise self.error(
+                        BindError, f"cannot compare {value.dtype} with {cand.dtype}", item
+                    )
+                items.append(cand)
+            return InList(value, tuple(items))
+        if isinstance(node, exp.Case):
+            return self._case(node, sub)
+        if isinstance(node, exp.Cast | exp.TryCast):
+            if isinstance(node, exp.TryCast):
+                raise self.error(UnsupportedError, "TRY_CAST is not supported", node, "use CAST")
+            tname = node.to.sql(dialect="duckdb").upper()
+            dtype = TYPE_NAMES.get(tname)
+            if dtype is None:
+                raise self.error(
+                    UnsupportedError,
+                    f"CAST to {tname} is not supported",
+                    node,
+                    "cast to BIGINT, INTEGER, DOUBLE, BOOLEAN or VARCHAR",
+                )
+            return Cast(sub(node.this), dtype)
+        if isinstance(node, exp.Subquery | exp.Exists | exp.Select):
+            raise self.error(
+                UnsupportedError,
+                "subqueries in expressions are not supported",
+                node,
+                "move the subquery to FROM as a derived table and join it",
+            )
+        if isinstance(node, exp.Func):
+            return self._function(node, sub)
+        if isinstance(node, exp.Star):
+            raise self.error(BindError, "'*' is not allowed here", node)
+        raise self.error(
+            UnsupportedError,
+            f"unsupported expression: {node.sql(dialect='duckdb')}",
+            node,
+            "hycq supports arithmetic, comparisons, AND/OR/NOT, CASE, CAST, IN, BETWEEN "
+            "and a few functions",
+        )
+
+    def _case(self, node: exp.Case, sub: _Sub) -> Expr:
+        if node.this is not None:
+            raise self.error(
+                UnsupportedError,
+                "simple CASE x WHEN ... is not supported",
+                node,
+                "write CASE WHEN x = ... THEN ...",
+            )
+        whens = []
+        types: list[DataType] = []
+        for w in node.args.get("ifs") or []:
+            cond = sub(w.this)
+            self._require_boolean(cond, w.this, "CASE WHEN")
+            value = sub(w.args["true"])
+            whens.append((cond, value))
+            types.append(value.dtype)
+        default_ast = node.args.get("default")
+        default = sub(default_ast) if default_ast is not None else Literal(None, DataType.NULL)
+        types.append(default.dtype)
+        result = unify_types(types)
+        if result is None:
+            raise self.error(
+                BindError,
+                f"CASE branches have incompatible types {', '.join(map(str, types))}",
+                node,
+            )
+        return Case(tuple(whens), default, result)
+
+    def _function(self, node: exp.Func, sub: _Sub) -> Expr:
+        if isinstance(node, exp.Anonymous):
+            raw = node.name.upper()
+            args = list(node.expressions)
+        else:
+            raw = _SCALAR_FUNCS.get(type(node)) or node.sql_name().upper()
+            args = list(node.iter_expressions())
+        name = FUNCTION_ALIASES.get(raw, raw)
+        spec = FUNCTIONS.get(name)
+        if spec is None:
+            raise self.error(
+                UnsupportedError,
+                f"unknown function {raw}",
+                node,
+                did_you_mean(raw, list(FUNCTIONS)) or f"supported: {', '.join(FUNCTIONS)}",
+            )
+        if not isinstance(node, exp.Anonymous) and node.this is None:
+            # sqlglot accepts FLOOR() and CEIL() with no argument.
+            raise self.error(BindError, f"wrong number of arguments to {name}", node)
+        if len(args) < spec.min_args or (spec.max_args is not None and len(args) > spec.max_args):
+            raise self.error(BindError, f"wrong number of arguments to {name}", node)
+        bound = [sub(a) for a in args]
+        dtype = spec.result([b.dtype for b in bound])
+        if dtype is None:
+            raise self.error(
+                BindError,
+                f"{name} cannot take ({', '.join(str(b.dtype) for b in bound)})",
+                node,
+            )
+        if (
+            name == "ROUND"
+            and len(bound) == 2
+            and not (isinstance(bound[1], Literal) and isinstance(bound[1].value, int))
+        ):
+            raise self.error(BindError, "ROUND's second argument must be an integer literal", node)
+        return Func(name, tuple(bound), dtype)
+
+    def _column(self, node: exp.Column, schema: Schema) -> Expr:
+        if isinstance(node.this, exp.Star):
+            raise self.error(BindError, "'t.*' is only allowed in the SELECT list", node)
+        if node.args.get("db") or node.args.get("catalog"):
+            raise self.error(BindError, f"too many name parts in '{node.sql()}'", node)
+        name, qual = node.name, node.table
+        if qual:
+            quals = {f.qualifier for f in schema if f.qualifier}
+            if qual.lower() not in {q.lower() for q in quals}:
+                raise self.error(
+                    BindError,
+                    f"unknown table alias '{qual}'",
+                    node,
+                    did_you_mean(qual, quals)
+                    or (f"aliases in scope: {', '.join(sorted(quals))}" if quals else None),
+                )
+            cands = [
+                i
+                for i, f in enumerate(schema)
+                if f.qualifier
+                and f.qualifier.lower() == qual.lower()
+                and f.name.lower() == name.lower()
+            ]
+            if not cands:
+                names = [
+                    f.name for f in schema if f.qualifier and f.qualifier.lower() == qual.lower()
+                ]
+                raise self.error(
+                    BindError,
+                    f"unknown column '{name}' in '{qual}'",
+                    node,
+                    did_you_mean(name, names) or f"columns of '{qual}': {', '.join(names)}",
+                )
+        else:
+            cands = [i for i, f in enumerate(schema) if f.name.lower() == name.lower()]
+            if not cands:
+                names = [f.name for f in schema]
+                raise self.error(
+                    BindError,
+                    f"unknown column '{name}'",
+                    node,
+                    did_you_mean(name, names)
+                    or (f"available columns: {', '.join(dict.fromkeys(names))}" if names else None),
+                )
+        if len(cands) > 1:
+            options = " or ".join(f"{schema[i].qualifier}.{schema[i].name}" for i in cands)
+            raise self.error(
+                BindError,
+                f"column reference '{node.sql()}' is ambiguous",
+                node,
+                f"qualify it: {options}",
+            )
+        i = cands[0]
+        f = schema[i]
+        # Display name: qualified only where the bare name would be ambiguous in this schema.
+        clash = sum(1 for g in schema if g.name.lower() == f.name.lower()) > 1
+        shown = f"{f.qualifier}.{f.name}" if clash and f.qualifier else f.name
+        return ColumnRef(i, shown, f.dtype)
+
+    def _literal(self, node: exp.Literal) -> Literal:
+        if node.is_string:
+            return Literal(node.this, DataType.VARCHAR)
+        text = node.this
+        try:
+            if text.isdigit():
+                value = int(text)
+                if value >= 2**63:
+                    raise self.error(BindError, f"integer literal {text} is out of range", node)
+                return Literal(value, DataType.BIGINT)
+            value_f = float(text)
+            if not math.isfinite(value_f):
+                raise self.error(BindError, f"number literal {text} is out of range", node)
+            return Literal(value_f, DataType.DOUBLE)
+        except ValueError:
+            raise self.error(BindError, f"invalid number '{text}'", node) from None
+
+    def _require_boolean(self, e: Expr, ast: exp.Expression, clause: str) -> None:
+        if e.dtype not in (DataType.BOOLEAN, DataType.NULL):
+            raise self.error(
+                BindError,
+                f"{clause} needs a BOOLEAN condition, got {e.dtype}",
+                ast,
+                "compare the value, e.g. value > 0",
+            )
+
+
+def _unparen(node: exp.Expr) -> exp.Expr:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    return node
+
+
+def _chain_operands(node: exp.Expression) -> list[exp.Expression]:
+    """The operands of an AND (or OR) chain, in order, through parentheses (iteratively:
+    ``a OR b OR ...`` parses left-deep, as deep as it is long)."""
+    kind = type(node)
+    out: list[exp.Expression] = []
+    stack: list[exp.Expr] = [node]
+    while stack:
+        n = _unparen(stack.pop())
+        if type(n) is kind:
+            stack += [n.expression, n.this]
+        else:
+            assert isinstance(n, exp.Expression)
+            out.append(n)
+    return out
+
+
+def _as_in_list(operands: list[Expr]) -> InList | None:
+    """``x = c1 OR x = c2 OR ...`` (constants, one x) as ``x IN (c1, c2, ...)``, else None."""
+    value: Expr | None = None
+    items = []
+    for e in operands:
+        if not (isinstance(e, Binary) and e.op == "="):
+            return None
+        if isinstance(e.right, Literal) and not isinstance(e.left, Literal):
+            x, c = e.left, e.right
+        elif isinstance(e.left, Literal) and not isinstance(e.right, Literal):
+            x, c = e.right, e.left
+        else:
+            return None
+        if value is None:
+            value = x
+        elif x != value:
+            return None
+        items.append(c)
+    assert value is not None
+    return InList(value, tuple(items))
