@@ -115,13 +115,6 @@ def _not3(a: bool | None) -> bool | None:
     return None if a is None else not a
 
 
-def _coalesce(*args: Any) -> Any:
-    for a in args:
-        if a is not None:
-            return a
-    return None
-
-
 def _least(*args: Any) -> Any:
     vals = [a for a in args if a is not None]
     return min(vals) if vals else None
@@ -241,7 +234,6 @@ RUNTIME: dict[str, Any] = {
     "_and3": _and3,
     "_or3": _or3,
     "_not3": _not3,
-    "_coalesce": _coalesce,
     "_least": _least,
     "_greatest": _greatest,
     "_round": _round,
@@ -413,7 +405,15 @@ class _Gen:
 
     def _func(self, e: Func) -> str:
         args = list(e.args)
-        if e.name in ("COALESCE", "LEAST", "GREATEST"):
+        if e.name == "COALESCE":
+            # Lazy, as SQL engines evaluate it: an argument after the first non-NULL one is
+            # never computed (COALESCE(0, CAST(0/0 AS INTEGER)) is 0, not a cast error).
+            code = self.gen(args[-1])
+            for a in reversed(args[:-1]):
+                t = self.tmp()
+                code = f"({t} if ({t} := {self.gen(a)}) is not None else {code})"
+            return code
+        if e.name in ("LEAST", "GREATEST"):
             return f"_{e.name.lower()}({', '.join(self.gen(a) for a in args)})"
         if e.name == "ABS":
             if e.dtype.is_integer:

@@ -55,6 +55,12 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.sql.ansi.enabled": "true",
     "spark.sql.session.timeZone": "UTC",
     "spark.driver.memory": "2g",
+    # Catalyst walks expression trees recursively; a long AND/OR chain of different
+    # predicates is a tree as deep as it is long. With the default 1 MB thread stack a
+    # StackOverflowError in the thread serving Arrow results kills that thread and the
+    # collect then waits forever; 64 MB (reserved, not committed) lets thousands of levels
+    # through. A --spark-conf spark.driver.extraJavaOptions replaces this: keep -Xss in it.
+    "spark.driver.extraJavaOptions": "-Xss64m",
 }
 
 

@@ -122,10 +122,16 @@ class ScalarBinder(BinderState):
                 bound = sub(ast)
                 self._require_boolean(bound, ast, op)
                 operands.append(bound)
-            if op == "OR" and len(operands) > LEFT_DEEP_OPERANDS:
-                listed = _as_in_list(operands)
-                if listed is not None:
+            if len(operands) > LEFT_DEEP_OPERANDS:
+                listed = _as_in_list(operands, "=" if op == "OR" else "<>")
+                if listed is not None and op == "OR":
                     return listed  # x = 1 OR x = 2 OR ...: one set lookup
+                if listed is not None:
+                    # x <> 1 AND x <> 2 AND ...: NOT (x IN (1, 2, ...)), equal in three-valued
+                    # logic (NULL when x or an item is NULL and no item matched, FALSE if one
+                    # did); a long AND chain is a tree as deep as it is long in the engines
+                    # (Spark's optimizer overflows its stack on 10,000 conjuncts).
+                    return Unary("NOT", listed, DataType.BOOLEAN)
             return chain(op, operands)
         if isinstance(node, exp.Not):
             inner = sub(node.this)
@@ -382,12 +388,13 @@ def _chain_operands(node: exp.Expression) -> list[exp.Expression]:
     return out
 
 
-def _as_in_list(operands: list[Expr]) -> InList | None:
-    """``x = c1 OR x = c2 OR ...`` (constants, one x) as ``x IN (c1, c2, ...)``, else None."""
+def _as_in_list(operands: list[Expr], comparison: str) -> InList | None:
+    """``x = c1 OR x = c2 OR ...`` (``comparison`` "="; or the operands of ``x <> c1 AND
+    x <> c2 AND ...``, "<>"; constants, one x) as ``x IN (c1, c2, ...)``, else None."""
     value: Expr | None = None
     items = []
     for e in operands:
-        if not (isinstance(e, Binary) and e.op == "="):
+        if not (isinstance(e, Binary) and e.op == comparison):
             return None
         if isinstance(e.right, Literal) and not isinstance(e.left, Literal):
             x, c = e.left, e.right
