@@ -236,13 +236,16 @@ class _Builder:
         t = self._translator("s")
         keys: list[exp.Expr]
         if all(isinstance(k, ColumnRef) for k in op.group_by):
-            keys = [t.scalar(k) for k in op.group_by]
+            keys = [self.dialect.orderable(t.scalar(k), k.dtype) for k in op.group_by]
         else:
             # Computed keys: compute them first (as k0, k1, ...) so GROUP BY names columns.
             width = len(self.plan.op(self.plan.inputs(op.id)[0]).schema)
             pre = [_alias(_col("s", i), i) for i in range(width)]
             pre += [
-                exp.Alias(this=self._output(t, k, k.dtype), alias=exp.to_identifier(f"k{j}"))
+                exp.Alias(
+                    this=self.dialect.orderable(self._output(t, k, k.dtype), k.dtype),
+                    alias=exp.to_identifier(f"k{j}"),
+                )
                 for j, k in enumerate(op.group_by)
             ]
             source = self._add_cte(exp.select(*pre).from_(_table(source, "s"), copy=False))

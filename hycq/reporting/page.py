@@ -16,11 +16,11 @@ from hycq.reporting.alternatives import off_row
 from hycq.reporting.build import Report
 from hycq.reporting.svg import (
     BOTTLENECK,
-    ENGINE_COLORS,
     PALETTE,
     Series,
     e,
     engine_colors,
+    engine_palette,
     fmt,
     log_chart,
     plan_graph,
@@ -197,7 +197,7 @@ def _summary(r: Report) -> str:
 def _plan(r: Report) -> str:
     legend = "".join(
         f'<span class="pill" style="background:{fill};border-color:{stroke}">{e(name)}</span>'
-        for name, (fill, stroke) in ENGINE_COLORS.items()
+        for name, (fill, stroke) in engine_palette().items()
     )
     legend += (
         f'<span class="pill" style="border-color:{BOTTLENECK};color:{BOTTLENECK}">'

@@ -1,5 +1,6 @@
-"""Every placement gives the oracle's result stream: pure row, pure DuckDB, pure Spark and
-random mixed placements (MIG groups on DuckDB/Spark between row-engine operators).
+"""Every placement gives the oracle's result stream: pure row, pure DuckDB, pure Spark, pure
+DataFusion and random mixed placements (MIG groups on DuckDB/DataFusion/Spark between
+row-engine operators).
 
 The oracle (DuckDB re-running the query over each window, tests/oracle.py) is computed once
 per query and data set and compared with every placement.
@@ -111,12 +112,30 @@ def test_pure_duckdb(case: tuple[Path, tuple[int, float]]) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=_id)
+def test_pure_datafusion(case: tuple[Path, tuple[int, float]]) -> None:
+    pytest.importorskip("datafusion")
+    _run(case[0], "column", case[1], engine="datafusion")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", SHIPPED[:2], ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_optimizer_plan_over_datafusion(path: Path) -> None:
+    """``--placement auto`` over row and DataFusion gives the oracle's stream."""
+    pytest.importorskip("datafusion")
+    options = OptimizerOptions(rate=40000.0, engines=("row", "datafusion"))
+    m = _run(path, "auto", MIXED_SPAN.get(path.stem, SPAN), "datafusion", optimizer=options)
+    assert set(m["placement"].values()) <= {"row", "datafusion"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", CASES, ids=_id)
 def test_random_mixed_placements(case: tuple[Path, tuple[int, float]]) -> None:
     path, span = case
     plan = plan_query(path.read_text(), _catalog_for(path))
-    placements = random_placements(plan, 5, ("row", "duckdb"), seed=len(path.stem))
+    engines = ("row", "duckdb", "datafusion")
+    placements = random_placements(plan, 5, engines, seed=len(path.stem))
     n_r2r = len([i for i in plan.topological() if plan.op(i).category is Category.R2R])
-    assert len(placements) == min(5, 2**n_r2r - 2)  # every mixed one when fewer exist
+    assert len(placements) == min(5, 3**n_r2r - 3)  # every mixed one when fewer exist
     for p in placements:
         _run(path, p, MIXED_SPAN.get(path.stem, span))
 
@@ -165,4 +184,19 @@ def test_three_engines_in_one_plan() -> None:
     r2r = [i for i in plan.topological() if plan.op(i).category is Category.R2R]
     engines = ["row", "duckdb", "spark"]
     placement = {op: engines[k % 3] for k, op in enumerate(r2r)}
+    _run(path, placement, SPARK_SPAN)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["q1", "q3"])
+def test_four_engines_in_one_plan(name: str) -> None:
+    """Row, DuckDB, Spark and DataFusion in one plan (every columnar engine hosts a group)."""
+    pytest.importorskip("datafusion")
+    path = ROOT / "queries" / "smartplug" / f"{name}.sql"
+    plan = plan_query(path.read_text(), _catalog_for(path))
+    r2r = [i for i in plan.topological() if plan.op(i).category is Category.R2R]
+    engines = ["duckdb", "spark", "datafusion", "row"]
+    placement = {op: engines[k % 4] for k, op in enumerate(r2r)}
+    assert {"duckdb", "spark", "datafusion"} <= set(placement.values())
     _run(path, placement, SPARK_SPAN)
