@@ -205,27 +205,27 @@ def columnar_names() -> tuple[str, ...]:
     return tuple(n for n, s in table().items() if s.columnar)
 
 
-def get(name: str, what: str = "engine") -> EngineSpec:
+def get(name: str, where: str = "") -> EngineSpec:
     """The engine called ``name``; an unknown name is an OptionError (exit 2) naming the
-    registered ones. ``what`` says where the name came from (``--column-engine``)."""
+    registered ones. ``where`` says where the name came from (``--engines``)."""
     spec = table().get(name)
     if spec is None:
         known = names()
         raise OptionError(
-            f"unknown {what} '{name}'",
+            f"unknown engine '{name}'" + (f" in {where}" if where else ""),
             hint=did_you_mean(name, known) or f"registered engines: {', '.join(known)}",
         )
     return spec
 
 
-def get_columnar(name: str, what: str = "columnar engine") -> EngineSpec:
+def get_columnar(name: str, where: str = "") -> EngineSpec:
     """Like :func:`get`, for a name that must be a columnar engine."""
     spec = table().get(name)
     if spec is None or not spec.columnar:
         known = columnar_names()
-        problem = "unknown" if spec is None else "not a columnar engine:"
+        what = "unknown columnar engine" if spec is None else "not a columnar engine:"
         raise OptionError(
-            f"{what} names {problem} '{name}'",
+            f"{what} '{name}'" + (f" in {where}" if where else ""),
             hint=did_you_mean(name, known) or f"registered columnar engines: {', '.join(known)}",
         )
     return spec

@@ -99,7 +99,7 @@ def parse_engines(spec: str) -> tuple[str, ...]:
             hint=f"e.g. --engines {','.join(registry.names())}",
         )
     for n in names:
-        registry.get(n, "engine in --engines")
+        registry.get(n, "--engines")
     if "row" not in names:
         names.insert(0, "row")
     return tuple(dict.fromkeys(names))
@@ -256,7 +256,7 @@ def resolve_placement(
     from engines import registry
     from optimizer.ir.placement import ROW, complete_placement, uniform_placement
 
-    registry.get_columnar(column_engine, "column engine")
+    registry.get_columnar(column_engine, "the column engine")
     if isinstance(placement, dict):
         return complete_placement(plan, placement, registry.capabilities())
     if placement == "auto":

@@ -332,7 +332,7 @@ def _join_and_above(plan: Any, engine: str) -> dict[str, str]:
 def calibrate_columnar(
     engine: str, settings: Settings, fits: dict[str, LinearFit]
 ) -> tuple[ColumnarConstants, list[_Point]]:
-    spec = registry.get_columnar(engine, "engine to calibrate")
+    spec = registry.get_columnar(engine, "--engines")
     how = spec.calibration or Calibration()
     seconds = how.quick_seconds if settings.quick else how.seconds
     rate = how.rate

@@ -704,7 +704,7 @@ def _load_placement(spec: str) -> str | dict[str, str]:
     from engines import registry
 
     for op_id, engine in obj.items():
-        registry.get(engine, f"engine for '{op_id}' in placement file {path}")
+        registry.get(engine, f"placement file {path} (operator '{op_id}')")
     return obj
 
 
