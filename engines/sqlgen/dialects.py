@@ -467,6 +467,7 @@ class DataFusionDialect(SqlDialect):
             return exp.Round(this=x)
         scale = double_literal(10.0 ** abs(digits))
         value: exp.Expr
+        scaled: exp.Expr
         if digits > 0:
             scaled = exp.Mul(this=paren(x.copy()), expression=scale.copy())
             value = exp.Div(this=exp.Round(this=scaled), expression=scale)

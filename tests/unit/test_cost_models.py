@@ -88,7 +88,7 @@ def test_toml_overrides_parameters(tmp_path: Path) -> None:
     assert model.engines["duckdb"].fixed == 0.01
     assert model.engines["spark"] == ColumnarConstants(**defaults["spark"])
     assert model.engines["datafusion"] == ColumnarConstants(**defaults["datafusion"])
-    with pytest.raises(ConfigError, match="unknown columnar engine 'engines.duckdb'"):
+    with pytest.raises(ConfigError, match=r"unknown columnar engine 'engines\.duckdb'"):
         load_cost_model(str(path))  # no engine declared: nothing to override
 
 
