@@ -256,7 +256,7 @@ def resolve_placement(
     from engines import registry
     from optimizer.ir.placement import ROW, complete_placement, uniform_placement
 
-    registry.get_columnar(column_engine, "the column engine")
+    registry.get_columnar(column_engine)
     if isinstance(placement, dict):
         return complete_placement(plan, placement, registry.capabilities())
     if placement == "auto":
