@@ -17,7 +17,9 @@ Settings (``SessionConfig``), each overridable through ``conf`` (``--datafusion-
   ``datafusion.optimizer.expand_views_at_output = true``: VARCHAR is Arrow ``string``, as
   every other engine returns it (DataFusion defaults to ``string_view``);
 * ``datafusion.sql_parser.recursion_limit = 5000``: generated predicates nest deeply
-  (the default 50 rejects a CASE over a few dozen conjuncts).
+  (the default 50 rejects a CASE over a few dozen conjuncts);
+* ``datafusion.optimizer.skip_failed_rules = true``: a constant that cannot be computed in a
+  CASE branch no row takes is not an error (as in DuckDB).
 
 Semantic differences from DuckDB (hycq's reference) and how they are handled are listed in
 ``engines.sqlgen.dialects.DataFusionDialect`` and docs/engines.md.
@@ -40,6 +42,11 @@ DEFAULT_CONF: dict[str, str] = {
     "datafusion.sql_parser.map_string_types_to_utf8view": "false",
     "datafusion.optimizer.expand_views_at_output": "true",
     "datafusion.sql_parser.recursion_limit": "5000",
+    # Constant folding raises on a constant that cannot be computed (CAST(1e300 AS INT)) even
+    # in a CASE branch no row takes, where DuckDB computes nothing and raises nothing: the
+    # query then runs unfolded, and raises only if a row reaches the value. (DataFusion
+    # prints "Skipping optimizer rule 'simplify_expressions' ..." on stderr when it does.)
+    "datafusion.optimizer.skip_failed_rules": "true",
 }
 
 #: Words of a DataFusion error that mean "the data made the query fail" (an overflow, a value

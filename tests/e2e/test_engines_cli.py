@@ -90,9 +90,15 @@ def test_mixed_placement_row_duckdb_datafusion(readings: tuple, tmp_path: Path) 
 
 
 @pytest.mark.spark
-def test_mixed_placement_over_every_engine(readings: tuple, tmp_path: Path) -> None:
+def test_mixed_placement_over_every_engine(tmp_path: Path) -> None:
+    """Spark answers a query in 0.1-1 s: 14 event-seconds (14 slides) of data."""
+    data = small_smartplug(14, seed=11, rate=20.0)
+    pq.write_table(data, tmp_path / "short.parquet")
     placement = _mixed("q1", ["datafusion", "duckdb", "spark", "row"], tmp_path)
-    m = _run_and_compare("q1", readings, tmp_path / "out.parquet", "--placement", str(placement))
+    out = tmp_path / "out.parquet"
+    m = _run_and_compare(
+        "q1", (tmp_path / "short.parquet", data), out, "--placement", str(placement)
+    )
     assert {g["engine"] for g in m["groups"]} == {"duckdb", "spark", "datafusion"}
 
 
