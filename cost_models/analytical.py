@@ -30,14 +30,17 @@ Columnar group (DB-op), seconds per invocation (one per slide):
   240 ms for 1 / 6 / 12 M-tuple windows against measured 35 / 115 / 200 ms. Spark is taken
   as twice DuckDB's per-row speed (more cores) but
 * fixed overhead per invocation: DuckDB 3 ms (measured 2-5 ms), Spark 450 ms;
+  (these per-engine constants are declared by each engine's registration, e.g.
+  ``engines/duckdb/spec.py``, and given to the model by hycq: :meth:`with_engines`;
+  a model without constants for an engine costs its groups as infinite);
 * transfer out: the group's result relation (``|w|`` of its top) at 0.55 us per row for
   Arrow -> tuple (1.8 M rows/s).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from optimizer.ir.costing import Estimates, OpEstimate
@@ -61,10 +64,6 @@ class ColumnarConstants:
     fixed: float
 
 
-DUCKDB = ColumnarConstants(8 * NS, 4 * NS, 12 * NS, 25 * NS, 10 * NS, 3e-3)
-SPARK = ColumnarConstants(4 * NS, 2 * NS, 6 * NS, 12.5 * NS, 5 * NS, 450e-3)
-
-
 @dataclass(frozen=True)
 class AnalyticalCostModel:
     """Row unit costs and columnar group costs with the constants of the module docstring."""
@@ -86,9 +85,19 @@ class AnalyticalCostModel:
     ingest: float = 0.55 * US
     """Arrow -> tuple conversion of each arrival read by a row operator through a window
     (charged by ``PlanCoster``; the calibrated model uses its measured ``from_arrow``)."""
-    engines: dict[str, ColumnarConstants] = field(
-        default_factory=lambda: {"duckdb": DUCKDB, "spark": SPARK}
-    )
+    engines: dict[str, ColumnarConstants] = field(default_factory=dict)
+    """Constants per columnar engine name (see :meth:`with_engines`)."""
+
+    def with_engines(self, defaults: Mapping[str, Mapping[str, float]]) -> AnalyticalCostModel:
+        """This model with default constants for the engines it has none for (an engine's
+        registration declares them; constants the model has, e.g. calibrated, are kept)."""
+        missing = {e: c for e, c in defaults.items() if e not in self.engines}
+        if not missing:
+            return self
+        engines = dict(self.engines)
+        for engine, consts in missing.items():
+            engines[engine] = ColumnarConstants(**consts)
+        return replace(self, engines=engines)
 
     # -- row engine -----------------------------------------------------------------------
 

@@ -226,11 +226,14 @@ def load_profile(path: Path) -> dict[str, Any]:
     return doc
 
 
-def calibrated_model(path: Path | None = None) -> AnalyticalCostModel:
-    """The ``calibrated`` cost model from the profile at ``path`` (default location if None)."""
+def calibrated_model(
+    path: Path | None = None, engine_costs: Mapping[str, Mapping[str, float]] | None = None
+) -> AnalyticalCostModel:
+    """The ``calibrated`` cost model from the profile at ``path`` (default location if None);
+    ``engine_costs`` are the defaults of columnar engines the profile did not measure."""
     path = path if path is not None else default_profile_path()
     doc = load_profile(path)
-    base = AnalyticalCostModel(name="calibrated")
+    base = AnalyticalCostModel(name="calibrated").with_engines(engine_costs or {})
     params = dict(doc["parameters"])
     if "ingest" not in params and "from_arrow" in params:
         params["ingest"] = params["from_arrow"]  # the gateway's conversion is the same one

@@ -44,7 +44,7 @@ import os
 import re
 import sys
 import tomllib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, cast
@@ -56,9 +56,11 @@ from optimizer.ir.errors import ConfigError, did_you_mean
 
 ENTRY_POINT_GROUP = "hycq.cost_models"
 
-BUILTIN: dict[str, Callable[[], Any]] = {
-    "analytical": AnalyticalCostModel,
-    "calibrated": calibrated_model,
+#: Engine cost defaults (engine name -> analytical constants, as the engine registry
+#: declares them) -> model.
+BUILTIN: dict[str, Callable[[Mapping[str, Mapping[str, float]]], Any]] = {
+    "analytical": lambda engines: AnalyticalCostModel().with_engines(engines),
+    "calibrated": lambda engines: calibrated_model(engine_costs=engines),
 }
 
 
@@ -98,16 +100,25 @@ def available() -> dict[str, str]:
     return out
 
 
-def load_cost_model(spec: str | None = None) -> CostModel:
-    """The cost model named by ``spec`` (see the module docstring)."""
+def load_cost_model(
+    spec: str | None = None, engine_costs: Mapping[str, Mapping[str, float]] | None = None
+) -> CostModel:
+    """The cost model named by ``spec`` (see the module docstring).
+
+    ``engine_costs`` are the columnar engines' default analytical constants (hycq passes the
+    engine registry's, ``engines.registry.cost_defaults()``): an analytical-structured model
+    gets them for every engine it has no constants for, before a TOML file's or a
+    calibration profile's parameters apply.
+    """
     if spec is None:
         spec = default_spec()
     spec = spec.strip()
+    costs = engine_costs or {}
     if not spec:
         raise ConfigError("empty cost-model name", hint=_names_hint())
     if spec.lower().endswith(".toml"):
-        return _from_toml(Path(spec))
-    return _from_name(spec)
+        return _from_toml(Path(spec), costs)
+    return _from_name(spec, costs)
 
 
 #: ``path/to/file.py:attr``
@@ -136,10 +147,12 @@ def files_read(spec: str | None) -> list[Path]:
     return files
 
 
-def _from_name(spec: str, folder: Path | None = None) -> CostModel:
+def _from_name(
+    spec: str, costs: Mapping[str, Mapping[str, float]], folder: Path | None = None
+) -> CostModel:
     """Any spec but a TOML file; relative .py paths are relative to ``folder`` if given."""
     if spec in BUILTIN:
-        return _check(BUILTIN[spec](), spec)
+        return _check(BUILTIN[spec](costs), spec)
     m = _PY_FILE.fullmatch(spec)
     if m:
         path = Path(m["path"])
@@ -305,7 +318,7 @@ class GuardedModel:
         return float(value)
 
 
-def _from_toml(path: Path) -> CostModel:
+def _from_toml(path: Path, costs: Mapping[str, Mapping[str, float]]) -> CostModel:
     try:
         doc = tomllib.loads(path.read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
@@ -333,7 +346,9 @@ def _from_toml(path: Path) -> CostModel:
     name = table.get("name", path.stem)
     if not isinstance(name, str) or not name:
         raise ConfigError(f"{path}: 'name' must be a non-empty string")
-    model: Any = _from_name(base_spec, path.parent)
+    model: Any = _from_name(base_spec, costs, path.parent)
+    if isinstance(model, AnalyticalCostModel):
+        model = model.with_engines(costs)
     params = table.get("parameters", {})
     if not isinstance(params, dict):
         raise ConfigError(f"{path}: [cost_model.parameters] must be a table")

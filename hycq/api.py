@@ -34,9 +34,6 @@ if TYPE_CHECKING:  # pragma: no cover
 #: The shipped queries (present in a source checkout).
 QUERIES = Path(__file__).resolve().parent.parent / "queries"
 
-#: Engines hycq knows; ``row`` is always enabled.
-ENGINES = ("row", "duckdb", "spark")
-
 
 @dataclass(frozen=True)
 class LoadedQuery:
@@ -93,20 +90,18 @@ def load_query(query: str | Path, catalog: Path | None = None) -> LoadedQuery:
 
 
 def parse_engines(spec: str) -> tuple[str, ...]:
-    """``row,duckdb`` -> ('row', 'duckdb'); the row engine is always included."""
+    """``row,duckdb`` -> ('row', 'duckdb'); the row engine is always included. Names are
+    those of the engine registry (an unknown one is an OptionError naming them)."""
+    from engines import registry
+
     names = [s.strip().lower() for s in spec.split(",") if s.strip()]
     if not names:
         raise OptionError(
-            f"--engines names no engine: '{spec}'", hint=f"e.g. --engines {','.join(ENGINES)}"
+            f"--engines names no engine: '{spec}'",
+            hint=f"e.g. --engines {','.join(registry.names())}",
         )
     for n in names:
-        if n not in ENGINES:
-            from optimizer.ir.errors import did_you_mean
-
-            raise OptionError(
-                f"unknown engine '{n}' in --engines",
-                hint=did_you_mean(n, ENGINES) or f"engines: {', '.join(ENGINES)}",
-            )
+        registry.get(n, "--engines")
     if "row" not in names:
         names.insert(0, "row")
     return tuple(dict.fromkeys(names))
@@ -237,7 +232,6 @@ def _default_rate(q: LoadedQuery) -> float | None:
 
 
 __all__ = [
-    "ENGINES",
     "QUERIES",
     "LoadedQuery",
     "QueryError",
@@ -256,13 +250,17 @@ PLACEMENTS = ("auto", "row", "column")
 def resolve_placement(
     plan: LogicalPlan, placement: str | dict[str, str], column_engine: str = "duckdb"
 ) -> dict[str, str]:
-    """Engine per operator id for a placement request (auto, row, column, or a mapping)."""
+    """Engine per operator id for a placement request (auto, row, column, or a mapping).
+
+    Engine names are the engine registry's: an unknown ``column_engine`` or engine in the
+    mapping is an error naming the registered ones (exit 2).
+    """
+    from engines import registry
     from optimizer.ir.placement import ROW, complete_placement, uniform_placement
 
-    if column_engine not in ("duckdb", "spark"):
-        raise OptionError(f"unknown column engine '{column_engine}'", hint="use duckdb or spark")
+    registry.get_columnar(column_engine)
     if isinstance(placement, dict):
-        return complete_placement(plan, placement)
+        return complete_placement(plan, placement, registry.capabilities())
     if placement == "auto":
         raise OptionError(
             "placement 'auto' needs the optimizer", hint="use hycq.api.run, which optimizes first"
@@ -270,7 +268,8 @@ def resolve_placement(
     if placement == "row":
         return uniform_placement(plan, ROW)
     if placement == "column":
-        return complete_placement(plan, uniform_placement(plan, column_engine))
+        uniform = uniform_placement(plan, column_engine)
+        return complete_placement(plan, uniform, registry.capabilities())
     raise OptionError(
         f"unknown placement '{placement}'",
         hint="use auto, row, column, or a JSON file mapping operator ids to engines",
@@ -279,12 +278,15 @@ def resolve_placement(
 
 @dataclass
 class EngineSettings:
-    """How columnar engines are set up for a run (threads, Spark conf)."""
+    """How columnar engines are set up for a run: per engine name, the values of its
+    registered settings (``engines.registry.Setting.key`` -> value), e.g.
+    ``{"duckdb": {"threads": 2}, "spark": {"conf": {"spark.master": "local[2]"}}}``.
+    Engines and keys not given take the engine's defaults."""
 
-    duckdb_threads: int | None = None
-    spark_conf: dict[str, str] | None = None
-    #: seconds a Spark session may take to start (None: engines.spark's default)
-    spark_timeout: float | None = None
+    values: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+
+    def of(self, engine: str) -> dict[str, Any]:
+        return dict(self.values.get(engine, {}))
 
 
 def execute(
@@ -376,19 +378,10 @@ class _Engines:
         self._made: dict[str, Any] = {}
 
     def get(self, name: str) -> Any:
+        from engines import registry
+
         if name not in self._made:
-            if name == "duckdb":
-                from engines.duckdb import DuckDBEngine
-
-                self._made[name] = DuckDBEngine(self.settings.duckdb_threads)
-            else:
-                from engines.spark import SparkEngine
-
-                timeout = self.settings.spark_timeout
-                if timeout is None:
-                    self._made[name] = SparkEngine(self.settings.spark_conf)
-                else:
-                    self._made[name] = SparkEngine(self.settings.spark_conf, timeout)
+            self._made[name] = registry.make(name, self.settings.of(name))
         return self._made[name]
 
     def close(self) -> None:
@@ -422,22 +415,26 @@ class Assembly:
         self.migs: list[MigOp] = []
 
     def make_group(self, group: Any, group_inputs: list[Any]) -> Any:
+        from engines import registry
         from engines.mig import MigOp
         from engines.sqlgen import group_sql
 
         plan, pool = self.plan, self.pool
         # Every MIG names its inputs g<k>_in<n>: MIGs share one connection/session per engine.
         prefix = f"g{len(self.migs)}_"
-        main = group_sql(plan, group.operators, group.engine, prefix)
+        dialect = registry.get(group.engine).dialect
+        assert dialect is not None  # a columnar engine's registration names its dialect
+        main = group_sql(plan, group.operators, dialect, prefix)
         tables = dict(main.inputs)
 
-        def sql_for(dialect: str) -> str:
-            if dialect == group.engine:
+        def sql_for(other: str) -> str:
+            if other == dialect:
                 return main.sql
-            return group_sql(plan, group.operators, dialect, prefix).sql  # the fallback's SQL
+            return group_sql(plan, group.operators, other, prefix).sql  # the fallback's SQL
 
         consumer = plan.consumers(group.top)[0]
-        fallback = (lambda: pool.get("duckdb")) if group.engine == "spark" else None
+        spare = registry.get(group.engine).fallback
+        fallback = (lambda: pool.get(spare)) if spare is not None else None
         mig = MigOp(
             group,
             sql_for,

@@ -36,6 +36,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
+from engines import registry
 from hycq.api import Assembly, EngineSettings, LoadedQuery, resolve_placement
 from hycq.planning import Optimized, OptimizerOptions, optimize
 from optimizer.ir.catalog import TIME_UNITS_MS
@@ -108,7 +109,9 @@ def candidates(
 def _all_placements(opt: Optimized, engine: str, limit: int) -> list[tuple[str, dict[str, str]]]:
     plan = opt.plan
     r2r = plan.r2r_ids()
-    allowed = [allowed_engines(plan, i, ("row", engine)) for i in r2r]
+    enabled = ("row", engine)
+    caps = registry.capabilities(enabled)
+    allowed = [allowed_engines(plan, i, enabled, caps) for i in r2r]
     total = 1
     for a in allowed:
         total *= len(a)

@@ -10,7 +10,8 @@ embedded, so an installed hycq calibrates without the source checkout):
   of calls); MIN/MAX from a MAX query; MEDIAN's per-window-tuple rescan from a MEDIAN query;
   the join's per-input and per-output costs from two joins with different fan-outs (NNLS);
 * **Arrow conversion**: Python tuples -> Arrow and Arrow -> tuples over growing row counts;
-* **columnar engines** (DuckDB, and Spark when enabled): whole queries placed on the engine
+* **columnar engines** (each one of ``--engines``, as the engine registry declares how:
+  event-seconds and rate of its runs, engines/*/spec.py): whole queries placed on the engine
   over 5-minute windows that grow while they fill; every slide is one point (window rows,
   SQL seconds). The per-row SQL constants and the fixed per-invocation overhead are fitted
   jointly by NNLS to the analytical model's own terms (``cost_models.analytical.sql_terms``
@@ -37,9 +38,12 @@ from typing import Any
 
 from cost_models.analytical import SQL_TERMS, AnalyticalCostModel, ColumnarConstants, sql_terms
 from cost_models.calibrated import LinearFit, default_profile_path, fit_linear, profile_text
+from engines import registry
 from engines.output_files import check_writable, write_bytes
+from engines.registry import Calibration
 from optimizer.estimate import estimate
 from optimizer.ir.catalog import Catalog
+from optimizer.ir.errors import OptionError
 from optimizer.ir.placement import groups, uniform_placement
 from optimizer.sql import plan_query
 from optimizer.sql.catalog import parse_catalog_text
@@ -109,21 +113,15 @@ class Settings:
     engines: tuple[str, ...] = ("row", "duckdb", "spark")
     rate: float = 20000.0
     row_seconds: Sequence[int] = (15, 30)
-    column_seconds: int = 90
-    column_rate: float = 20000.0
-    spark_seconds: int = 15
-    spark_rate: float = 20000.0
+    quick: bool = False
+    """Columnar engines run their registration's ``quick_seconds`` instead of ``seconds``."""
     conversions: Sequence[int] = (20_000, 100_000, 300_000)
     progress: Callable[[str], None] = field(default=lambda _m: None)
 
 
 def quick() -> Settings:
     return Settings(
-        engines=("row", "duckdb"),
-        row_seconds=(5, 10),
-        column_seconds=25,
-        column_rate=20000.0,
-        conversions=(10_000, 50_000),
+        engines=("row", "duckdb"), row_seconds=(5, 10), quick=True, conversions=(10_000, 50_000)
     )
 
 
@@ -334,18 +332,17 @@ def _join_and_above(plan: Any, engine: str) -> dict[str, str]:
 def calibrate_columnar(
     engine: str, settings: Settings, fits: dict[str, LinearFit]
 ) -> tuple[ColumnarConstants, list[_Point]]:
-    seconds, rate = (
-        (settings.spark_seconds, settings.spark_rate)
-        if engine == "spark"
-        else (settings.column_seconds, settings.column_rate)
-    )
+    spec = registry.get_columnar(engine, "--engines")
+    how = spec.calibration or Calibration()
+    seconds = how.quick_seconds if settings.quick else how.seconds
+    rate = how.rate
     settings.progress(f"{engine}: queries over growing 5-minute windows ({seconds} slides each)")
     points = _column_points(engine, seconds, rate)
     used = [k for k in SQL_TERMS if any(p.terms[k] > 0 for p in points)]
     cols = [[p.terms[k] for p in points] for k in used] + [[1.0] * len(points)]
     coef, r2 = _nnls(cols, [p.sql_s for p in points])
-    defaults = AnalyticalCostModel().engines[engine]
-    values = {k: getattr(defaults, k) for k in SQL_TERMS}
+    defaults = spec.costs
+    values = {k: defaults.get(k, 0.0) for k in SQL_TERMS}
     values.update(dict(zip(used, coef[:-1], strict=True)))
     consts = ColumnarConstants(**values, fixed=coef[-1])
     for k in used:
@@ -372,22 +369,32 @@ def prediction_error(model: AnalyticalCostModel, engine: str, points: list[_Poin
 # -- driver -----------------------------------------------------------------------------------
 
 
-def machine() -> dict[str, Any]:
-    import duckdb
+def machine(engines: Sequence[str] = ("duckdb",)) -> dict[str, Any]:
+    """This machine and the versions of pyarrow and the measured engines."""
     import pyarrow
 
-    return {
+    out: dict[str, Any] = {
         "cores": os.cpu_count(),
         "platform": platform.platform(),
         "python": platform.python_version(),
-        "duckdb": duckdb.__version__,
         "pyarrow": pyarrow.__version__,
     }
+    for engine in engines:
+        how = registry.get(engine).calibration
+        if how is not None and how.version is not None:
+            with contextlib.suppress(ImportError):
+                out[engine] = how.version()
+    return out
 
 
 def calibrate(out: Path | None = None, settings: Settings | None = None) -> dict[str, Any]:
     """Measure, fit, write the profile; return a summary (also what the CLI prints)."""
     s = settings or Settings()
+    columnar = [e for e in registry.columnar_names() if e in s.engines]
+    for engine in columnar:  # before minutes of measuring
+        why = registry.missing(engine)
+        if why is not None:
+            raise OptionError(f"cannot calibrate {engine}: {why}")
     path = out or default_profile_path()
     if out is None:
         with contextlib.suppress(OSError):  # else check_writable says why not
@@ -399,18 +406,16 @@ def calibrate(out: Path | None = None, settings: Settings | None = None) -> dict
     if "row" in s.engines:
         params.update(calibrate_row(s, fits))
     params.update(calibrate_conversion(s, fits))
-    base = AnalyticalCostModel()
+    base = AnalyticalCostModel().with_engines(registry.cost_defaults())
     model = replace(base, name="calibrated", **params)
     engines = dict(base.engines)
     errors: dict[str, dict[str, float]] = {}
-    for engine in ("duckdb", "spark"):
-        if engine not in s.engines:
-            continue
+    for engine in columnar:
         consts, points = calibrate_columnar(engine, s, fits)
         engines[engine] = consts
         if points:
             ships = [p.ship_s / p.rows_in for p in points if p.rows_in]
-            if engine == "duckdb" and ships:
+            if engine == columnar[0] and ships:  # Arrow shipping: from the first engine
                 params["ship_arrow"] = statistics.median(ships)
         model = replace(model, engines=dict(engines), ship_arrow=params.get("ship_arrow", 0.0))
         errors[engine] = {
@@ -419,7 +424,7 @@ def calibrate(out: Path | None = None, settings: Settings | None = None) -> dict
             "points": len(points),
         }
     created = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    write_bytes(path, profile_text(model, fits, machine(), created), "--out")
+    write_bytes(path, profile_text(model, fits, machine(columnar), created), "--out")
     return {
         "profile": str(path),
         "seconds": time.perf_counter() - start,

@@ -78,6 +78,80 @@ def _non_negative_float(text: str) -> float:
     return value
 
 
+def _engine_names(columnar: bool = False) -> str:
+    """The registered engine names for help texts (built-ins and installed plugins)."""
+    from engines import registry
+
+    try:
+        names = registry.columnar_names() if columnar else registry.names()
+    except HycqError:  # a broken plugin: reported when an engine is looked up
+        from engines.registry import BUILTIN_MODULES
+
+        names = tuple(m.split(".")[1] for m in BUILTIN_MODULES)
+    return ",".join(names)
+
+
+def _engine_settings(p: argparse.ArgumentParser) -> None:
+    """Every registered engine's settings (engines/registry.py), e.g. --spark-conf."""
+    from engines import registry
+
+    try:
+        specs = list(registry.table().values())
+    except HycqError:  # a broken plugin: reported when an engine is looked up
+        return
+    for spec in specs:
+        for setting in spec.settings:
+            dest = f"engine__{spec.name}__{setting.key}"
+            if setting.kind == "pairs":
+                p.add_argument(
+                    setting.flag,
+                    action="append",
+                    default=[],
+                    dest=dest,
+                    metavar=setting.metavar or "KEY=VALUE",
+                    help=setting.help,
+                )
+            else:
+                kind = _positive_int if setting.kind == "int" else _positive_float
+                metavar = setting.metavar or ("N" if setting.kind == "int" else "S")
+                p.add_argument(
+                    setting.flag, type=kind, dest=dest, metavar=metavar, help=setting.help
+                )
+
+
+def _settings_of(args: argparse.Namespace) -> Any:
+    """The api.EngineSettings of the parsed engine settings (KEY=VALUE pairs checked)."""
+    from engines import registry
+    from hycq import api
+
+    values: dict[str, dict[str, Any]] = {}
+    for spec in registry.table().values():
+        for setting in spec.settings:
+            value = getattr(args, f"engine__{spec.name}__{setting.key}", None)
+            if setting.kind == "pairs":
+                pairs: dict[str, str] = {}
+                for item in value or []:
+                    key, sep, text = item.partition("=")
+                    if not sep or not key.startswith(setting.prefix) or key == setting.prefix:
+                        example = f"{setting.prefix}KEY=VALUE"
+                        raise OptionError(
+                            f"{setting.flag} expects {example}, got '{item}'",
+                            hint=f"e.g. {setting.flag} {_EXAMPLES.get(setting.flag, example)}",
+                        )
+                    pairs[key] = text
+                value = pairs or None
+            if value is not None:
+                values.setdefault(spec.name, {})[setting.key] = value
+    return api.EngineSettings(values)
+
+
+#: Examples in the hints of KEY=VALUE settings.
+_EXAMPLES = {
+    "--spark-conf": "spark.master=local[2]",
+    "--datafusion-conf": "datafusion.execution.batch_size=16384",
+}
+
+
 def _non_negative_int(text: str) -> int:
     try:
         value = int(text)
@@ -98,8 +172,8 @@ def _plan_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--engines",
         default="row,duckdb",
-        help="engines the placement may use, comma-separated from row,duckdb,spark "
-        "(default: row,duckdb)",
+        help="engines the placement may use, comma-separated from the registered engines "
+        f"{_engine_names()} (default: row,duckdb)",
     )
 
 
@@ -198,7 +272,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="auto|row|column|FILE.json",
         help="operator placement: auto (the optimizer's plan over row and --column-engine), "
         "row, column, or a JSON file "
-        '{"<op id>": "row"|"duckdb"|"spark"} with ids from explain (default: auto)',
+        '{"<op id>": "<engine>"} with ids from explain and engines from '
+        f"{_engine_names()} (default: auto)",
     )
     _optimizer_flags(rn, placement=True)
     rn.add_argument(
@@ -209,27 +284,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rn.add_argument(
         "--column-engine",
-        choices=("duckdb", "spark"),
         default="duckdb",
-        help="the columnar engine of --placement column and auto (default: duckdb, embedded)",
+        metavar="ENGINE",
+        help="the columnar engine of --placement column and auto, one of "
+        f"{_engine_names(columnar=True)} (default: duckdb, embedded)",
     )
-    rn.add_argument(
-        "--duckdb-threads", type=_positive_int, help="DuckDB worker threads (default: all cores)"
-    )
-    rn.add_argument(
-        "--spark-conf",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a Spark setting, e.g. spark.master=spark://host:7077; repeatable",
-    )
-    rn.add_argument(
-        "--spark-connect-timeout",
-        type=_positive_float,
-        metavar="S",
-        help="seconds the Spark session may take to start before the run fails with exit 2 "
-        "(default: 90; a local JVM needs 5-20 s)",
-    )
+    _engine_settings(rn)
     rn.add_argument("--metrics", type=Path, metavar="PATH", help="write run metrics as JSON")
     rn.add_argument(
         "--report",
@@ -299,9 +359,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bn.add_argument(
         "--column-engine",
-        choices=("duckdb", "spark"),
         default="duckdb",
-        help="the columnar engine (default: duckdb)",
+        metavar="ENGINE",
+        help=f"the columnar engine, one of {_engine_names(columnar=True)} (default: duckdb)",
     )
     bn.add_argument(
         "--measure",
@@ -329,9 +389,7 @@ def build_parser() -> argparse.ArgumentParser:
         "that needs longer is measured from where it got to and marked incomplete "
         "(default: 120)",
     )
-    bn.add_argument(
-        "--duckdb-threads", type=_positive_int, help="DuckDB worker threads (default: all)"
-    )
+    _engine_settings(bn)
     _optimizer_flags(bn, placement=True)
     bn.add_argument("--json", type=Path, metavar="PATH", help="write the records as JSON")
     bn.add_argument("--plot", type=Path, metavar="PATH.png", help="plot throughput against rate")
@@ -353,7 +411,8 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument(
         "--engines",
         default="row,duckdb,spark",
-        help="what to measure, from row,duckdb,spark (default: all; Spark adds about a minute)",
+        help=f"what to measure, from {_engine_names()} (default: row,duckdb,spark; Spark adds "
+        "about a minute)",
     )
     cal.add_argument(
         "--quick", action="store_true", help="smaller data and fewer points (about 10 s)"
@@ -635,13 +694,17 @@ def _load_placement(spec: str) -> str | dict[str, str]:
             f"placement file {path}:{err.lineno}:{err.colno}: invalid JSON: {err.msg}"
         ) from None
     if not isinstance(obj, dict) or not all(
-        isinstance(k, str) and v in ("row", "duckdb", "spark") for k, v in obj.items()
+        isinstance(k, str) and isinstance(v, str) for k, v in obj.items()
     ):
         raise OptionError(
-            f"placement file {path} must be a JSON object mapping operator ids to "
-            '"row", "duckdb" or "spark"',
+            f"placement file {path} must be a JSON object mapping operator ids to engine "
+            f"names ({', '.join(_engine_names().split(','))})",
             hint='e.g. {"aggregate1": "duckdb"}',
         )
+    from engines import registry
+
+    for op_id, engine in obj.items():
+        registry.get(engine, f"placement file {path} (operator '{op_id}')")
     return obj
 
 
@@ -669,18 +732,10 @@ def _run(args: argparse.Namespace) -> int:
         memory_limit_mb=args.memory_limit,
         names=CLI_OPTION_NAMES,
     )
-    spark_conf: dict[str, str] = {}
-    for spec in args.spark_conf:
-        key, sep, value = spec.partition("=")
-        if not sep or not key.startswith("spark."):
-            raise OptionError(
-                f"--spark-conf expects spark.KEY=VALUE, got '{spec}'",
-                hint="e.g. --spark-conf spark.master=local[2]",
-            )
-        spark_conf[key] = value
-    settings = api.EngineSettings(
-        args.duckdb_threads, spark_conf or None, args.spark_connect_timeout
-    )
+    from engines import registry
+
+    registry.get_columnar(args.column_engine, "--column-engine")
+    settings = _settings_of(args)
     q = api.load_query(args.query, args.catalog)
     inputs = _inputs(args.query, args.catalog, q.catalog, data.values(), args.cost_model)
     if isinstance(placement, dict):
@@ -751,11 +806,13 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
+    from engines import registry
     from engines.output_files import check_writable, write_bytes
     from engines.runtime import json_text
     from hycq import api
     from hycq.bench import PLANS, BenchOptions, bench, plot
 
+    registry.get_columnar(args.column_engine, "--column-engine")
     rates = []
     for text in args.rates.split(","):
         try:
@@ -798,7 +855,7 @@ def _bench(args: argparse.Namespace) -> int:
         measure_seconds=args.measure,
         repeat=args.repeat,
         optimizer=api.OptimizerOptions(cost_model=args.cost_model, row_core=args.row_core),
-        settings=api.EngineSettings(args.duckdb_threads, None),
+        settings=_settings_of(args),
         data=data,
         progress=progress,
         max_warm_wall=args.warm_limit,

@@ -26,7 +26,7 @@ from optimizer.estimate import estimate
 from optimizer.ir.cost import Cost
 from optimizer.ir.costing import CostModel, Estimates
 from optimizer.ir.errors import OptionError, UserError
-from optimizer.ir.placement import ROW, Group, groups
+from optimizer.ir.placement import ROW, EngineCapabilities, Group, groups
 from optimizer.ir.plan import LogicalPlan
 from optimizer.phase_one import PhaseOneResult, optimize_join_order
 from optimizer.phase_two import PhaseTwoResult, place
@@ -87,6 +87,13 @@ class Optimized:
     @property
     def cost(self) -> Cost:
         return self.phase_two.cost
+
+    @property
+    def capabilities(self) -> dict[str, EngineCapabilities]:
+        """What each enabled engine can run (the engine registry's declarations)."""
+        from engines import registry
+
+        return registry.capabilities(self.options.engines)
 
     @property
     def groups(self) -> list[Group]:
@@ -202,13 +209,15 @@ def optimize(
     ``samples`` (stream -> Arrow table) replaces sampling the query's sources.
     """
     from cost_models.registry import load_cost_model
+    from engines import registry
 
     opts = options or OptimizerOptions()
+    capabilities = registry.capabilities(opts.engines)  # an unknown name: OptionError
     if opts.row_core not in ROW_CORE_MODES:
         raise OptionError(
             f"unknown row-core mode '{opts.row_core}'", hint=f"use {' or '.join(ROW_CORE_MODES)}"
         )
-    model = load_cost_model(opts.cost_model)
+    model = load_cost_model(opts.cost_model, registry.cost_defaults())
     shared = opts.row_core == "shared"
     stats: SampleStatistics | None = None
     note = "none (defaults and catalog statistics)"
@@ -245,6 +254,7 @@ def optimize(
         est2,
         model,
         opts.engines,
+        capabilities=capabilities,
         shared_row_core=shared,
         utilization_only=not opts.feasibility,
         exhaustive=opts.exhaustive,

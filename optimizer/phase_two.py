@@ -54,7 +54,7 @@ from optimizer.costmodel import PlanCoster
 from optimizer.ir.cost import ZERO, Cost, sort_key
 from optimizer.ir.costing import CostModel, Estimates
 from optimizer.ir.errors import PlanError
-from optimizer.ir.placement import ENGINES, ROW, check_placement
+from optimizer.ir.placement import ROW, EngineCapabilities, capability_table, check_placement
 from optimizer.ir.plan import Category, LogicalPlan
 
 #: R2R operators per subplan above which a plan is decomposed (section 6.4.1).
@@ -89,15 +89,22 @@ class _Partial:
     columnar: int  # operators off the row engine (the tie-break)
 
 
-def allowed_engines(plan: LogicalPlan, op_id: str, engines: Sequence[str]) -> list[str]:
-    """The enabled engines that can run ``op_id`` (row for gateway operators)."""
+def allowed_engines(
+    plan: LogicalPlan,
+    op_id: str,
+    engines: Sequence[str],
+    capabilities: Mapping[str, EngineCapabilities] | None = None,
+) -> list[str]:
+    """The enabled engines that can run ``op_id`` (row for gateway operators), by their
+    declared ``capabilities`` (see ``optimizer.ir.placement.capability_table``)."""
     if plan.op(op_id).category is not Category.R2R:
         return [ROW]
+    table = capability_table(capabilities, engines)
     base = dict.fromkeys(plan.topological(), ROW)
     out = []
     for e in engines:
         try:
-            check_placement(plan, {**base, op_id: e})
+            check_placement(plan, {**base, op_id: e}, table)
         except PlanError:
             continue
         out.append(e)
@@ -108,8 +115,9 @@ def place(
     plan: LogicalPlan,
     estimates: Estimates,
     model: CostModel,
-    engines: Sequence[str] = ENGINES,
+    engines: Sequence[str] = (ROW,),
     *,
+    capabilities: Mapping[str, EngineCapabilities] | None = None,
     shared_row_core: bool = False,
     utilization_only: bool = False,
     exhaustive: bool = False,
@@ -120,13 +128,14 @@ def place(
 ) -> PhaseTwoResult:
     """Choose the Definition-6.1-best placement of ``plan`` over the enabled ``engines``.
 
-    ``exhaustive_limit`` makes ``exhaustive=True`` raise ValueError instead of costing more
-    placements than that.
+    ``capabilities`` says what each engine can run (hycq passes the engine registry's; see
+    ``optimizer.ir.placement.capability_table``). ``exhaustive_limit`` makes
+    ``exhaustive=True`` raise ValueError instead of costing more placements than that.
     """
     start = time.perf_counter()
     engines = [ROW, *(e for e in engines if e != ROW)]
     coster = PlanCoster(estimates, model, shared_row_core)
-    allowed = {i: allowed_engines(plan, i, engines) for i in plan.r2r_ids()}
+    allowed = {i: allowed_engines(plan, i, engines, capabilities) for i in plan.r2r_ids()}
     if exhaustive:
         placement, cost, n = _exhaustive(plan, coster, allowed, utilization_only, exhaustive_limit)
         return PhaseTwoResult(placement, cost, n, n, time.perf_counter() - start, True)

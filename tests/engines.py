@@ -20,6 +20,7 @@ ENGINES: dict[str, tuple[pytest.MarkDecorator, ...]] = {
     "row": (),
     "duckdb": (),
     "spark": (pytest.mark.spark,),
+    "datafusion": (),
 }
 #: The columnar engines (MIG targets).
 COLUMNAR = [name for name in ENGINES if name != "row"]

@@ -36,8 +36,11 @@ from __future__ import annotations
 
 import math
 from enum import Enum
+from typing import ClassVar
 
 from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
+from sqlglot.generator import Generator
 
 from optimizer.ir.errors import PlanError, UnsupportedError
 from optimizer.ir.types import DataType
@@ -163,6 +166,13 @@ class SqlDialect:
         """DOUBLE ``a % b`` (C fmod): NaN for a zero divisor or an infinite dividend."""
         return exp.Mod(this=paren(a), expression=paren(b))
 
+    def arithmetic(
+        self, node: type[exp.Binary], a: exp.Expr, b: exp.Expr, dtype: DataType
+    ) -> exp.Expr:
+        """``a + b``, ``a - b`` or ``a * b`` (``node``) of operands already cast to ``dtype``;
+        integer arithmetic raises on overflow (DuckDB and Spark's ANSI mode do natively)."""
+        return node(this=paren(a), expression=paren(b))
+
     # -- functions --------------------------------------------------------------------------
 
     def floor(self, x: exp.Expr) -> exp.Expr:
@@ -198,7 +208,30 @@ class SqlDialect:
     def check_cast(self, src: DataType, dst: DataType) -> None:
         """Raise UnsupportedError for a cast this dialect cannot give DuckDB's result for."""
 
+    def unsupported_casts(self) -> frozenset[tuple[str, str]]:
+        """The (source, target) type names :meth:`check_cast` rejects: an engine's
+        capabilities declare them, so the optimizer never places such a cast there."""
+        out = set()
+        types = [t for t in DataType if t is not DataType.NULL]
+        for src in types:
+            for dst in types:
+                try:
+                    self.check_cast(src, dst)
+                except UnsupportedError:
+                    out.add((src.value, dst.value))
+        return frozenset(out)
+
     # -- aggregates -------------------------------------------------------------------------
+
+    def orderable(self, x: exp.Expr, dtype: DataType) -> exp.Expr:
+        """``x`` (of IR type ``dtype``) where it is compared, ordered, grouped or counted
+        distinct: NaN equals NaN and is larger than every number (DuckDB's rule)."""
+        return x
+
+    def sum(self, x: exp.Expr, dtype: DataType) -> exp.Expr:
+        """SUM of ``x`` (of IR type ``dtype``); the caller casts the total to its IR type,
+        which must raise when an integer total does not fit (DuckDB sums in HUGEINT)."""
+        return exp.Sum(this=x)
 
     def median(self, x: exp.Expr) -> exp.Expr:
         """Exact median of a DOUBLE argument (mean of the two middle values for even counts)."""
@@ -329,7 +362,147 @@ class SparkDialect(SqlDialect):
             )
 
 
-DIALECTS: dict[str, SqlDialect] = {"duckdb": DuckDBDialect(), "spark": SparkDialect()}
+class _DataFusionGenerator(Generator):
+    """sqlglot's generic (ANSI) generator, spelling VARCHAR as ``VARCHAR`` (not ``TEXT``)."""
+
+    TYPE_MAPPING: ClassVar[dict[exp.DType, str]] = {
+        **Generator.TYPE_MAPPING,
+        exp.DType.TEXT: "VARCHAR",
+    }
+
+
+class DataFusion(Dialect):
+    """The sqlglot dialect ``datafusion`` (sqlglot has none): sqlglot's generic dialect,
+    which renders standard SQL without any engine's rewrites, as DataFusion's own parser
+    reads by default (sqlparser's generic dialect): ``'it''s'`` with backslashes as they
+    are, ``DOUBLE``, ``MEDIAN(x)``, ``ROUND(x, n)``. (PostgreSQL's generator, the nearest
+    named one, rewrites ``ROUND(double, n)`` into a DECIMAL ROUND, which PostgreSQL needs and
+    which changes the result: it is not used.)"""
+
+    Generator = _DataFusionGenerator
+
+
+#: Magnitude up to which ``CAST(x AS DECIMAL(38, 0))`` holds any product of two BIGINTs.
+_DECIMAL = exp.DataType.build("DECIMAL(38, 0)")
+
+
+class DataFusionDialect(SqlDialect):
+    """Apache DataFusion (the ``datafusion`` Python package, 55.x).
+
+    What DataFusion evaluates as DuckDB does, and is emitted as it is: IEEE division and
+    fmod (``x / 0.0`` is +-inf, ``x % 0.0`` NaN), FLOOR / CEIL on DOUBLE, LEAST / GREATEST
+    ignoring NULLs, -0.0 equal to 0.0 in comparisons and GROUP BY, exact MEDIAN (mean of
+    the two middle values), NEG / ABS overflow errors, ``CAST`` errors for out-of-range
+    values and NaN. What differs is rewritten here:
+
+    * NaN: DataFusion compares doubles by IEEE totalOrder, so a NaN with the sign bit set
+      (x86 computes one for ``0 * inf``) sorts below every number and is distinct from a
+      positive NaN; every DOUBLE that is compared, ordered (LEAST, GREATEST, MIN, MAX,
+      MEDIAN), grouped on or counted distinct goes through ``NANVL(x, 'NaN')`` (:meth:`orderable`),
+      after which NaN equals NaN and is larger than every number, as in DuckDB;
+
+    * integer ``+ - *`` wrap around silently in DataFusion (even with its ANSI mode): they
+      are computed in ``DECIMAL(38, 0)``, which holds any sum or product of two BIGINTs
+      exactly, and cast back to the integer type, which raises on overflow as DuckDB does;
+    * ``SUM`` of integers wraps too: it sums ``DECIMAL(38, 0)`` values (DuckDB sums in
+      HUGEINT), and the generated cast to BIGINT raises when the total does not fit;
+    * ``CAST(DOUBLE AS integer)`` truncates: it is rounded half to even first, as DuckDB's
+      cast does;
+    * ROUND(x, n) is spelled out as DuckDB computes it (scale, round, unscale; x itself when
+      that overflows): DataFusion scales differently in the last digit.
+
+    Declared unsupported (``engines/datafusion``: the optimizer never places such an
+    operator on DataFusion, and generating it raises UnsupportedError): CAST from VARCHAR to
+    any other type (DataFusion trims and parses text differently) and from DOUBLE to VARCHAR
+    (DataFusion writes ``1e20`` and ``NaN`` where DuckDB writes ``1e+20`` and ``nan``).
+    """
+
+    name = "datafusion"
+
+    def orderable(self, x: exp.Expr, dtype: DataType) -> exp.Expr:
+        # DataFusion orders doubles by IEEE totalOrder, where a NaN with its sign bit set (what
+        # x86 computes for 0 * inf, inf - inf, 0 / 0) is *smaller* than every number and
+        # differs from a positive NaN: NANVL makes every NaN the positive one.
+        if dtype is not DataType.DOUBLE:
+            return x
+        return _fn("NANVL", x, special_double("NaN"))
+
+    def arithmetic(
+        self, node: type[exp.Binary], a: exp.Expr, b: exp.Expr, dtype: DataType
+    ) -> exp.Expr:
+        if not dtype.is_integer:
+            return super().arithmetic(node, a, b, dtype)
+        wide = node(
+            this=paren(exp.Cast(this=a, to=_DECIMAL.copy())),
+            expression=paren(exp.Cast(this=b, to=_DECIMAL.copy())),
+        )
+        return cast(wide, dtype)
+
+    def sum(self, x: exp.Expr, dtype: DataType) -> exp.Expr:
+        if dtype.is_integer:
+            return exp.Sum(this=exp.Cast(this=x, to=_DECIMAL.copy()))
+        return super().sum(x, dtype)
+
+    def double_to_integer(self, x: exp.Expr, dtype: DataType) -> exp.Expr:
+        # Half to even: a tie (fraction exactly .5) rounds to the even neighbour 2*ROUND(x/2);
+        # anything else rounds to the nearest (ROUND, half away from zero, is exact there).
+        tie = exp.EQ(
+            this=exp.Abs(this=exp.Sub(this=paren(x.copy()), expression=_fn("TRUNC", x.copy()))),
+            expression=double_literal(0.5),
+        )
+        even = exp.Mul(
+            this=double_literal(2.0),
+            expression=exp.Round(
+                this=exp.Div(this=paren(x.copy()), expression=double_literal(2.0))
+            ),
+        )
+        rounded = exp.Case(ifs=[exp.If(this=tie, true=even)], default=exp.Round(this=x))
+        return cast(rounded, dtype)
+
+    def round(self, x: exp.Expr, digits: int) -> exp.Expr:
+        # DuckDB: r = round(x * 10^n) / 10^n (n > 0) or round(x / 10^-n) * 10^-n (n < 0),
+        # and x itself when r is not finite; DataFusion's ROUND(x, n) scales differently
+        # (ROUND(1.7976931348623157e308, -2) loses the last digit), so it is spelled out.
+        if digits == 0:
+            return exp.Round(this=x)
+        scale = double_literal(10.0 ** abs(digits))
+        value: exp.Expr
+        scaled: exp.Expr
+        if digits > 0:
+            scaled = exp.Mul(this=paren(x.copy()), expression=scale.copy())
+            value = exp.Div(this=exp.Round(this=scaled), expression=scale)
+        else:
+            scaled = exp.Div(this=paren(x.copy()), expression=scale.copy())
+            value = exp.Mul(this=exp.Round(this=scaled), expression=scale)
+        overflow = exp.EQ(this=exp.Abs(this=value.copy()), expression=double_literal(math.inf))
+        return exp.Case(ifs=[exp.If(this=overflow, true=x)], default=value)
+
+    def check_cast(self, src: DataType, dst: DataType) -> None:
+        reason = DATAFUSION_UNSUPPORTED_CASTS.get((src, dst))
+        if reason is not None:
+            raise UnsupportedError(
+                f"CAST from {src} to {dst} is not supported on DataFusion",
+                hint=f"{reason}; run this operator on DuckDB",
+            )
+
+
+#: Casts DataFusion cannot give DuckDB's result for, and why.
+DATAFUSION_UNSUPPORTED_CASTS: dict[tuple[DataType, DataType], str] = {
+    **{
+        (DataType.VARCHAR, t): "DataFusion parses numbers and booleans from text differently "
+        "from DuckDB"
+        for t in (DataType.BOOLEAN, DataType.INTEGER, DataType.BIGINT, DataType.DOUBLE)
+    },
+    (DataType.DOUBLE, DataType.VARCHAR): "DataFusion formats doubles differently from DuckDB "
+    "(1e20 vs 1e+20, NaN vs nan)",
+}
+
+
+DIALECTS: dict[str, SqlDialect] = {
+    "duckdb": DuckDBDialect(),
+    "spark": SparkDialect(),
+    "datafusion": DataFusionDialect(),
+}
 
 
 def get_dialect(name: str) -> SqlDialect:

@@ -94,6 +94,10 @@ class ExprTranslator:
             return out
         return cast(out, dtype)
 
+    def _orderable(self, e: Expr) -> exp.Expr:
+        """``e`` translated for a comparison, ordering or grouping (the dialect's NaN rule)."""
+        return self.dialect.orderable(self.scalar(e), e.dtype)
+
     # -- scalar expressions -----------------------------------------------------------------
 
     def scalar(self, e: Expr) -> exp.Expr:
@@ -114,8 +118,8 @@ class ExprTranslator:
             return self._case(e)
         if isinstance(e, InList):  # flat: IN of 10,000 items is one node in both engines
             return exp.In(
-                this=paren(self.scalar(e.value)),
-                expressions=[self.scalar(i) for i in e.items],
+                this=paren(self._orderable(e.value)),
+                expressions=[self._orderable(i) for i in e.items],
             )
         if isinstance(e, AggCall):
             raise PlanError(f"aggregate {e.display()} outside an aggregate operator")
@@ -153,13 +157,12 @@ class ExprTranslator:
         if op in _COMPARE:
             # Numeric comparisons coerce to the wider type in both engines, as in the IR.
             return _COMPARE[op](
-                this=paren(self.scalar(e.left)), expression=paren(self.scalar(e.right))
+                this=paren(self._orderable(e.left)), expression=paren(self._orderable(e.right))
             )
         if op in _ARITH:
             target = e.dtype if e.dtype is not DataType.NULL else DataType.BIGINT
-            return _ARITH[op](
-                this=paren(self.typed(e.left, target)),
-                expression=paren(self.typed(e.right, target)),
+            return self.dialect.arithmetic(
+                _ARITH[op], self.typed(e.left, target), self.typed(e.right, target), target
             )
         if op == "/":
             return self.dialect.divide(
@@ -202,7 +205,8 @@ class ExprTranslator:
             typed = [self.typed(a, e.dtype) for a in args]
             return exp.Coalesce(this=typed[0], expressions=typed[1:])
         if name in ("LEAST", "GREATEST"):
-            return self.dialect.least_greatest(name, [self.typed(a, e.dtype) for a in args])
+            typed = [self.dialect.orderable(self.typed(a, e.dtype), e.dtype) for a in args]
+            return self.dialect.least_greatest(name, typed)
         if name in ("FLOOR", "CEIL"):
             if args[0].dtype.is_integer or args[0].dtype is DataType.NULL:
                 # An integer is its own floor and ceiling, in the declared result type (the
@@ -267,18 +271,20 @@ class ExprTranslator:
         if func == "COUNT":
             arg = self.scalar(call.arg)
             if call.distinct:
+                arg = self._orderable(call.arg)
                 return exp.Count(this=exp.Distinct(expressions=[arg]))
             return exp.Count(this=arg)
         if func == "SUM":
-            return exp.Sum(this=self.scalar(call.arg))
+            return self.dialect.sum(self.scalar(call.arg), call.arg.dtype)
         if func == "AVG":
             return exp.Avg(this=self.typed(call.arg, DataType.DOUBLE))
         if func == "MIN":
-            return exp.Min(this=self.scalar(call.arg))
+            return exp.Min(this=self._orderable(call.arg))
         if func == "MAX":
-            return exp.Max(this=self.scalar(call.arg))
+            return exp.Max(this=self._orderable(call.arg))
         if func == "MEDIAN":
-            return self.dialect.median(self.typed(call.arg, DataType.DOUBLE))
+            x = self.typed(call.arg, DataType.DOUBLE)
+            return self.dialect.median(self.dialect.orderable(x, DataType.DOUBLE))
         raise UnsupportedError(f"aggregate function {func} has no SQL translation")
 
 

@@ -237,13 +237,16 @@ def _aggregate(b: _Builder, op: Aggregate, ins: list[str]) -> exp.Select:
     t = b.translator("s")
     keys: list[exp.Expr]
     if all(isinstance(k, ColumnRef) for k in op.group_by):
-        keys = [t.scalar(k) for k in op.group_by]
+        keys = [b.dialect.orderable(t.scalar(k), k.dtype) for k in op.group_by]
     else:
         # Computed keys: compute them first (as k0, k1, ...) so GROUP BY names columns.
         width = len(b.plan.op(b.plan.inputs(op.id)[0]).schema)
         pre = [_alias(_col("s", i), i) for i in range(width)]
         pre += [
-            exp.Alias(this=b.output(t, k, k.dtype), alias=exp.to_identifier(f"k{j}"))
+            exp.Alias(
+                this=b.dialect.orderable(b.output(t, k, k.dtype), k.dtype),
+                alias=exp.to_identifier(f"k{j}"),
+            )
             for j, k in enumerate(op.group_by)
         ]
         source = b.add_cte(exp.select(*pre).from_(_table(source, "s"), copy=False))

@@ -74,7 +74,8 @@ def _key(placement: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
 def allowed(opt: Optimized) -> dict[str, list[str]]:
     """The engines each R2R operator may run on (the enabled ones that can run it)."""
     plan = opt.plan
-    return {i: allowed_engines(plan, i, opt.options.engines) for i in plan.r2r_ids()}
+    engines, caps = opt.options.engines, opt.capabilities
+    return {i: allowed_engines(plan, i, engines, caps) for i in plan.r2r_ids()}
 
 
 def alternatives(opt: Optimized, shown: Mapping[str, str], max_rate: bool = True) -> Alternatives:
@@ -188,7 +189,13 @@ def rate_sweep(
     def at(r: float) -> RatePoint:
         est = estimate(plan, catalog, rates=r, sample=opt.statistics)
         best = place(
-            plan, est, model, opt.options.engines, shared_row_core=shared, utilization_only=uo
+            plan,
+            est,
+            model,
+            opt.options.engines,
+            capabilities=opt.capabilities,
+            shared_row_core=shared,
+            utilization_only=uo,
         )
         coster = PlanCoster(est, model, shared)
         return RatePoint(r, off_row(best.placement), best.cost, coster.placement_cost(shown))

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from engines import registry
 from hycq.planning import Optimized, OptimizerOptions, optimize
 from hycq.reporting.alternatives import Alternatives, Sweep, alternatives, off_row, rate_sweep
 from hycq.reporting.measured import BenchData, UnitRow, load_bench, run_units
@@ -88,7 +89,11 @@ def build_report(
     from hycq import api
 
     q = opt.query
-    shown = complete_placement(opt.plan, placement) if placement else dict(opt.placement)
+    shown = (
+        complete_placement(opt.plan, placement, registry.capabilities())
+        if placement
+        else dict(opt.placement)
+    )
     info = api.explain(q, opt.options.rate, opt.options.engines, optimized=opt)
     rows = opt.operator_rows(shown)
     views = []

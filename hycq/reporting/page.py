@@ -16,10 +16,10 @@ from hycq.reporting.alternatives import off_row
 from hycq.reporting.build import Report
 from hycq.reporting.svg import (
     BOTTLENECK,
-    ENGINE_COLORS,
     PALETTE,
     Series,
     engine_colors,
+    engine_palette,
     fmt,
     html_escape,
     log_chart,
@@ -204,7 +204,7 @@ def _plan(r: Report) -> str:
     legend = "".join(
         f'<span class="pill" style="background:{fill};border-color:{stroke}">'
         f"{html_escape(name)}</span>"
-        for name, (fill, stroke) in ENGINE_COLORS.items()
+        for name, (fill, stroke) in engine_palette().items()
     )
     legend += (
         f'<span class="pill" style="border-color:{BOTTLENECK};color:{BOTTLENECK}">'

@@ -21,12 +21,8 @@ from typing import Any
 
 import networkx as nx
 
-#: (fill, stroke) per engine.
-ENGINE_COLORS: dict[str, tuple[str, str]] = {
-    "row": ("#dde8f4", "#2f6497"),
-    "duckdb": ("#fde4c9", "#b85c0c"),
-    "spark": ("#dcefd6", "#3b7d2c"),
-}
+#: (fill, stroke) of an engine that declares no colours.
+UNKNOWN_ENGINE_COLORS = ("#eeeeee", "#555555")
 BOTTLENECK = "#c62828"
 NODE_W, NODE_H = 190, 76
 GAP_X, LAYER_H, MARGIN = 36, 128, 24
@@ -37,8 +33,15 @@ def html_escape(text: object) -> str:
     return escape(str(text), quote=True)
 
 
+def engine_palette() -> dict[str, tuple[str, str]]:
+    """(fill, stroke) per registered engine, as each engine's registration declares them."""
+    from engines import registry
+
+    return registry.colours()
+
+
 def engine_colors(engine: str) -> tuple[str, str]:
-    return ENGINE_COLORS.get(engine, ("#eeeeee", "#555555"))
+    return engine_palette().get(engine, UNKNOWN_ENGINE_COLORS)
 
 
 def fmt(x: float | None, unit: str = "") -> str:

@@ -6,8 +6,10 @@ streams (dissertation, section 6.2). R2R operators may run on a columnar engine;
 connected set of R2R operators on the same columnar engine is a *migration candidate*
 (group), executed as one SQL query wrapped by a MIG operator.
 
-Engine capabilities are data (``CAPABILITIES``), so the optimizer and the plan builder can
-reject an operator an engine cannot run before anything executes.
+What an engine can run is data (:class:`EngineCapabilities`), declared by each engine's
+registration (``engines/registry.py``) and passed in by the API layer, so the optimizer and
+the plan builder reject an operator an engine cannot run before anything executes, without
+knowing any engine but the row engine (the gateway, :data:`ROW_CAPABILITIES`).
 
 Example:
     >>> from optimizer.sql import plan_query
@@ -17,48 +19,70 @@ Example:
     >>> plan = plan_query("SELECT plug_id, AVG(value) AS a FROM readings [RANGE 1 MINUTE] "
     ...                   "WHERE property = 1 GROUP BY plug_id", cat)
     >>> p = uniform_placement(plan, "duckdb")
+    >>> check_placement(plan, p, {"duckdb": SQL_CAPABILITIES})
     >>> [(g.engine, g.operators) for g in groups(plan, p)]
     [('duckdb', ('select1', 'aggregate1'))]
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 
 import networkx as nx
 
 from optimizer.ir.errors import PlanError, did_you_mean
-from optimizer.ir.expr import AggCall, Func, Unary
+from optimizer.ir.expr import AggCall, Cast, Func, Unary
 from optimizer.ir.plan import Aggregate, Category, LogicalPlan
 
 ROW = "row"
-COLUMNAR_ENGINES = ("duckdb", "spark")
-ENGINES = (ROW, *COLUMNAR_ENGINES)
 
 
 @dataclass(frozen=True)
-class Capabilities:
-    """What one engine can run: operator kinds, aggregate functions, scalar functions."""
+class EngineCapabilities:
+    """What one engine can run: operator kinds, aggregate functions, scalar functions, and
+    the casts it cannot give the IR's result for (``(source type, target type)`` names as in
+    :class:`optimizer.ir.types.DataType`, e.g. ``("VARCHAR", "INTEGER")``)."""
 
     operators: frozenset[str]
     aggregates: frozenset[str]
     functions: frozenset[str]
     distinct_aggregates: frozenset[str] = frozenset({"COUNT"})
+    unsupported_casts: frozenset[tuple[str, str]] = frozenset()
+
+    def without_casts(self, casts: frozenset[tuple[str, str]]) -> EngineCapabilities:
+        """These capabilities minus the given casts."""
+        return replace(self, unsupported_casts=self.unsupported_casts | casts)
 
 
-_ALL_FUNCS = frozenset({"ABS", "COALESCE", "LEAST", "GREATEST", "FLOOR", "CEIL", "ROUND"})
-_ALL_AGGS = frozenset({"COUNT", "SUM", "AVG", "MIN", "MAX", "MEDIAN"})
-_R2R = frozenset({"select", "project", "join", "aggregate"})
+#: Every scalar function and aggregate of the IR (optimizer/ir/functions.py).
+ALL_FUNCTIONS = frozenset({"ABS", "COALESCE", "LEAST", "GREATEST", "FLOOR", "CEIL", "ROUND"})
+ALL_AGGREGATES = frozenset({"COUNT", "SUM", "AVG", "MIN", "MAX", "MEDIAN"})
+R2R_OPERATORS = frozenset({"select", "project", "join", "aggregate"})
 
-#: Declared capabilities per engine. The row engine also runs every S2R/R2S operator.
-CAPABILITIES: dict[str, Capabilities] = {
-    ROW: Capabilities(
-        _R2R | {"source", "window", "istream", "dstream", "rstream", "sink"}, _ALL_AGGS, _ALL_FUNCS
-    ),
-    "duckdb": Capabilities(_R2R, _ALL_AGGS, _ALL_FUNCS),
-    "spark": Capabilities(_R2R, _ALL_AGGS, _ALL_FUNCS),
-}
+#: The row engine: every operator (it hosts the streams, windows, R2S operators and the sink).
+ROW_CAPABILITIES = EngineCapabilities(
+    R2R_OPERATORS | {"source", "window", "istream", "dstream", "rstream", "sink"},
+    ALL_AGGREGATES,
+    ALL_FUNCTIONS,
+)
+
+#: A columnar engine that runs the IR's whole SQL subset (every R2R operator and function).
+SQL_CAPABILITIES = EngineCapabilities(R2R_OPERATORS, ALL_AGGREGATES, ALL_FUNCTIONS)
+
+
+def capability_table(
+    capabilities: Mapping[str, EngineCapabilities] | None, engines: Iterable[str] = ()
+) -> dict[str, EngineCapabilities]:
+    """The capabilities of every engine: the row engine's, then ``capabilities``.
+
+    ``None`` (a library caller that names engines without declaring them, e.g. a unit test)
+    gives every engine in ``engines`` :data:`SQL_CAPABILITIES`; hycq's API always passes the
+    engine registry's table, where an unregistered name is an error.
+    """
+    table = dict.fromkeys(engines, SQL_CAPABILITIES) if capabilities is None else dict(capabilities)
+    table[ROW] = ROW_CAPABILITIES
+    return table
 
 
 @dataclass(frozen=True)
@@ -81,32 +105,51 @@ def uniform_placement(plan: LogicalPlan, engine: str) -> dict[str, str]:
     }
 
 
-def complete_placement(plan: LogicalPlan, partial: Mapping[str, str]) -> dict[str, str]:
+def complete_placement(
+    plan: LogicalPlan,
+    partial: Mapping[str, str],
+    capabilities: Mapping[str, EngineCapabilities] | None = None,
+) -> dict[str, str]:
     """A full placement from a partial one (unnamed operators run on the row engine),
-    validated: known ids and engines, gateway operators on the row engine, capabilities."""
+    validated: known ids and engines (those of ``capabilities``, see :func:`capability_table`),
+    gateway operators on the row engine, capabilities."""
     ids = plan.topological()
+    table = capability_table(capabilities, partial.values())
+    names = sorted(table)
     for op_id, engine in partial.items():
         if op_id not in plan:
             raise PlanError(
                 f"placement names unknown operator '{op_id}'",
                 hint=did_you_mean(op_id, ids) or "use the ids printed by 'hycq explain'",
             )
-        if engine not in ENGINES:
+        if engine not in table:
             raise PlanError(
                 f"placement puts '{op_id}' on unknown engine '{engine}'",
-                hint=did_you_mean(engine, ENGINES) or f"engines: {', '.join(ENGINES)}",
+                hint=did_you_mean(engine, names) or f"engines: {', '.join(names)}",
             )
     placement = {op_id: partial.get(op_id, ROW) for op_id in ids}
-    check_placement(plan, placement)
+    check_placement(plan, placement, table)
     return placement
 
 
-def check_placement(plan: LogicalPlan, placement: Mapping[str, str]) -> None:
-    """Raise PlanError if an operator is placed on an engine that cannot run it."""
+def check_placement(
+    plan: LogicalPlan,
+    placement: Mapping[str, str],
+    capabilities: Mapping[str, EngineCapabilities] | None = None,
+) -> None:
+    """Raise PlanError if an operator is placed on an engine that cannot run it
+    (``capabilities``: see :func:`capability_table`)."""
+    table = capability_table(capabilities, placement.values())
     for op_id in plan.topological():
         op = plan.op(op_id)
         engine = placement[op_id]
-        caps = CAPABILITIES[engine]
+        caps = table.get(engine)
+        if caps is None:
+            names = sorted(table)
+            raise PlanError(
+                f"placement puts '{op_id}' on unknown engine '{engine}'",
+                hint=did_you_mean(engine, names) or f"engines: {', '.join(names)}",
+            )
         if op.kind not in caps.operators:
             where = (
                 "the row engine (the gateway hosting streams, windows and output)"
@@ -124,6 +167,16 @@ def check_placement(plan: LogicalPlan, placement: Mapping[str, str]) -> None:
             for node in expr.walk():
                 if isinstance(node, Func) and node.name not in caps.functions:
                     raise PlanError(f"{engine} cannot evaluate {node.name} in {op_id}")
+                if (
+                    isinstance(node, Cast)
+                    and (node.operand.dtype.value, node.dtype.value) in caps.unsupported_casts
+                ):
+                    raise PlanError(
+                        f"{engine} cannot evaluate CAST from {node.operand.dtype.value} to "
+                        f"{node.dtype.value} in {op_id}",
+                        hint=f"place {op_id} on an engine that computes this cast as "
+                        "docs/semantics.md defines it",
+                    )
                 if isinstance(node, Unary) and node.op not in (
                     "NOT",
                     "NEG",
@@ -133,7 +186,7 @@ def check_placement(plan: LogicalPlan, placement: Mapping[str, str]) -> None:
                     raise PlanError(f"{engine} cannot evaluate {node.op} in {op_id}")
 
 
-def _check_agg(op_id: str, engine: str, caps: Capabilities, call: AggCall) -> None:
+def _check_agg(op_id: str, engine: str, caps: EngineCapabilities, call: AggCall) -> None:
     if call.func not in caps.aggregates:
         raise PlanError(f"{engine} cannot compute {call.func} in {op_id}")
     if call.distinct and call.func not in caps.distinct_aggregates:

@@ -48,6 +48,33 @@ def test_duckdb_connection_lost_mid_run(monkeypatch: pytest.MonkeyPatch) -> None
     assert result.metrics["engines"]["duckdb"]["restarts"] == 2
 
 
+def test_datafusion_session_loses_its_tables_mid_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real DataFusion failure (the session no longer knows the window tables) twice: the
+    MIG restarts a fresh SessionContext, re-registers the Arrow inputs and replays."""
+    pytest.importorskip("datafusion")
+    from engines.datafusion.engine import DataFusionEngine
+
+    data = small_smartplug(40, seed=5, rate=20.0)
+    calls = {"n": 0}
+    real_query = DataFusionEngine.query
+
+    def failing_query(self: DataFusionEngine, sql: str) -> Any:
+        calls["n"] += 1
+        if calls["n"] in (5, 16):
+            for name in self._tables:
+                self.ctx.deregister_table(name)  # the query then fails inside DataFusion
+        return real_query(self, sql)
+
+    monkeypatch.setattr(DataFusionEngine, "query", failing_query)
+    plan = plan_query(QUERY, CATALOG)
+    with pytest.warns(RuntimeWarning, match="restarting"):
+        result = execute(plan, CATALOG, {"readings": data}, "column", column_engine="datafusion")
+    assert_same_stream(result.table, _expected(data))
+    faults = result.metrics["faults"]
+    assert len(faults) == 2 and all(f["engine"] == "datafusion" for f in faults)
+    assert result.metrics["engines"]["datafusion"]["restarts"] == 2
+
+
 @pytest.mark.spark
 def test_spark_jvm_killed_mid_run(monkeypatch: pytest.MonkeyPatch) -> None:
     from engines.spark.engine import SparkEngine

@@ -71,3 +71,21 @@ def test_optimizer_plan(path: Path, rate: float) -> None:
     assert m["cost_model"] == "analytical"
     if rate == 40000.0 and path.stem == "q2":
         assert set(m["placement"].values()) == {"row", "duckdb"}
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_optimizer_plan_over_datafusion(path: Path) -> None:
+    """``--placement auto`` with DataFusion as the only columnar engine gives the oracle's
+    stream, and places nothing on an engine it was not offered."""
+    query, data, expected = _case(path, *MIXED_SPAN.get(path.stem, SPAN), seed=3)
+    catalog = _catalog_for(path)
+    result = execute(
+        plan_query(query, catalog, path.name),
+        catalog,
+        {"readings": data},
+        placement="auto",
+        column_engine="datafusion",
+        optimizer=OptimizerOptions(rate=40000.0, engines=("row", "datafusion")),
+    )
+    assert_same_stream(result.table, expected)
+    assert set(result.metrics["placement"].values()) <= {"row", "datafusion"}

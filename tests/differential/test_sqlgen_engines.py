@@ -1,4 +1,5 @@
-"""Generated SQL (engines.sqlgen) on DuckDB and Spark against the row engine's semantics.
+"""Generated SQL (engines.sqlgen) on DuckDB, Spark and DataFusion against the row engine's
+semantics.
 
 Two levels:
 
@@ -23,7 +24,9 @@ not the reference for that expression and only DuckDB and Spark are compared; se
 :func:`known_row_divergence` for the exact list. Expressions DuckDB rejects at run time
 (integer overflow, CAST of NaN or infinity to an integer) are skipped.
 
-Spark tests are marked ``spark`` and share one session (fixture ``spark``).
+Spark tests are marked ``spark`` and share one session (fixture ``spark``). DataFusion runs
+every case DuckDB runs, through the real engine (engines.datafusion) over one shared
+SessionContext (fixture ``datafusion``).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engines.arrow_types import arrow_type
+from engines.columnar import QueryDataError
 from engines.row.compile import (
     compile_filter,
     compile_map,
@@ -321,6 +325,13 @@ def run_spark(spark: Any, sql: str, tables: dict[str, pa.Table]) -> pa.Table:
     return spark.sql(sql).toArrow()
 
 
+def run_datafusion(engine: Any, sql: str, tables: dict[str, pa.Table]) -> pa.Table:
+    """Register the tables (zero-copy record batches) and run ``sql`` on the hycq engine."""
+    for name, table in tables.items():
+        engine.set_input(name, [(0, table)], table.schema)
+    return engine.query(sql)
+
+
 def _with_ts(table: pa.Table) -> pa.Table:
     return table.append_column("_ts", pa.array([0] * table.num_rows, pa.int64()))
 
@@ -376,6 +387,24 @@ def spark() -> Iterator[Any]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def datafusion() -> Any:
+    """One DataFusion engine (SessionContext) for the whole module."""
+    pytest.importorskip("datafusion")
+    from engines.datafusion import DataFusionEngine
+
+    return DataFusionEngine(threads=2)
+
+
+@pytest.mark.parametrize(("path", "group"), GROUP_CASES)
+def test_group_on_datafusion(datafusion: Any, path: Path, group: tuple[str, ...]) -> None:
+    ref = reference(path)
+    g = group_sql(ref.plan, group, "datafusion")
+    actual = run_datafusion(datafusion, g.sql, group_inputs(ref, g))
+    top = analyse_group(ref.plan, group).top
+    assert_relation(actual, ref.rows(top), g.output_schema, "datafusion")
 
 
 @pytest.mark.spark
@@ -713,6 +742,32 @@ def test_expressions_spark_vs_duckdb_vs_row(spark: Any, exprs: list[Expr]) -> No
         )
 
 
+@settings(EXPR_SETTINGS, max_examples=60)
+@given(st.lists(expressions, min_size=4, max_size=8))
+def test_expressions_datafusion_vs_duckdb_vs_row(datafusion: Any, exprs: list[Expr]) -> None:
+    """DataFusion's values equal DuckDB's (the reference; DuckDB against the row engine is
+    the test above); where DuckDB raises (an overflow, CAST of NaN to an integer),
+    DataFusion must raise the same data error."""
+    ok = []
+    for e in exprs:
+        got = duckdb_values(e)
+        g = group_sql(expression_plan([e]), ["project1"], "datafusion")
+        if got is None:
+            with pytest.raises(QueryDataError):
+                run_datafusion(datafusion, g.sql, {"in0": EXPR_INPUT})
+            continue
+        ok.append((e, got))  # DuckDB against the row engine: the test above
+    if not ok:
+        return
+    g = group_sql(expression_plan([e for e, _ in ok]), ["project1"], "datafusion")
+    table = run_datafusion(datafusion, g.sql, {"in0": EXPR_INPUT})
+    for k, (e, want) in enumerate(ok, start=1):
+        got = _column(table, k)
+        assert all(_same(a, b) for a, b in zip(got, want, strict=True)), (
+            f"{e.display()}\n  DataFusion: {got}\n  DuckDB: {want}\n  SQL: {g.sql}"
+        )
+
+
 # ---------------------------------------------------------------------------------------------
 # Hostile string literals on Spark (DuckDB: tests/unit/test_sqlgen.py)
 # ---------------------------------------------------------------------------------------------
@@ -735,8 +790,18 @@ HOSTILE = [
 ]
 
 
-@pytest.mark.spark
-def test_hostile_string_literals_on_spark(spark: Any) -> None:
+def _engine_runner(request: pytest.FixtureRequest, engine: str) -> Callable[..., pa.Table]:
+    """``run(sql, tables)`` on Spark or DataFusion (their shared session fixtures)."""
+    session = request.getfixturevalue(engine)
+    runner = run_spark if engine == "spark" else run_datafusion
+    return lambda sql, tables: runner(session, sql, tables)
+
+
+ENGINES = [pytest.param("spark", marks=pytest.mark.spark), "datafusion"]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_hostile_string_literals(request: pytest.FixtureRequest, engine: str) -> None:
     """One select on ``s = <hostile text> OR n = 99``, projecting ``s = <text>`` and the text
     itself for every hostile text: the rows and values are exactly the row engine's."""
     schema = Schema((Field("s", VARCHAR), Field("n", BIGINT)))
@@ -763,9 +828,8 @@ def test_hostile_string_literals_on_spark(spark: Any) -> None:
     r2s = b.add(lambda i: R2S(i, out, StreamMode.RSTREAM), prj)
     plan = b.build(b.add(lambda i: Sink(i, out), r2s))
     expected = compile_map(exprs, [True, True])(compile_filter(pred, [True, True])(rows))
-    got = run_spark(
-        spark, group_sql(plan, [sel, prj], "spark").sql, {"in0": arrow_relation(rows, schema)}
-    )
+    run = _engine_runner(request, engine)
+    got = run(group_sql(plan, [sel, prj], engine).sql, {"in0": arrow_relation(rows, schema)})
     assert sorted(zip(*(c.to_pylist() for c in got.columns), strict=True)) == sorted(expected)
     assert len(expected) == 2 and sum(v is True for r in expected for v in r) == 1
 
@@ -854,8 +918,8 @@ def _exactly_same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
-@pytest.mark.spark
-def test_special_values_spark_matches_duckdb_exactly(spark: Any) -> None:
+@pytest.mark.parametrize("engine", ENGINES)
+def test_special_values_match_duckdb_exactly(request: pytest.FixtureRequest, engine: str) -> None:
     exprs = _special_exprs()
     b = PlanBuilder()
     src = b.add(lambda i: Source(i, SPECIAL_SCHEMA, "t", 0, "s"))
@@ -872,12 +936,13 @@ def test_special_values_spark_matches_duckdb_exactly(spark: Any) -> None:
     plan = b.build(b.add(lambda i: Sink(i, schema), out))
     table = {"in0": arrow_relation(SPECIAL_ROWS, SPECIAL_SCHEMA)}
     want = run_duckdb(group_sql(plan, [prj], "duckdb").sql, table)
-    got = run_spark(spark, group_sql(plan, [prj], "spark").sql, table)
+    got = _engine_runner(request, engine)(group_sql(plan, [prj], engine).sql, table)
     problems = []
     for k, e in enumerate(exprs, start=1):
         for rid, a, d in zip(_column(got, 0), _column(got, k), _column(want, k), strict=True):
             if not _exactly_same(a, d):
                 problems.append(
-                    f"{e.display()} at x,y,w,i,j={SPECIAL_ROWS[rid][1:]}: Spark {a!r}, DuckDB {d!r}"
+                    f"{e.display()} at x,y,w,i,j={SPECIAL_ROWS[rid][1:]}: {engine} {a!r}, "
+                    f"DuckDB {d!r}"
                 )
     assert not problems, "\n".join(problems[:20])

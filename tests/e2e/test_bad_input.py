@@ -81,7 +81,17 @@ RUN = ("run", Q5, "--duration", "2")
         (("--duration", "-3"), ["--duration"]),
         (("--duration", "soon"), ["--duration", "expected a number"]),
         (("--pace", "fast"), ["--pace", "invalid choice: 'fast'"]),
-        (("--column-engine", "oracle"), ["--column-engine", "invalid choice"]),
+        (
+            ("--column-engine", "oracle"),
+            [
+                "unknown columnar engine 'oracle' in --column-engine",
+                "registered columnar engines: duckdb, spark, datafusion",
+            ],
+        ),
+        (("--column-engine", "row"), ["not a columnar engine: 'row' in --column-engine"]),
+        (("--column-engine", "datafusoin"), ["did you mean 'datafusion'?"]),
+        (("--datafusion-conf", "batch_size=1"), ["--datafusion-conf expects datafusion.KEY"]),
+        (("--datafusion-threads", "0"), ["--datafusion-threads"]),
         (("--placement", "rows"), ["--placement must be auto, row, column or a .json file"]),
         (("--duckdb-threads", "0"), ["--duckdb-threads"]),
         (("--data", "readings"), ["--data expects STREAM=PATH", "hint:"]),
@@ -105,7 +115,10 @@ def test_bad_options(
 @pytest.mark.parametrize(
     ("name", "parts"),
     [
-        ("engine.json", ['mapping operator ids to "row", "duckdb" or "spark"', "hint:"]),
+        (
+            "engine.json",
+            ["unknown engine 'oracle' in placement file", "registered engines: row, duckdb"],
+        ),
         ("op.json", ["unknown operator 'aggregate9'", "hint:"]),
         ("list.json", ["must be a JSON object"]),
         ("broken.json", ["broken.json:1:", "invalid JSON"]),

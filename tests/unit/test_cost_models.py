@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cost_models.analytical import AnalyticalCostModel
+from cost_models.analytical import AnalyticalCostModel, ColumnarConstants
 from cost_models.calibrated import (
     calibrated_model,
     fit_linear,
@@ -19,6 +19,7 @@ from cost_models.calibrated import (
     write_profile,
 )
 from cost_models.registry import available, default_spec, load_cost_model
+from engines import registry
 from optimizer.ir.errors import ConfigError
 
 PLUGIN = textwrap.dedent(
@@ -80,11 +81,15 @@ def test_toml_overrides_parameters(tmp_path: Path) -> None:
         "[cost_model]\nbase = 'analytical'\n[cost_model.parameters]\nselect = 2e-7\n"
         "[cost_model.parameters.engines.duckdb]\nfixed = 0.01\n"
     )
-    model = load_cost_model(str(path))
+    defaults = registry.cost_defaults()  # the engines' declared constants, as hycq passes them
+    model = load_cost_model(str(path), defaults)
     assert isinstance(model, AnalyticalCostModel)
     assert model.name == "tuned" and model.select == 2e-7
     assert model.engines["duckdb"].fixed == 0.01
-    assert model.engines["spark"] == AnalyticalCostModel().engines["spark"]
+    assert model.engines["spark"] == ColumnarConstants(**defaults["spark"])
+    assert model.engines["datafusion"] == ColumnarConstants(**defaults["datafusion"])
+    with pytest.raises(ConfigError, match=r"unknown columnar engine 'engines\.duckdb'"):
+        load_cost_model(str(path))  # no engine declared: nothing to override
 
 
 def test_toml_parameters_need_a_parametrized_base(tmp_path: Path, plugin_dir: Path) -> None:

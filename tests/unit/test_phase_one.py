@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from cost_models.analytical import AnalyticalCostModel
+from engines import registry
 from optimizer.costmodel import PlanCoster
 from optimizer.estimate import estimate
 from optimizer.ir.catalog import Catalog
@@ -23,7 +24,7 @@ from optimizer.sql import plan_query
 from optimizer.sql.catalog import load_catalog
 
 ROOT = Path(__file__).resolve().parents[2]
-MODEL = AnalyticalCostModel()
+MODEL = AnalyticalCostModel().with_engines(registry.cost_defaults())
 
 
 @pytest.fixture(scope="module")

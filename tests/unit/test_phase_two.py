@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cost_models.analytical import AnalyticalCostModel
+from engines import registry
 from optimizer.costmodel import PlanCoster
 from optimizer.estimate import estimate
 from optimizer.ir.cost import primary_key
@@ -37,7 +38,8 @@ from optimizer.sql.catalog import load_catalog
 
 ROOT = Path(__file__).resolve().parents[2]
 JOINS = ROOT / "queries" / "joins"
-MODEL = AnalyticalCostModel()
+MODEL = AnalyticalCostModel().with_engines(registry.cost_defaults())
+ALL = ("row", "duckdb", "spark")
 CATALOG = load_catalog(JOINS / "catalog.toml")
 STREAM = CATALOG.get("readings")
 assert STREAM is not None
@@ -178,10 +180,11 @@ def test_join_2_matches_table_6_1_counts() -> None:
 
 def test_gateway_operators_stay_on_the_row_engine_and_capabilities_hold() -> None:
     plan = plan_query((ROOT / "queries/smartplug/q1.sql").read_text(), CATALOG)
-    r = place(plan, estimate(plan, CATALOG, rates=40000), MODEL)
+    caps = registry.capabilities(ALL)
+    r = place(plan, estimate(plan, CATALOG, rates=40000), MODEL, ALL, capabilities=caps)
     for op_id in ("source1", "window1", "window2", "rstream1", "sink1"):
         assert r.placement[op_id] == "row"
-    check_placement(plan, r.placement)
+    check_placement(plan, r.placement, caps)
 
 
 def test_decomposition_settles_subplans_of_at_most_the_limit() -> None:
@@ -196,7 +199,7 @@ def test_decomposition_settles_subplans_of_at_most_the_limit() -> None:
 def test_exhaustive_limit() -> None:
     plan = plan_query((JOINS / "join_5.sql").read_text(), CATALOG)
     with pytest.raises(ValueError, match="exhaustive limit"):
-        place(plan, estimate(plan, CATALOG), MODEL, exhaustive=True, exhaustive_limit=1000)
+        place(plan, estimate(plan, CATALOG), MODEL, ALL, exhaustive=True, exhaustive_limit=1000)
 
 
 def test_infeasible_query_picks_the_highest_throughput_plan() -> None:

@@ -10,9 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from hycq.api import load_query, resolve_placement
+from hycq.api import LoadedQuery, load_query, resolve_placement
 from optimizer.ir.errors import OptionError, PlanError
 from optimizer.ir.placement import groups, uniform_placement
+from optimizer.phase_two import allowed_engines
+from optimizer.sql import plan_query
+from optimizer.sql.catalog import parse_catalog_text
 
 ROOT = Path(__file__).resolve().parents[2]
 Q1 = ROOT / "queries" / "smartplug" / "q1.sql"
@@ -58,8 +61,36 @@ def test_invalid_placements_are_rejected_before_running(placement: dict, message
 
 def test_unknown_column_engine() -> None:
     q = load_query(Q1)
-    with pytest.raises(OptionError, match="unknown column engine"):
+    with pytest.raises(OptionError, match="unknown columnar engine 'hana'") as err:
         resolve_placement(q.plan, "column", "hana")
+    assert err.value.hint == "registered columnar engines: duckdb, spark, datafusion"
+    with pytest.raises(OptionError, match="not a columnar engine: 'row'"):
+        resolve_placement(q.plan, "column", "row")
+
+
+def test_capabilities_keep_unsupported_casts_off_an_engine() -> None:
+    """DataFusion declares CAST(VARCHAR AS BIGINT) unsupported: a placement file putting it
+    there is refused, and the optimizer never places the operator there."""
+    from hycq.planning import OptimizerOptions, optimize
+
+    text = "SELECT CAST(label AS BIGINT) AS n FROM events [RANGE 10 SECONDS] WHERE v > 0"
+    cat = parse_catalog_text(
+        '[streams.events]\ntimestamp = "ts"\ntime_unit = "s"\nrate = 1000\n'
+        '[streams.events.columns]\nts = "BIGINT"\nlabel = "VARCHAR"\nv = "DOUBLE"\n'
+    )
+    plan = plan_query(text, cat)
+    (project,) = plan.ids_of("project")
+    with pytest.raises(PlanError, match="datafusion cannot evaluate CAST from VARCHAR to BIGINT"):
+        resolve_placement(plan, {project: "datafusion"})
+    assert resolve_placement(plan, {project: "duckdb"})[project] == "duckdb"
+    q = LoadedQuery(text, "<test>", cat, plan, 0.0)
+    opts = OptimizerOptions(rate=1e6, engines=("row", "datafusion"), sample=False)
+    opt = optimize(q, opts)
+    assert opt.placement[project] == "row"
+    engines, caps = opts.engines, opt.capabilities
+    (select,) = plan.ids_of("select")
+    assert allowed_engines(opt.plan, project, engines, caps) == ["row"]
+    assert allowed_engines(opt.plan, select, engines, caps) == ["row", "datafusion"]
 
 
 def test_uniform_placement_keeps_gateway_on_row() -> None:
