@@ -1,0 +1,482 @@
+"""The ``hycq`` command line's arguments: the parser of every command and its flags, the
+value checks of option arguments, and the engine-settings flags generated from the engine
+registry. The commands themselves are in ``hycq/cli.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+from optimizer.ir.errors import HycqError, OptionError, did_you_mean
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with CONTRACT-style errors: ``error: ...`` and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        hint = f"see '{self.prog} --help'"
+        m = re.search(r"invalid choice: '(.*?)' \(choose from (.*)\)", message)
+        if m:
+            choices = [c.strip(" '") for c in m.group(2).split(",")]
+            hint = did_you_mean(m.group(1), choices) or hint
+        sys.stderr.write(f"error: {message}\n  hint: {hint}\n")
+        raise SystemExit(2)
+
+
+class _DebugParser(_Parser):
+    """A subcommand's parser: takes ``--debug`` too, so it may come after the subcommand
+    (the top-level default stays when it is not given here)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.add_argument(
+            "--debug",
+            action="store_true",
+            default=argparse.SUPPRESS,
+            help="show tracebacks of internal errors",
+        )
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got '{text}'") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got '{text}'")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got '{text}'") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got '{text}'")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got '{text}'") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got '{text}'")
+    return value
+
+
+def engine_names(columnar: bool = False) -> str:
+    """The registered engine names for help texts (built-ins and installed plugins)."""
+    from engines import registry
+
+    try:
+        names = registry.columnar_names() if columnar else registry.names()
+    except HycqError:  # a broken plugin: reported when an engine is looked up
+        from engines.registry import BUILTIN_MODULES
+
+        names = tuple(m.split(".")[1] for m in BUILTIN_MODULES)
+    return ",".join(names)
+
+
+def _engine_settings(p: argparse.ArgumentParser) -> None:
+    """Every registered engine's settings (engines/registry.py), e.g. --spark-conf."""
+    from engines import registry
+
+    try:
+        specs = list(registry.table().values())
+    except HycqError:  # a broken plugin: reported when an engine is looked up
+        return
+    for spec in specs:
+        for setting in spec.settings:
+            dest = f"engine__{spec.name}__{setting.key}"
+            if setting.kind == "pairs":
+                p.add_argument(
+                    setting.flag,
+                    action="append",
+                    default=[],
+                    dest=dest,
+                    metavar=setting.metavar or "KEY=VALUE",
+                    help=setting.help,
+                )
+            else:
+                kind = _positive_int if setting.kind == "int" else positive_float
+                metavar = setting.metavar or ("N" if setting.kind == "int" else "S")
+                p.add_argument(
+                    setting.flag, type=kind, dest=dest, metavar=metavar, help=setting.help
+                )
+
+
+def settings_of(args: argparse.Namespace) -> Any:
+    """The api.EngineSettings of the parsed engine settings (KEY=VALUE pairs checked)."""
+    from engines import registry
+    from hycq import api
+
+    values: dict[str, dict[str, Any]] = {}
+    for spec in registry.table().values():
+        for setting in spec.settings:
+            value = getattr(args, f"engine__{spec.name}__{setting.key}", None)
+            if setting.kind == "pairs":
+                pairs: dict[str, str] = {}
+                for item in value or []:
+                    key, sep, text = item.partition("=")
+                    if not sep or not key.startswith(setting.prefix) or key == setting.prefix:
+                        example = f"{setting.prefix}KEY=VALUE"
+                        raise OptionError(
+                            f"{setting.flag} expects {example}, got '{item}'",
+                            hint=f"e.g. {setting.flag} {_EXAMPLES.get(setting.flag, example)}",
+                        )
+                    pairs[key] = text
+                value = pairs or None
+            if value is not None:
+                values.setdefault(spec.name, {})[setting.key] = value
+    return api.EngineSettings(values)
+
+
+#: Examples in the hints of KEY=VALUE settings.
+_EXAMPLES = {
+    "--spark-conf": "spark.master=local[2]",
+    "--datafusion-conf": "datafusion.execution.batch_size=16384",
+}
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got '{text}'") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got '{text}'")
+    return value
+
+
+def _plan_flags(p: argparse.ArgumentParser) -> None:
+    """QUERY and the flags that say what to plan for, shared by explain and report."""
+    p.add_argument("query", metavar="QUERY", help="a .sql file, or - for stdin")
+    p.add_argument("--catalog", type=Path, help="catalog TOML (default: catalog.toml beside QUERY)")
+    p.add_argument(
+        "--rate", type=positive_float, help="arrival rate of every input stream, tuples/s"
+    )
+    p.add_argument(
+        "--engines",
+        default="row,duckdb",
+        help="engines the placement may use, comma-separated from the registered engines "
+        f"{engine_names()} (default: row,duckdb)",
+    )
+
+
+def _optimizer_flags(p: argparse.ArgumentParser, placement: bool = False) -> None:
+    """The optimizer's flags, shared by explain and run (for --placement auto)."""
+    p.add_argument(
+        "--cost-model",
+        metavar="NAME|PATH",
+        help="cost model: analytical, calibrated, an installed plugin name, a module:attr "
+        "path, or a .toml file (default: calibrated when 'hycq calibrate' has written a "
+        "profile, else analytical)",
+    )
+    p.add_argument(
+        "--row-core",
+        choices=("per-operator", "shared"),
+        default="shared",
+        help="how row operators are charged: shared (they share the row engine's one "
+        "Python thread; predicts measured throughput better, experiments/README.md) or "
+        "per-operator (each its own unit, the dissertation's model) (default: shared)",
+    )
+    if placement:
+        return
+    p.add_argument(
+        "--exhaustive",
+        action="store_true",
+        help="cost every placement instead of the pruned search (small plans only)",
+    )
+    p.add_argument(
+        "--no-feasibility",
+        action="store_true",
+        help="rank plans by total utilization only, ignoring whether they keep up (section 6.4.3)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="hycq",
+        description="Hybrid row/column continuous-query optimizer and executor for CQL.",
+    )
+    parser.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_DebugParser)
+    sub.required = True
+
+    ex = sub.add_parser(
+        "explain",
+        help="print the logical plan and the placement of every operator",
+        description="Parse, bind and explain a continuous query. Operator ids are stable for "
+        "the same query text and options; placement files use them.",
+    )
+    _plan_flags(ex)
+    _optimizer_flags(ex)
+    ex.add_argument("--json", action="store_true", help="print one JSON object (see CONTRACT)")
+    ex.add_argument("--schema", action="store_true", help="show every operator's output schema")
+
+    rn = sub.add_parser(
+        "run",
+        help="run a continuous query over generated or replayed data",
+        description="Run a continuous query and write its result stream (the query's columns "
+        "plus _ts, the slide instant). Without --data, streams come from the catalog's source: "
+        "the smart-plug generator, which stops after --duration event-seconds (default "
+        f"{_default_duration():g}).",
+    )
+    rn.add_argument("query", metavar="QUERY", help="a .sql file, or - for stdin")
+    rn.add_argument(
+        "--catalog", type=Path, help="catalog TOML (default: catalog.toml beside QUERY)"
+    )
+    rn.add_argument(
+        "--rate",
+        type=positive_float,
+        help="input rate, tuples per event-second: the generator's density, or a file replayed "
+        "at this rate by rescaling its timestamps",
+    )
+    rn.add_argument(
+        "--data",
+        action="append",
+        default=[],
+        metavar="STREAM=PATH",
+        help="read STREAM from a CSV (raw DEBS without header, or with a header row) or "
+        "Parquet file; repeatable",
+    )
+    rn.add_argument(
+        "--duration",
+        type=positive_float,
+        help=f"event-seconds to process (generated streams default to {_default_duration():g})",
+    )
+    rn.add_argument(
+        "--pace",
+        choices=("max", "realtime"),
+        default="max",
+        help="max: push input as fast as the plan takes it (default); realtime: replay event "
+        "time against the wall clock",
+    )
+    rn.add_argument(
+        "--placement",
+        default="auto",
+        metavar="auto|row|column|FILE.json",
+        help="operator placement: auto (the optimizer's plan over row and --column-engine), "
+        "row, column, or a JSON file "
+        '{"<op id>": "<engine>"} with ids from explain and engines from '
+        f"{engine_names()} (default: auto)",
+    )
+    _optimizer_flags(rn, placement=True)
+    rn.add_argument(
+        "--output",
+        metavar="PATH",
+        help="result file: .parquet, .csv or .jsonl, or - for JSON lines on stdout "
+        "(default: results are counted, not written)",
+    )
+    rn.add_argument(
+        "--column-engine",
+        default="duckdb",
+        metavar="ENGINE",
+        help="the columnar engine of --placement column and auto, one of "
+        f"{engine_names(columnar=True)} (default: duckdb, embedded)",
+    )
+    _engine_settings(rn)
+    rn.add_argument("--metrics", type=Path, metavar="PATH", help="write run metrics as JSON")
+    rn.add_argument(
+        "--report",
+        type=Path,
+        metavar="PATH.html",
+        help="after the run, write an HTML placement report with the run's measurements",
+    )
+    rn.add_argument(
+        "--dead-letter",
+        type=Path,
+        metavar="PATH",
+        help="write rejected input rows with the reason (JSON lines)",
+    )
+    rn.add_argument(
+        "--memory-limit",
+        type=positive_float,
+        metavar="MB",
+        help="stop with an error when the run's resident memory passes MB (default: 90%% of "
+        "the memory available at the start)",
+    )
+    rn.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="show a progress bar (default: when stderr is a terminal)",
+    )
+
+    rp = sub.add_parser(
+        "report",
+        help="write a self-contained HTML report of the plan, its placement and alternatives",
+        description="Optimize QUERY as explain does and write one HTML file (no script, "
+        "nothing fetched): the plan graph coloured by engine with each group's SQL, the cost "
+        "vector and feasibility, the rate where the plan stops keeping up, the alternatives "
+        "and the Definition 6.1 condition each lost on, the optimizer trace, and with --bench "
+        "measured against predicted throughput.",
+    )
+    _plan_flags(rp)
+    _optimizer_flags(rp)
+    rp.add_argument(
+        "--bench", type=Path, metavar="PATH.json", help="a 'hycq bench --json' file to compare"
+    )
+    rp.add_argument("--out", type=Path, required=True, metavar="PATH.html", help="report file")
+
+    bn = sub.add_parser(
+        "bench",
+        help="measure sustained throughput of plans against their predicted cost",
+        description="For every query, rate and plan: the predicted cost vector and "
+        "feasibility, and the measured maximum sustained throughput at max pace over data of "
+        "that event-time density, after a warm start that fills every window (see "
+        "hycq/bench.py). kept_up = throughput >= rate.",
+    )
+    bn.add_argument("queries", nargs="+", metavar="QUERY", help=".sql files")
+    bn.add_argument(
+        "--catalog", type=Path, help="catalog TOML (default: catalog.toml beside each QUERY)"
+    )
+    bn.add_argument(
+        "--rates",
+        default="1000,5000,10000,20000,40000",
+        help="requested rates, tuples/s, comma-separated (default: 1000,5000,10000,20000,40000)",
+    )
+    bn.add_argument(
+        "--plans",
+        default="auto,row,column",
+        help="plans to measure, from auto,row,column,all (default: auto,row,column); all = "
+        "every placement of the optimizer's join order, or the 10 best predicted and 10 "
+        "random ones",
+    )
+    bn.add_argument(
+        "--column-engine",
+        default="duckdb",
+        metavar="ENGINE",
+        help=f"the columnar engine, one of {engine_names(columnar=True)} (default: duckdb)",
+    )
+    bn.add_argument(
+        "--measure",
+        type=_positive_int,
+        default=10,
+        metavar="S",
+        help="event-seconds per timed span (default: 10)",
+    )
+    bn.add_argument(
+        "--repeat", type=_positive_int, default=3, help="timed spans; the median counts (3)"
+    )
+    bn.add_argument(
+        "--data",
+        action="append",
+        default=[],
+        metavar="STREAM=PATH",
+        help="replay STREAM from a file (rescaled to each rate) instead of the generator",
+    )
+    bn.add_argument(
+        "--warm-limit",
+        type=positive_float,
+        default=120.0,
+        metavar="S",
+        help="wall seconds the warm start may take (a quarter of it per timed span); a plan "
+        "that needs longer is measured from where it got to and marked incomplete "
+        "(default: 120)",
+    )
+    _engine_settings(bn)
+    _optimizer_flags(bn, placement=True)
+    bn.add_argument("--json", type=Path, metavar="PATH", help="write the records as JSON")
+    bn.add_argument("--plot", type=Path, metavar="PATH.png", help="plot throughput against rate")
+
+    cal = sub.add_parser(
+        "calibrate",
+        help="measure this machine's unit costs for the calibrated cost model",
+        description="Micro-benchmark the row engine's operators, Arrow conversion and the "
+        "columnar engines over growing windows, fit the cost model's unit-cost functions "
+        "(scipy NNLS) and write a profile. The 'calibrated' cost model reads it, and is the "
+        "default whenever the profile exists.",
+    )
+    cal.add_argument(
+        "--out",
+        type=Path,
+        metavar="PATH",
+        help="profile path (default: $HYCQ_CALIBRATION, else ~/.config/hycq/calibration.json)",
+    )
+    cal.add_argument(
+        "--engines",
+        default="row,duckdb,spark",
+        help=f"what to measure, from {engine_names()} (default: row,duckdb,spark; Spark adds "
+        "about a minute)",
+    )
+    cal.add_argument(
+        "--quick", action="store_true", help="smaller data and fewer points (about 10 s)"
+    )
+
+    data = sub.add_parser("data", help="synthetic data: smart-plug readings, keyed streams")
+    data_sub = data.add_subparsers(dest="data_command", metavar="ACTION", parser_class=_DebugParser)
+    data_sub.required = True
+    gen = data_sub.add_parser(
+        "generate",
+        help="write deterministic synthetic data (smart-plug readings or keyed streams)",
+        description="Write synthetic data. --generator smartplug (default): smart-plug "
+        "readings in the DEBS 2014 format, .csv (raw, no header) or .parquet, chosen by the "
+        "extension of --out. --generator keyed: a keyed multi-stream workload (columns ts, "
+        "k, v; one file per stream plus catalog.toml) into the folder --out, e.g. "
+        "'--generator keyed --out data/ --seconds 150 --rate 20' writes data/r.csv, "
+        "data/s.csv, data/t.csv and data/catalog.toml; per-stream settings with --stream, "
+        "e.g. --stream r:rate=2000 --stream s:start=10,end=100 --stream t:silent=30-60.",
+    )
+    gen.add_argument(
+        "--generator",
+        choices=("smartplug", "keyed"),
+        default="smartplug",
+        help="what to generate (default smartplug)",
+    )
+    gen.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="output file (.csv or .parquet); for keyed, a folder (created if missing)",
+    )
+    gen.add_argument("--seconds", type=positive_float, default=60.0, help="event-time span (60)")
+    gen.add_argument(
+        "--rate",
+        type=positive_float,
+        help="tuples per event-second (smartplug default: every sensor reports once per "
+        "second, about 2 readings per plug per second; keyed: per stream, default 20)",
+    )
+    gen.add_argument("--houses", type=_positive_int, help="smartplug: number of houses (40)")
+    gen.add_argument("--seed", type=_non_negative_int, default=42, help="random seed (42)")
+    keyed = gen.add_argument_group("keyed streams (--generator keyed)")
+    keyed.add_argument(
+        "--stream",
+        action="append",
+        default=[],
+        metavar="NAME[:KEY=VALUE,...]",
+        help="a stream and its own settings: rate, keys, skew, start, end (offsets in "
+        "seconds), silent=FROM-TO[+FROM-TO], unit=s|ms; repeat for each stream "
+        "(default: r, s, t with the settings below)",
+    )
+    keyed.add_argument("--keys", type=_positive_int, default=100, help="key domain 0..KEYS-1 (100)")
+    keyed.add_argument(
+        "--skew",
+        type=_non_negative_float,
+        default=0.0,
+        help="Zipf exponent of the key distribution (0: uniform)",
+    )
+    keyed.add_argument("--time-unit", choices=("s", "ms"), default="s", help="timestamp unit (s)")
+    keyed.add_argument(
+        "--origin",
+        type=_non_negative_int,
+        help="epoch seconds of offset 0 (default 1400000000)",
+    )
+    keyed.add_argument(
+        "--format", choices=("csv", "parquet"), default="csv", help="file format (csv, with header)"
+    )
+    return parser
+
+
+def _default_duration() -> float:
+    from engines.defaults import DEFAULT_DURATION_S
+
+    return DEFAULT_DURATION_S
