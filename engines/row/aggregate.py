@@ -1,5 +1,9 @@
 """Grouped aggregation over deltas.
 
+One concept in one module (~750 lines): the state layout of every aggregate mode, the code
+generated for its insert/delete/final steps and the operator that runs that code share the
+table below; splitting them would spread one slot layout over several files.
+
 Per group the operator keeps a state list ``st``: ``st[0]`` counts the group's tuples, then
 one or more slots per aggregate:
 
