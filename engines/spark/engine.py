@@ -77,6 +77,21 @@ def _stop(spark: Any) -> None:
         spark.stop()
 
 
+def _reap(proc: Any) -> None:
+    """Kill PySpark's launcher process ``proc`` (a ``subprocess.Popen``) if it still runs,
+    wait for it and close its pipes."""
+    if proc is None:
+        return
+    with contextlib.suppress(Exception):
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=10)
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        if pipe is not None:
+            with contextlib.suppress(Exception):
+                pipe.close()
+
+
 def _abandon(box: dict[str, Any]) -> None:
     """Give up a start: kill the JVM it launched and forget PySpark's pointers to it."""
     from pyspark import SparkContext
@@ -261,6 +276,9 @@ class SparkEngine(ColumnarEngine):
         # The old session is stopped: its exit hook would only wait for PySpark's lock, which
         # a JVM start abandoned by a stop request may still hold.
         atexit.unregister(_stop)
+        # The old JVM's launcher process: end it and reap it (a JVM that merely failed a
+        # query would otherwise live on beside the new one; a dead one leaves a zombie).
+        _reap(getattr(SparkContext._gateway, "proc", None))
         # A dead JVM leaves PySpark's singletons pointing at it: clear them.
         SparkContext._active_spark_context = None
         SparkContext._gateway = None
