@@ -296,7 +296,10 @@ def test_a_broken_cost_model_plugin_is_reported_as_the_plugins(
 def test_an_unknown_engine_in_a_cost_model_toml_is_refused(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    for engine, hint in (("oracle", "columnar engines: datafusion, duckdb, spark"), ("duckbd", "duckdb")):
+    for engine, hint in (
+        ("oracle", "columnar engines: datafusion, duckdb, spark"),
+        ("duckbd", "duckdb"),
+    ):
         toml = tmp_path / f"{engine}.toml"
         toml.write_text(
             '[cost_model]\nbase = "analytical"\n'
