@@ -277,17 +277,21 @@ def optimize(
     return Optimized(q, opts, model, stats, note, est2, one, two, coster, sample_ms, measured)
 
 
+def plan_estimates(opt: Optimized, plan: LogicalPlan) -> Estimates:
+    """Estimates of ``plan`` (any join order of ``opt``'s query, with its own operator ids)
+    on the same statistics as ``opt``."""
+    if plan is opt.plan:
+        return opt.estimates
+    return estimate(
+        plan, opt.query.catalog, opt.options.rate, sample=opt.statistics, measured=opt.measured
+    )
+
+
 def plan_cost(opt: Optimized, plan: LogicalPlan, placement: Mapping[str, str]) -> Cost:
-    """The predicted cost of running ``plan`` (any join order of ``opt``'s query, with its own
-    operator ids) under ``placement``, on the same statistics, model and options as ``opt``:
-    how a running plan compares with the one the optimizer would choose now."""
+    """The predicted cost of running ``plan`` under ``placement``, on the same statistics,
+    model and options as ``opt``: how a running plan compares with the one the optimizer
+    would choose now."""
     if plan is opt.plan:
         return opt.cost_of(placement)
-    est = estimate(
-        plan,
-        opt.query.catalog,
-        opt.options.rate,
-        sample=opt.statistics,
-        measured=opt.measured,
-    )
+    est = plan_estimates(opt, plan)
     return PlanCoster(est, opt.model, opt.options.row_core == "shared").placement_cost(placement)
