@@ -26,6 +26,7 @@ from optimizer.estimate import estimate
 from optimizer.ir.cost import Cost
 from optimizer.ir.costing import CostModel, Estimates
 from optimizer.ir.errors import OptionError, UserError
+from optimizer.ir.measured import MeasuredStatistics
 from optimizer.ir.placement import ROW, EngineCapabilities, Group, groups
 from optimizer.ir.plan import LogicalPlan
 from optimizer.phase_one import PhaseOneResult, optimize_join_order
@@ -74,6 +75,8 @@ class Optimized:
     phase_two: PhaseTwoResult
     coster: PlanCoster
     sample_ms: float
+    measured: MeasuredStatistics | None = None
+    """Run-time statistics the estimates were made with (``optimize(measured=...)``)."""
 
     @property
     def plan(self) -> LogicalPlan:
@@ -203,10 +206,15 @@ def optimize(
     q: LoadedQuery,
     options: OptimizerOptions | None = None,
     samples: Mapping[str, Any] | None = None,
+    measured: MeasuredStatistics | None = None,
 ) -> Optimized:
     """Measure statistics, estimate, reorder joins (Phase One) and place (Phase Two).
 
     ``samples`` (stream -> Arrow table) replaces sampling the query's sources.
+    ``measured`` (statistics measured while the query runs, e.g. by
+    ``engines.migration.monitor.RuntimeMonitor.statistics()``) is used instead of sampling:
+    its rates, selectivities and distinct counts win over the catalog's and the defaults
+    (see :func:`optimizer.estimate.estimate`); what it lacks is estimated as usual.
     """
     from cost_models.registry import load_cost_model
     from engines import registry
@@ -225,6 +233,8 @@ def optimize(
     if samples is not None:
         stats = measure(q.plan, samples)
         note = "sample of the given input tables"
+    elif measured is not None:
+        note = f"measured at run time over {measured.seconds:g} event-seconds"
     elif opts.sample:
         try:
             samples, where = sample_streams(q, opts.rate, opts.data)
@@ -235,11 +245,15 @@ def optimize(
             note = f"sample of {where}" if where else note
     sample_ms = 1e3 * (time.perf_counter() - start)
 
-    est = estimate(q.plan, q.catalog, rates=opts.rate, sample=stats)
+    est = estimate(q.plan, q.catalog, rates=opts.rate, sample=stats, measured=measured)
     one = optimize_join_order(
         q.plan, est, model, shared_row_core=shared, utilization_only=not opts.feasibility
     )
-    est2 = est if one.plan is q.plan else estimate(one.plan, q.catalog, opts.rate, sample=stats)
+    est2 = (
+        est
+        if one.plan is q.plan
+        else estimate(one.plan, q.catalog, opts.rate, sample=stats, measured=measured)
+    )
     if opts.exhaustive:
         n = len(opts.engines) ** len(one.plan.r2r_ids())
         if n > EXHAUSTIVE_LIMIT:
@@ -260,4 +274,24 @@ def optimize(
         exhaustive=opts.exhaustive,
     )
     coster = PlanCoster(est2, model, shared)
-    return Optimized(q, opts, model, stats, note, est2, one, two, coster, sample_ms)
+    return Optimized(q, opts, model, stats, note, est2, one, two, coster, sample_ms, measured)
+
+
+def plan_estimates(opt: Optimized, plan: LogicalPlan) -> Estimates:
+    """Estimates of ``plan`` (any join order of ``opt``'s query, with its own operator ids)
+    on the same statistics as ``opt``."""
+    if plan is opt.plan:
+        return opt.estimates
+    return estimate(
+        plan, opt.query.catalog, opt.options.rate, sample=opt.statistics, measured=opt.measured
+    )
+
+
+def plan_cost(opt: Optimized, plan: LogicalPlan, placement: Mapping[str, str]) -> Cost:
+    """The predicted cost of running ``plan`` under ``placement``, on the same statistics,
+    model and options as ``opt``: how a running plan compares with the one the optimizer
+    would choose now."""
+    if plan is opt.plan:
+        return opt.cost_of(placement)
+    est = plan_estimates(opt, plan)
+    return PlanCoster(est, opt.model, opt.options.row_core == "shared").placement_cost(placement)

@@ -60,6 +60,7 @@ from optimizer.ir.cost import Estimate
 from optimizer.ir.costing import Estimates, OpEstimate
 from optimizer.ir.dispatch import KindTable
 from optimizer.ir.expr import Binary, ColumnRef, Expr, InList, Literal, Unary, conjuncts
+from optimizer.ir.measured import MeasuredStatistics
 from optimizer.ir.plan import (
     Aggregate,
     Join,
@@ -95,6 +96,7 @@ def estimate(
     default_distinct: float = DEFAULT_DISTINCT,
     distinct: Mapping[str, float] | None = None,
     sample: SampleStatistics | None = None,
+    measured: MeasuredStatistics | None = None,
 ) -> Estimates:
     """Estimate every operator of ``plan`` bottom-up from the sources.
 
@@ -105,10 +107,18 @@ def estimate(
     ``distinct`` (source column name -> distinct count) overrides the catalog's counts.
     ``sample`` (:func:`optimizer.statistics.measure`) supplies Estimated selectivities and
     distinct counts where the catalog declares none.
+    ``measured`` (statistics measured while the query runs,
+    :class:`~optimizer.ir.measured.MeasuredStatistics`) wins over all of these: its rates
+    over ``rates`` and the catalog, its selectivities over ``selectivities``, the catalog and
+    the sample, its distinct counts over ``distinct``, the catalog and the sample (for the
+    streams and keys it has figures for; the rest is estimated as without it).
     """
     est = _Estimator(plan, catalog, rates, selectivities, horizon, default_distinct)
     est.distinct_override = dict(distinct or {})
     est.sample = sample
+    if measured is not None:
+        est.measured.update(measured.selectivities)
+        est.runtime = measured
     return est.run()
 
 
@@ -133,6 +143,7 @@ class _Estimator:
         self._distinct: dict[tuple[str, int], Estimate] = {}
         self.distinct_override: dict[str, float] = {}
         self.sample: SampleStatistics | None = None
+        self.runtime: MeasuredStatistics | None = None
 
     # -- driver ---------------------------------------------------------------------------
 
@@ -151,6 +162,9 @@ class _Estimator:
         return ESTIMATORS.of(op)(self, op_id, op, ins)
 
     def _rate(self, stream: str) -> Estimate:
+        if self.runtime is not None and stream in self.runtime.rates:
+            self.stream_rates[stream] = self.runtime.rates[stream]
+            return Estimate.estimated(self.runtime.rates[stream])
         override = self.rate_override
         if isinstance(override, int | float):
             value: float | None = float(override)
@@ -274,19 +288,22 @@ class _Estimator:
         return self._distinct[key]
 
     def _sampled_key(self, op_id: str, columns: list[int]) -> Estimate | None:
-        """The sample's distinct count of a multi-column key of ``op_id`` (capped)."""
-        if self.sample is None or len(columns) < 2:
+        """The measured (run-time) or sampled distinct count of a multi-column key of
+        ``op_id`` (capped by its cardinality)."""
+        if (self.sample is None and self.runtime is None) or len(columns) < 2:
             return None
         origins = [source_column(self.plan, op_id, c) for c in columns]
         streams = {o[0] for o in origins if o is not None}
         if None in origins or len(streams) != 1:
             return None
         stream = streams.pop()
-        sdef = self.catalog.get(stream) if self.catalog is not None else None
         names = tuple(o[1] for o in origins if o is not None)
-        if sdef is not None and any(n in dict(sdef.distinct) for n in names):
-            return None  # declared statistics win
-        d = self.sample.distinct_of(stream, names)
+        d = self.runtime.distinct_of(stream, names) if self.runtime is not None else None
+        if d is None:
+            sdef = self.catalog.get(stream) if self.catalog is not None else None
+            if sdef is not None and any(n in dict(sdef.distinct) for n in names):
+                return None  # declared statistics win over a sample
+            d = self.sample.distinct_of(stream, names) if self.sample is not None else None
         if d is None:
             return None
         cap = self.out[op_id].cardinality if op_id in self.out else Estimate.absent()
@@ -303,6 +320,10 @@ class _Estimator:
             return d if d.is_absent or cap.is_absent else d.min(cap)
 
         if isinstance(op, Source):
+            name = op.schema[column].name
+            runtime = self.runtime.distinct_of(op.stream, (name,)) if self.runtime else None
+            if runtime is not None:
+                return Estimate.estimated(runtime)
             sdef = self.catalog.get(op.stream) if self.catalog is not None else None
             known: dict[str, float] = dict(sdef.distinct) if sdef is not None else {}
             known.update(self.distinct_override)

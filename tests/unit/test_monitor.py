@@ -1,0 +1,87 @@
+"""The run-time monitor's bookkeeping: attribution to event-seconds, smoothing, gaps,
+executor changes (its figures on real runs: tests/unit/test_adapt_drift.py)."""
+
+from __future__ import annotations
+
+import doctest
+import json
+from pathlib import Path
+from typing import Any
+
+import engines.migration.monitor as monitor_module
+from engines.migration.monitor import HALF_LIFE_S, RuntimeMonitor
+from optimizer.sql import plan_query
+from optimizer.sql.catalog import load_catalog
+
+ROOT = Path(__file__).resolve().parents[2]
+CAT = load_catalog(ROOT / "queries" / "keyed" / "catalog.toml")
+PLAN = plan_query("SELECT k FROM r [RANGE 2 SECONDS] WHERE v > 0.5", CAT)
+
+
+def counters(n_in: float, n_out: float, busy: float = 0.0) -> Any:
+    return lambda: {
+        "select1": {"kind": "select", "tuples_in": n_in, "tuples_out": n_out, "busy_s": busy}
+    }
+
+
+def test_the_docstring_example_holds() -> None:
+    assert doctest.testmod(monitor_module).failed == 0
+
+
+def test_ewma_half_life_and_per_second_busy_time() -> None:
+    m = RuntimeMonitor(PLAN, tps=1000)  # milliseconds
+    total = 0.0
+    for sec in range(40):
+        n = 100 if sec < 20 else 1_100
+        m.on_input("r", n, sec * 1000, sec * 1000 + 999)
+        total += n
+        m.on_instant(sec * 1000 + 500, counters(total, total / 2, 0.01 * (sec + 1)))
+    st = m.statistics()
+    # 19 seconds after the step: 1 - 0.5 ** (19 / 5) of the way from 100 to 1100
+    expect = 100 + 1000 * (1 - 0.5 ** (19 / HALF_LIFE_S))
+    assert abs(st.rates["r"] - expect) < 1.0
+    assert st.selectivities == {"v > 0.5": 0.5}
+    figures = m.operator_figures()["select1"]
+    assert abs(figures["u"] - 0.01) < 1e-4  # 10 ms busy per event-second
+    timeline = m.per_second()
+    assert [e["second"] for e in timeline] == list(range(39))
+    json.dumps(timeline)
+
+
+def test_a_batch_spanning_seconds_is_spread_and_late_rows_count_now() -> None:
+    m = RuntimeMonitor(PLAN, tps=1)
+    m.on_input("r", 30, 0, 2)  # 10 per second
+    m.on_instant(0, counters(0, 0))
+    m.on_instant(3, counters(0, 0))
+    m.on_input("r", 5, 1, 1)  # late: seconds 0..2 are closed, it counts in second 3
+    m.on_instant(4, counters(0, 0))
+    rows = [e["streams"]["r"]["rows"] for e in m.per_second()]
+    assert rows == [10, 10, 10, 5]
+
+
+def test_a_long_gap_is_skipped_in_one_step() -> None:
+    m = RuntimeMonitor(PLAN, tps=1)
+    m.on_input("r", 100, 0, 0)
+    m.on_instant(0, counters(100, 10))
+    m.on_input("r", 100, 10**9, 10**9)
+    m.on_instant(10**9, counters(200, 20))
+    m.on_instant(10**9 + 1, counters(200, 20))
+    timeline = m.per_second()
+    assert timeline[-2]["gap_seconds"] == 10**9 - 1
+    assert m.statistics().rates["r"] < 1e-6 + 100 * 0.5 ** ((10**9 - 1) / HALF_LIFE_S) + 100
+
+
+def test_a_new_executor_restarts_operator_figures() -> None:
+    m = RuntimeMonitor(PLAN, tps=1)
+    for sec in range(5):
+        m.on_input("r", 100, sec, sec)
+        m.on_instant(sec, counters(100 * (sec + 1), 90 * (sec + 1)))
+    assert abs(m.statistics().selectivities["v > 0.5"] - 0.9) < 1e-9
+    # a migrated-to executor starts from zero: its counters go backwards
+    for sec in range(5, 12):
+        m.on_input("r", 100, sec, sec)
+        m.on_instant(sec, counters(100 * (sec - 4), 10 * (sec - 4)))
+    assert abs(m.statistics().selectivities["v > 0.5"] - 0.1) < 1e-9
+    m.set_plan(PLAN)
+    assert m.statistics().selectivities == {}  # restarted: nothing measured on it yet
+    assert abs(m.statistics().rates["r"] - 100) < 1e-9  # rates carry on
