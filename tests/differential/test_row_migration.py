@@ -125,8 +125,7 @@ def test_every_order_at_two_points(name: str, strategy: str) -> None:
         orders = orders[:: len(orders) // 6]
     for k, order in enumerate(orders):
         at = (n // 3, n // 2 + 1)[k % 2]  # a batch boundary or inside a batch
-        check(text, data, base, [(at, reorder(base, order), strategy)], _expected(name),
-              seed=k)
+        check(text, data, base, [(at, reorder(base, order), strategy)], _expected(name), seed=k)
 
 
 @pytest.mark.parametrize("strategy", ["ms", "jisc"])
@@ -136,8 +135,14 @@ def test_ms_and_jisc_where_pt_cannot(name: str, strategy: str) -> None:
     base = plan_of(text)
     n = len(merged(_data(name)))
     for k, order in enumerate(_orders(3)):
-        check(text, _data(name), base, [(n // 2, reorder(base, order), strategy)],
-              _expected(name), seed=k)
+        check(
+            text,
+            _data(name),
+            base,
+            [(n // 2, reorder(base, order), strategy)],
+            _expected(name),
+            seed=k,
+        )
 
 
 @pytest.mark.parametrize("name", sorted(NOT_PT))
@@ -152,8 +157,14 @@ def test_panes_off_and_on_agree() -> None:
     name = "j3_agg_leaf"
     base = plan_of(ALL[name])
     for panes in (True, False):
-        check(ALL[name], _data(name), base, [(50, reorder(base, (1, 2, 0)), "jisc")],
-              _expected(name), panes=panes)
+        check(
+            ALL[name],
+            _data(name),
+            base,
+            [(50, reorder(base, (1, 2, 0)), "jisc")],
+            _expected(name),
+            panes=panes,
+        )
 
 
 def test_overlapping_transitions_before_completion() -> None:
@@ -164,8 +175,9 @@ def test_overlapping_transitions_before_completion() -> None:
     data = _data(name)
     n = len(merged(data))
     b, c = reorder(base, (3, 2, 1, 0)), reorder(base, (2, 3, 0, 1))
-    run = check(ALL[name], data, base, [(n // 3, b, "jisc"), (n // 3 + 3, c, "jisc")],
-                _expected(name))
+    run = check(
+        ALL[name], data, base, [(n // 3, b, "jisc"), (n // 3 + 3, c, "jisc")], _expected(name)
+    )
     first, second = run.stats
     assert first.states_incomplete >= 1 and second.states_incomplete >= 1
     # and mixed strategies over the same plans
@@ -183,7 +195,7 @@ def test_ms_states_equal_from_scratch() -> None:
         target = reorder(base, order)
         events = merged(data)
         cut = len(events) // 2
-        prefix = {
+        {
             s: t.take(pa.array([i for n, i in events[:cut] if n == s], pa.int64()))
             for s, t in data.items()
         }
@@ -234,8 +246,9 @@ def test_pt_drops_old_plan_by_the_window_and_never_emits_all_new() -> None:
 
     ParallelTrack._old_delta = spy  # type: ignore[method-assign]
     try:
-        run = check(ALL[name], data, base, [(n // 2, reorder(base, (2, 0, 1)), "pt")],
-                    _expected(name))
+        run = check(
+            ALL[name], data, base, [(n // 2, reorder(base, (2, 0, 1)), "pt")], _expected(name)
+        )
     finally:
         ParallelTrack._old_delta = original  # type: ignore[method-assign]
     (pt,) = run.pts
@@ -253,33 +266,39 @@ def test_jisc_completion_counts_and_marks_complete() -> None:
     base = plan_of(ALL[name])
     data = _data(name)
     n = len(merged(data))
-    run = check(ALL[name], data, base, [(n // 2, reorder(base, (2, 1, 0)), "jisc")],
-                _expected(name))
+    run = check(
+        ALL[name], data, base, [(n // 2, reorder(base, (2, 1, 0)), "jisc")], _expected(name)
+    )
     new = run.executors[-1]
     progress = jisc_progress(new)
     assert progress.complete
     assert 0 < progress.keys_completed <= 4  # at most one completion per key (4 keys)
     # unchanged bottom join (swap of the top leaf only): nothing incomplete
-    run = check(ALL[name], data, base, [(n // 2, reorder(base, (1, 0, 2)), "jisc")],
-                _expected(name))
+    run = check(
+        ALL[name], data, base, [(n // 2, reorder(base, (1, 0, 2)), "jisc")], _expected(name)
+    )
     assert run.stats[0].states_incomplete == 0 and jisc_progress(run.executors[-1]).complete
 
 
 # -- hand-made JISC scenarios (research section 3) --------------------------------------------
 
-Q4 = "SELECT {mode} r.v, s.v, t.v, u.v FROM r [RANGE 10 SECONDS] AS r, s [{sw}] AS s, " \
-    "t [RANGE 10 SECONDS] AS t, u [RANGE 10 SECONDS] AS u " \
+Q4 = (
+    "SELECT {mode} r.v, s.v, t.v, u.v FROM r [RANGE 10 SECONDS] AS r, s [{sw}] AS s, "
+    "t [RANGE 10 SECONDS] AS t, u [RANGE 10 SECONDS] AS u "
     "WHERE r.k = s.k AND s.k = t.k AND t.k = u.k"
+)
 T = 1_400_000_000
 
 
 def _tables(rows: dict[str, list[tuple[int, int, float]]]) -> dict[str, pa.Table]:
     return {
-        n: pa.table({
-            "ts": pa.array([T + r[0] for r in rows.get(n, [])], pa.int64()),
-            "k": pa.array([r[1] for r in rows.get(n, [])], pa.int32()),
-            "v": pa.array([r[2] for r in rows.get(n, [])], pa.float64()),
-        })
+        n: pa.table(
+            {
+                "ts": pa.array([T + r[0] for r in rows.get(n, [])], pa.int64()),
+                "k": pa.array([r[1] for r in rows.get(n, [])], pa.int32()),
+                "v": pa.array([r[2] for r in rows.get(n, [])], pa.float64()),
+            }
+        )
         for n in "rstu"
     }
 
@@ -309,13 +328,13 @@ def test_jisc_1_new_r_finds_old_s_t_u_once() -> None:
 
 def test_jisc_2_and_3_expiry_after_the_switch() -> None:
     # 2: the result was out before the switch; s expires after it: retracted exactly once
-    rows = {n: [(1, 1, float(i))] + _filler(12, n) for i, n in enumerate("rstu")}
+    rows = {n: [(1, 1, float(i)), *_filler(12, n)] for i, n in enumerate("rstu")}
     text = Q4.format(mode="DSTREAM", sw="RANGE 3 SECONDS")
     run = _scenario(text, rows, switch_after=4 * 3)
     assert [r for r in run.rows if r[:4] == (0.0, 1.0, 2.0, 3.0)] == [(0.0, 1.0, 2.0, 3.0, T + 4)]
     # 3: r, s, t before the switch; s expires; u arrives: no output
-    rows = {n: [(1, 1, float(i))] + _filler(12, n) for i, n in enumerate("rst")}
-    rows["u"] = [(6, 1, 3.0)] + _filler(12, "u")
+    rows = {n: [(1, 1, float(i)), *_filler(12, n)] for i, n in enumerate("rst")}
+    rows["u"] = [(6, 1, 3.0), *_filler(12, "u")]
     run = _scenario(Q4.format(mode="RSTREAM", sw="RANGE 3 SECONDS"), rows, switch_after=4 * 3)
     assert not [r for r in run.rows if r[3] == 3.0]
 
@@ -349,8 +368,14 @@ def test_jisc_5_tuples_pending_at_the_switch() -> None:
         old.ingest(s, data[s].take(pa.array(i, pa.int64())), 0)
     assert sum(len(w._pending) for w in old.windows) > 0
     for strategy in ("ms", "jisc", "pt"):
-        check(ALL[name], data, base, [(len(events) // 2, reorder(base, (2, 1, 0)), strategy)],
-              _expected(name), batch=10**6)
+        check(
+            ALL[name],
+            data,
+            base,
+            [(len(events) // 2, reorder(base, (2, 1, 0)), strategy)],
+            _expected(name),
+            batch=10**6,
+        )
 
 
 # -- random data, orders and transition points (research 15) ---------------------------------
@@ -367,8 +392,13 @@ def test_random_orders_and_transitions(data: st.DataObject) -> None:
     name = data.draw(st.sampled_from(["j3_rstream", "j4", "j3_theta", "j3_pushed", "j2_sum_avg"]))
     text = ALL[name]
     seed = data.draw(st.integers(0, 10**6))
-    inputs = keyed_data(seconds=12, rate=data.draw(st.sampled_from([1, 2, 4])),
-                        keys=data.draw(st.integers(1, 5)), seed=seed, streams=_streams(text))
+    inputs = keyed_data(
+        seconds=12,
+        rate=data.draw(st.sampled_from([1, 2, 4])),
+        keys=data.draw(st.integers(1, 5)),
+        seed=seed,
+        streams=_streams(text),
+    )
     base = plan_of(text)
     m = leaf_count(base)
     n = len(merged(inputs))
@@ -380,8 +410,15 @@ def test_random_orders_and_transitions(data: st.DataObject) -> None:
         strategy = data.draw(st.sampled_from(["ms", "jisc", "pt"]))
         migrations.append((at, reorder(base, order), strategy))
     first = reorder(base, data.draw(st.permutations(list(range(m)))))
-    check(text, inputs, first, migrations, oracle(text, CATALOG, inputs),
-          batch=data.draw(st.integers(1, 20)), seed=seed)
+    check(
+        text,
+        inputs,
+        first,
+        migrations,
+        oracle(text, CATALOG, inputs),
+        batch=data.draw(st.integers(1, 20)),
+        seed=seed,
+    )
 
 
 def test_strategies_refuse_a_used_executor() -> None:

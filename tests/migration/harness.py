@@ -101,10 +101,7 @@ class Run:
     def table(self, like: pa.Table) -> pa.Table:
         cols = list(zip(*self.rows, strict=True)) if self.rows else [[]] * like.num_columns
         return pa.table(
-            {
-                f.name: pa.array(list(c), type=f.type)
-                for f, c in zip(like.schema, cols, strict=True)
-            }
+            {f.name: pa.array(list(c), type=f.type) for f, c in zip(like.schema, cols, strict=True)}
         )
 
 

@@ -129,7 +129,11 @@ class JiscJoinOp(HashJoinOp):
 
     def __init__(self, base: HashJoinOp, lazy: LazyStore) -> None:
         super().__init__(
-            base.op_id, base.left.key, base.right.key, base.residual, base.replace_in,
+            base.op_id,
+            base.left.key,
+            base.right.key,
+            base.residual,
+            base.replace_in,
             base.nested_loop,
         )
         self.metrics = base.metrics

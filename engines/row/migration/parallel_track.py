@@ -108,9 +108,7 @@ class ParallelTrack:
         self.replace = nv.op(self.new_top).replace_out
         top = ov.op(self.old_top)
         assert isinstance(top, HashJoinOp)
-        self._last_old: Rows = (
-            permute(self._keep_old(join_rows(top)), p) if self.replace else []
-        )
+        self._last_old: Rows = permute(self._keep_old(join_rows(top)), p) if self.replace else []
         self._last_new: Rows = []
         self.done = False
         self.dropped_at: int | None = None
@@ -185,7 +183,7 @@ class ParallelTrack:
                 if step is None:
                     break
                 op_id, col = plan.inputs(op_id)[step[0]], step[1]
-        checks = []
+        checks: list[tuple[int, int, _WindowBase]] = []
         for pos in self.old_track:
             w = ov.op(pos)
             if not isinstance(w, _WindowBase):
@@ -344,10 +342,7 @@ class ParallelTrack:
 
 
 def _has_old(row: Row, checks: list[tuple[int, int]]) -> bool:
-    for c, t in checks:
-        if row[c] <= t:
-            return True
-    return False
+    return any(row[c] <= t for c, t in checks)
 
 
 def _top_join(view: ExecutorView) -> int:

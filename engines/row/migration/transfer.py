@@ -169,8 +169,7 @@ class ExecutorView:
         if isinstance(op, IStreamOp | DStreamOp | RStreamOp):
             return (type(op).__name__, sig, op.replace_in)
         raise PlanError(
-            f"row-level migration does not know how to move the state of {op.op_id} "
-            f"({op.kind})",
+            f"row-level migration does not know how to move the state of {op.op_id} ({op.kind})",
             hint=_FALLBACK,
         )
 
@@ -393,9 +392,7 @@ def _pack(vals: list[Any], n: int) -> Any:
     return vals[0] if n == 1 else tuple(vals)
 
 
-def _alignment(
-    parent: Join, below: Join, sig: RelSig
-) -> tuple[list[int], list[int]] | None:
+def _alignment(parent: Join, below: Join, sig: RelSig) -> tuple[list[int], list[int]] | None:
     """How ``parent``'s left key and ``below``'s key determine each other on ``below``'s
     output (signature ``sig``): ``(fwd, rev)`` with ``below_key[i] = parent_key[fwd[i]]``
     and ``parent_key[j] = below_key[rev[j]]``; None when they do not (see jisc.py, Keys)."""
