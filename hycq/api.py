@@ -612,7 +612,7 @@ def _run_migrating(
             emit,
             on_late,
             ticks_per_second=tps,
-            label={"join_order": order_label(plan)},
+            label_of=lambda p: {"join_order": order_label(p)},
             schedule=setup.schedule,
             controller=setup.controller,
             check_every=setup.check_every,

@@ -57,6 +57,8 @@ class MigratingExecutor:
     sharing the run's columnar engines); ``emit``/``on_late`` are the run's. ``same_order``
     (old plan, new plan) -> bool tells ``auto`` whether the join order changes.
     ``ticks_per_second``: of the query's time base (to place AT and ``check_every``).
+    ``label_of(plan)``: how records name a plan (e.g. ``{"join_order": [...]}``) when a
+    request carries no label.
     """
 
     def __init__(
@@ -74,6 +76,7 @@ class MigratingExecutor:
         check_every: int | None = None,
         monitor: RuntimeMonitorHook | None = None,
         same_order: Callable[[LogicalPlan, LogicalPlan], bool] | None = None,
+        label_of: Callable[[LogicalPlan], dict[str, Any]] | None = None,
         replay: bool = True,
     ) -> None:
         self.build = build
@@ -85,6 +88,7 @@ class MigratingExecutor:
         self.check_every = check_every
         self.monitor = monitor
         self.same_order = same_order or (lambda a, b: False)
+        self.label_of = label_of or (lambda p: {})
         self.time_columns = _time_columns(plan)
         # The buffer exists only if a replay-based strategy may run (no cost otherwise).
         self.horizons: dict[str, Horizon] = {}
@@ -100,7 +104,7 @@ class MigratingExecutor:
         self.progress: dict[str, int] = {}
         self.ended: set[str] = set()
         self.origin: int | None = None
-        self.current = self._track(plan, placement, label or {})
+        self.current = self._track(plan, placement, label or self.label_of(plan))
         self.current.live = True
         self.active: ActiveMigration | None = None
         self._active_record: dict[str, Any] | None = None
@@ -296,7 +300,7 @@ class MigratingExecutor:
         if name == "auto":
             name, why = choose_auto(old_pp, new_pp, self.same_order(old_pp[0], new_pp[0]))
         label_from = request.label_from or old.label
-        label_to = request.label_to or {"placement": request.placement}
+        label_to = request.label_to or self.label_of(request.plan)
         record: dict[str, Any] = {
             "at": old.last_instant,
             "at_s": self._seconds(old.last_instant),

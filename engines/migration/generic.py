@@ -157,8 +157,7 @@ class ReplayMigration(ActiveMigration):
         if self._todo:
             return
         if not self._rebuilt:
-            new.end_rebuild(self.start_instant)  # type: ignore[attr-defined]
-            _tell_progress(self.ctx.new, self.progress, self.ended)
+            new.end_rebuild(self.start_instant, self.progress, self.ended)  # type: ignore[attr-defined]
             self._rebuilt = True
         while self._queue and (budget is None or spent < budget):
             kind, stream, arg = self._queue.popleft()

@@ -6,8 +6,8 @@ be replayed is what can still matter: every tuple a window of the query may stil
 At the last fired instant L a RANGE window of size r shows the tuples with L - r < ts <= L,
 and later instants only later ones; a ROWS n window shows the n newest visible tuples; a
 tuple not yet visible (ts > L) is pending and always kept. Per stream the buffer therefore
-keeps the tuples with ``ts > L - H`` (H: the largest RANGE/NOW size over the stream's
-windows) plus, if the stream has ROWS windows, the ``n`` newest with ``ts <= L``
+keeps the tuples with ``ts > L - H`` (H: the largest RANGE/NOW size plus slide - 1 over
+the stream's windows: a window's own last instant may lie up to slide - 1 before L) plus, if the stream has ROWS windows, the ``n`` newest with ``ts <= L``
 (timestamp order, ties by arrival, as the windows order them).
 
 Only tuples the running plan *accepted* are buffered (the executor reports them,
@@ -65,7 +65,8 @@ def replay_horizons(plan: LogicalPlan) -> dict[str, Horizon]:
         if op.window is WindowKind.ROWS:
             h = Horizon(h.ticks, max(h.rows, size), h.time_column)
         else:
-            h = Horizon(max(h.ticks, size), h.rows, h.time_column)
+            # The window's own last instant may be up to slide - 1 before L.
+            h = Horizon(max(h.ticks, size + op.slide - 1), h.rows, h.time_column)
         out[src.stream] = h
     return out
 

@@ -27,7 +27,7 @@ stopped and resumed (and, later, migrated) without changing its output.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -179,18 +179,28 @@ class RowExecutor:
             )
         self.clock.held = True
 
-    def end_rebuild(self, start: int | None) -> None:
+    def end_rebuild(
+        self, start: int | None, progress: Mapping[str, int], ended: Iterable[str] = ()
+    ) -> None:
         """End the rebuild: the clock starts at ``start`` (the other plan's last fired
         instant) or at the smallest timestamp replayed, whichever is smaller, so that it
-        fires that instant again. Nothing fires until the streams' progress is reported
-        (``advance_stream`` / ``end_stream``): then the instants the other plan had fired
-        are recomputed (their results are the caller's to discard)."""
+        fires that instant again; the streams' ``progress`` and ``ended`` are those the
+        other plan was told. The instants the other plan had fired are recomputed now
+        (their results are the caller's to discard)."""
         clock = self.clock
         clock.held = False
         if start is not None:
             clock.min_ts = start if clock.min_ts is None else min(clock.min_ts, start)
             if clock.max_ts is None:
                 clock.max_ts = start
+        for stream, ts in progress.items():
+            if stream in clock.progress:
+                p = clock.progress[stream]
+                clock.progress[stream] = ts if p is None else max(p, ts)
+        for stream in ended:
+            if stream in clock.progress:
+                clock.ended.add(stream)
+        clock.fire_due()
 
     def ingest_rows(self, stream: str, rows: Rows, time_column: int, ts_sorted: bool) -> int:
         """Push tuples that are already Python tuples (benchmarks, and other engines' output).
