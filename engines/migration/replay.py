@@ -7,8 +7,9 @@ At the last fired instant L a RANGE window of size r shows the tuples with L - r
 and later instants only later ones; a ROWS n window shows the n newest visible tuples; a
 tuple not yet visible (ts > L) is pending and always kept. Per stream the buffer therefore
 keeps the tuples with ``ts > L - H`` (H: the largest RANGE/NOW size plus slide - 1 over
-the stream's windows: a window's own last instant may lie up to slide - 1 before L) plus, if the stream has ROWS windows, the ``n`` newest with ``ts <= L``
-(timestamp order, ties by arrival, as the windows order them).
+the stream's windows: a window's own last instant may lie up to slide - 1 before L) plus,
+if the stream has ROWS windows, the ``n`` newest with ``ts <= L`` (timestamp order, ties
+by arrival, as the windows order them).
 
 Only tuples the running plan *accepted* are buffered (the executor reports them,
 ``RowExecutor.ingest_accepted``): a late tuple it rejected must not come back through a

@@ -109,7 +109,7 @@ def _run(
 
 def _join_on(engine: str) -> Any:
     """A mixed placement: the joins on ``engine``, the rest on the row engine."""
-    return lambda plan: {j: engine for j in plan.ids_of("join")}
+    return lambda plan: dict.fromkeys(plan.ids_of("join"), engine)
 
 
 GENERIC = ["gms", "gpt", "ghm"]
@@ -181,7 +181,7 @@ def test_unbounded_window_refuses_replay() -> None:
     row = resolve_placement(plan, "row")
     col = resolve_placement(plan, "column")
     for name in GENERIC:
-        with pytest.raises(PlanError, match="UNBOUNDED|not a time-based"):
+        with pytest.raises(PlanError, match=r"UNBOUNDED|not a time-based"):
             strategies.check(name, (plan, row), (plan, col))
     with pytest.raises(PlanError, match="no available strategy"):
         strategies.choose_auto((plan, row), (plan, col), True)
@@ -208,9 +208,7 @@ def test_several_migrations_and_auto_choices() -> None:
 
 def test_overlapping_migration_waits_for_the_running_gpt() -> None:
     """A migration due while a GPT is still running starts when the GPT has switched."""
-    result = _run(
-        "j2", ("r,s", "row"), [(6, "s,r", "column", "gpt"), (9, "r,s", "row", "gms")]
-    )
+    result = _run("j2", ("r,s", "row"), [(6, "s,r", "column", "gpt"), (9, "r,s", "row", "gms")])
     first, second = result.metrics["migrations"]
     assert first["completed"] and second["completed"]
     assert second.get("deferred") is True and second["requested_at_s"] == 9
