@@ -77,7 +77,10 @@ def parse_migrate(spec: str) -> tuple[float, Path]:
             hint="AT is event-seconds after the first tuple, e.g. --migrate 30=target.json",
         )
     if Path(path).suffix.lower() != ".json":
-        raise OptionError(f"--migrate {spec}: the target must be a .json file, got '{path}'")
+        raise OptionError(
+            f"--migrate {spec}: the target must be a .json file, got '{path}'",
+            hint='write the target as JSON, e.g. {"join_order": ["s", "r"], "placement": "row"}',
+        )
     return at, Path(path)
 
 
@@ -100,15 +103,18 @@ def read_target(path: Path) -> dict[str, Any]:
     try:
         obj = json.loads(path.read_text(encoding="utf-8-sig"), object_pairs_hook=_unique)
     except _Dup as dup:
-        raise OptionError(f"{where}: key '{dup.key}' is given twice") from None
+        raise OptionError(f"{where}: key '{dup.key}' is given twice", hint="give it once") from None
     except FileNotFoundError:
         raise OptionError(
             f"{where} not found", hint="give the path of a TARGET.json file"
         ) from None
     except (OSError, UnicodeDecodeError) as err:
-        raise OptionError(f"cannot read {where}: {err}") from None
+        raise OptionError(f"cannot read {where}: {err}", hint="check the file") from None
     except json.JSONDecodeError as err:
-        raise OptionError(f"{where}:{err.lineno}:{err.colno}: invalid JSON: {err.msg}") from None
+        raise OptionError(
+            f"{where}:{err.lineno}:{err.colno}: invalid JSON: {err.msg}",
+            hint='e.g. {"join_order": ["s", "r"], "placement": "row"}',
+        ) from None
     example = '{"join_order": ["s", "r"], "placement": "row"}'
     if not isinstance(obj, dict):
         raise OptionError(f"{where} must be a JSON object", hint=f"e.g. {example}")
