@@ -14,7 +14,7 @@ from engines.migration.driver import MigratingExecutor
 from engines.migration.replay import ReplayBuffer, replay_horizons
 from engines.migration.request import MigrationRequest
 from engines.sources.keyed import KeyedGenerator, KeyedStream
-from hycq.api import Assembly, LoadedQuery, _Engines, resolve_placement
+from hycq.api import Assembly, EngineSettings, LoadedQuery, _Engines, resolve_placement
 from hycq.migrations import plan_with_order
 from optimizer.sql import plan_query
 from optimizer.sql.catalog import load_catalog
@@ -65,8 +65,7 @@ def _drive(controller: Any, monitor: Any, check_every: int) -> tuple[Any, list[A
     q = _q()
     plan = plan_with_order(q, "r,s")
     placement = resolve_placement(plan, "row")
-    pool = _Engines.__new__(_Engines)
-    _Engines.__init__(pool, __import__("hycq.api", fromlist=["EngineSettings"]).EngineSettings())
+    pool = _Engines(EngineSettings())
     out: list[Any] = []
 
     def build(p: Any, pl: Any, emit: Any, on_late: Any) -> Assembly:
@@ -135,8 +134,6 @@ def test_no_controller_no_monitor_no_migration() -> None:
 def test_dropped_plan_releases_its_mig_inputs_and_names_stay_unique() -> None:
     q = _q()
     plan = plan_with_order(q, "r,s")
-    from hycq.api import EngineSettings
-
     pool = _Engines(EngineSettings())
     a = Assembly(plan, resolve_placement(plan, "column"), pool=pool)
     a.make_engine(lambda t, r: None)
@@ -160,7 +157,10 @@ def test_dropped_plan_releases_its_mig_inputs_and_names_stay_unique() -> None:
 
 
 def test_replay_buffer_keeps_the_horizon_and_the_last_rows() -> None:
-    text = "SELECT r.k, COUNT(*) AS n FROM r [ROWS 4] AS r, s [RANGE 3 SECONDS] AS s WHERE r.k = s.k GROUP BY r.k"
+    text = (
+        "SELECT r.k, COUNT(*) AS n FROM r [ROWS 4] AS r, s [RANGE 3 SECONDS] AS s "
+        "WHERE r.k = s.k GROUP BY r.k"
+    )
     plan = plan_query(text, CATALOG)
     h = replay_horizons(plan)
     assert (h["r"].rows, h["s"].ticks) == (4, 3)
