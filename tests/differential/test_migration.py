@@ -41,6 +41,8 @@ QUERIES = {
     "join_aggs": (ROOT / "queries/keyed/join_aggs.sql").read_text(),
     "istream": (ROOT / "queries/keyed/istream.sql").read_text(),
     "rstream": (ROOT / "queries/keyed/rstream.sql").read_text(),
+    "theta": (ROOT / "queries/keyed/theta.sql").read_text(),
+    "mixed_units": (ROOT / "queries/keyed/mixed_units.sql").read_text(),
     "dstream": "SELECT DSTREAM r.k, COUNT(*) AS pairs\n"
     "FROM r [RANGE 6 SECONDS SLIDE 1 SECOND] AS r, s [RANGE 4 SECONDS SLIDE 2 SECONDS] AS s\n"
     "WHERE r.k = s.k GROUP BY r.k",
@@ -59,6 +61,7 @@ def _streams(seed: int, seconds: int = SECONDS) -> dict[str, pa.Table]:
         "r": KeyedStream("r", rate=8, keys=12),
         "s": KeyedStream("s", rate=14, keys=12, start=3),
         "t": KeyedStream("t", rate=5, keys=12, silent=((15, 19),)),
+        "m": KeyedStream("m", rate=9, keys=12, time_unit="ms", start=2),
     }
     return {n: KeyedGenerator(s, seed=seed).table(seconds) for n, s in shapes.items()}
 
@@ -157,6 +160,14 @@ def test_outputs_and_aggregates(strategy: str, query: str) -> None:
     lost), RSTREAM over a NOW window, MEDIAN (opaque to the row engine's incremental
     aggregates), paned SUM/COUNT/MAX, and a join of aggregates."""
     _run(query, (None, "row"), [(9, None, "column", strategy), (23, None, "row", strategy)])
+
+
+@pytest.mark.parametrize("strategy", GENERIC)
+@pytest.mark.parametrize(("query", "order"), [("theta", "s,r"), ("mixed_units", "m,r")])
+def test_theta_join_and_mixed_time_units(strategy: str, query: str, order: str) -> None:
+    """A join without equality, and streams in seconds and milliseconds (the query runs in
+    milliseconds: AT, horizons and instants in its ticks)."""
+    _run(query, (None, "row"), [(11.5, order, "column", strategy), (26, None, "row", strategy)])
 
 
 def test_rows_window_gms_and_ghm_replay_the_last_n_tuples() -> None:
