@@ -215,6 +215,6 @@ def test_migration_beyond_the_input_is_recorded_as_never_happened(
 def test_report_after_a_migrating_run_shows_the_final_plan(data: Path, tmp_path: Path) -> None:
     target = _target(tmp_path, {"join_order": ["t", "s", "r"], "placement": "row"})
     report = tmp_path / "r.html"
-    assert main(_run(data, "--duration", "25", "--migrate", f"8={target}",
+    assert main(_run(data, "--duration", "25", "--migrate", f"8={target}", "--migration", "gms",
                      "--report", report)) == 0  # fmt: skip
     assert "final plan, after 1 migration" in report.read_text()
