@@ -18,7 +18,8 @@ DataFusion, mixed) and need nothing from an executor but the ``PlanExecutor`` ca
   plans running for one horizon. Not for ROWS windows (a count window never empties by
   time).
 * **GHM** (generic hybrid migration): GMS's replay done in the background, a bounded part
-  per call into the driver, while the old plan goes on producing; the input the old plan
+  per call into the driver (a chunk plus twice what arrived since the last call, so it
+  always catches up), while the old plan goes on producing; the input the old plan
   takes meanwhile is queued for the new one and replayed after the buffer; once it has
   caught up (it has fired exactly the old plan's instants) it replaces the old plan.
 
@@ -122,6 +123,7 @@ class ReplayMigration(ActiveMigration):
         assert rebuild is not None, "the new plan must be a fresh row executor"
         rebuild()
         self._rebuilt = False
+        self._added = 0  # rows queued since the last poll
         if chunk_rows is None:
             while not self.done:
                 self._work(None)
@@ -130,6 +132,7 @@ class ReplayMigration(ActiveMigration):
         acc = ingest_accepted(self.ctx.old.executor, stream, batch, time_column)
         if acc is not None and acc.num_rows:
             self._queue.append(("ingest", stream, (acc, time_column)))
+            self._added += acc.num_rows
         return acc
 
     def advance_stream(self, stream: str, ts: int) -> None:
@@ -142,7 +145,12 @@ class ReplayMigration(ActiveMigration):
 
     def poll(self) -> None:
         if not self.done:
-            self._work(self.chunk_rows)
+            # Twice what arrived since the last poll on top of the chunk: the queue shrinks
+            # at every call, so the new plan always catches up.
+            assert self.chunk_rows is not None
+            budget = self.chunk_rows + 2 * self._added
+            self._added = 0
+            self._work(budget)
 
     def _work(self, budget: int | None) -> None:
         """Replay up to ``budget`` tuples (None: all), then catch up with the queue."""
