@@ -59,6 +59,11 @@ class ColumnarEngine(ABC):
         and ship only new chunks.
         """
 
+    def drop_input(self, table: str) -> None:
+        """Forget ``table`` (its MIG was dropped, e.g. by a plan migration). Engines that
+        keep registered inputs override this; the default keeps nothing to release."""
+        return None
+
     @abstractmethod
     def query(self, sql: str) -> pa.Table:
         """Run one SELECT and return its result as Arrow."""

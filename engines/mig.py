@@ -316,6 +316,11 @@ class MigOp(RowOperator):
         self._previous = Counter(snap.get("previous", {}))
         self._ship([True] * len(self.inputs))
 
+    def close(self) -> None:
+        """Release the group's inputs in its engine (the engine itself is shared)."""
+        for inp in self.inputs:
+            self.engine.drop_input(inp.table_name)
+
     def mig_metrics(self) -> dict[str, Any]:
         s = self.stats
         times = sorted(t for _, t in s.slides)

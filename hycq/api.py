@@ -29,6 +29,7 @@ from optimizer.sql import plan_query
 from optimizer.sql.catalog import load_catalog
 
 if TYPE_CHECKING:  # pragma: no cover
+    from hycq.migrations import MigrationOptions
     from hycq.planning import Optimized
 
 #: The shipped queries (present in a source checkout).
@@ -298,12 +299,15 @@ def execute(
     column_engine: str = "duckdb",
     settings: EngineSettings | None = None,
     optimizer: OptimizerOptions | None = None,
+    schedule: Any = None,
 ) -> Any:
     """Run ``plan`` over in-memory Arrow tables (one per stream) and return a RunResult.
 
     The result table holds the query's output columns plus ``_ts``. With ``placement="auto"``
     the plan is optimized first (``optimizer`` options; statistics from the tables) and the
-    optimizer's plan and placement run.
+    optimizer's plan and placement run. ``schedule``: scripted migrations
+    (``engines.migration.ScheduledMigration``, targets already resolved): the run goes
+    through the migration driver.
     """
     import pyarrow as pa
 
@@ -332,7 +336,8 @@ def execute(
             raise OptionError(f"no stream '{name}' in the catalog")
         batches = iter(table.to_batches()) if isinstance(table, pa.Table) else iter(table)
         streams.append(StreamInput(stream, batches, stream.rate, "in-memory table"))
-    return _run(plan, catalog, opts, placement, streams, column_engine, settings, extra)
+    setup = _MigrationSetup(list(schedule)) if schedule is not None else None
+    return _run(plan, catalog, opts, placement, streams, column_engine, settings, extra, setup)
 
 
 def run(
@@ -342,20 +347,22 @@ def run(
     column_engine: str = "duckdb",
     settings: EngineSettings | None = None,
     optimizer: OptimizerOptions | None = None,
+    migration: MigrationOptions | None = None,
 ) -> Any:
     """Run a loaded query with ``hycq run`` options (sources from --data or the catalog).
 
     The plan that runs is always the optimizer's Phase-One plan (so operator ids match
-    ``explain`` with the same rate); ``auto`` runs its Phase-Two placement over the row
-    engine and ``column_engine``. Metrics carry the placement's predicted cost.
+    ``explain`` with the same rate and ``--join-order``); ``auto`` runs its Phase-Two
+    placement over the row engine and ``column_engine``. Metrics carry the placement's
+    predicted cost. ``migration`` (``--migrate``, ``--migration``, ``--adapt``): the run
+    goes through the migration driver (engines/migration/driver.py); every target is
+    resolved and checked before the run starts.
     """
     from hycq.planning import optimize
 
     base = optimizer or OptimizerOptions(engines=("row", column_engine))
-    opt = optimize(
-        q,
-        dataclasses.replace(base, rate=options.rate, data=dict(options.data)),
-    )
+    base = dataclasses.replace(base, rate=options.rate, data=dict(options.data))
+    opt = optimize(q, base)
     chosen: str | dict[str, str] = opt.placement if placement == "auto" else placement
     engines = resolve_placement(opt.plan, chosen, column_engine)
     cost = opt.cost_of(engines)
@@ -367,7 +374,55 @@ def run(
             "feasible": cost.feasible,
         },
     }
-    return _run(opt.plan, q.catalog, options, engines, None, column_engine, settings, predicted)
+    setup = None
+    if migration is not None and migration.requested:
+        setup = _migration_setup(q, opt, base, engines, migration, column_engine)
+    return _run(
+        opt.plan, q.catalog, options, engines, None, column_engine, settings, predicted, setup
+    )
+
+
+@dataclass
+class _MigrationSetup:
+    """What the migration driver of a run needs (see hycq/migrations.py)."""
+
+    schedule: list[Any]
+    controller: Any = None
+    monitor: Any = None
+    check_every: int | None = None
+
+
+def _migration_setup(
+    q: LoadedQuery,
+    opt: Optimized,
+    base: OptimizerOptions,
+    engines: dict[str, str],
+    migration: MigrationOptions,
+    column_engine: str,
+) -> _MigrationSetup:
+    from engines.runtime.inputs import plan_time_unit
+    from hycq import migrations
+    from optimizer.ir.catalog import TIME_UNITS_MS
+
+    migrations.check_options(migration)
+    samples = None
+    if migration.migrate and base.sample:
+        from hycq.planning import sample_streams
+
+        try:
+            samples, _ = sample_streams(q, base.rate, base.data)
+        except UserError:
+            samples = None
+    schedule = migrations.plan_schedule(
+        q, (opt.plan, engines), migration, base, samples, column_engine
+    )
+    setup = _MigrationSetup(schedule)
+    if migration.adapt:
+        tps = 1000 // TIME_UNITS_MS[plan_time_unit(opt.plan)]
+        setup.controller, setup.monitor, setup.check_every = migrations.make_adaptive(
+            q, opt, base, migration, tps, engines
+        )
+    return setup
 
 
 class _Engines:
@@ -376,6 +431,14 @@ class _Engines:
     def __init__(self, settings: EngineSettings) -> None:
         self.settings = settings
         self._made: dict[str, Any] = {}
+        self._groups = 0
+
+    def next_prefix(self) -> str:
+        """A fresh MIG table prefix ``g<k>_``: every MIG of the run (of every plan, when a
+        migration keeps two alive) shares one connection/session per engine."""
+        prefix = f"g{self._groups}_"
+        self._groups += 1
+        return prefix
 
     def get(self, name: str) -> Any:
         from engines import registry
@@ -404,6 +467,7 @@ class Assembly:
         plan: LogicalPlan,
         placement: dict[str, str],
         settings: EngineSettings | None = None,
+        pool: _Engines | None = None,
     ) -> None:
         from engines.mig import MigOp
         from optimizer.ir.placement import groups
@@ -411,8 +475,10 @@ class Assembly:
         self.plan = plan
         self.placement = placement
         self.groups = groups(plan, placement)
-        self.pool = _Engines(settings or EngineSettings())
+        self.owns_pool = pool is None
+        self.pool = pool if pool is not None else _Engines(settings or EngineSettings())
         self.migs: list[MigOp] = []
+        self.executor: Any = None
 
     def make_group(self, group: Any, group_inputs: list[Any]) -> Any:
         from engines import registry
@@ -421,7 +487,7 @@ class Assembly:
 
         plan, pool = self.plan, self.pool
         # Every MIG names its inputs g<k>_in<n>: MIGs share one connection/session per engine.
-        prefix = f"g{len(self.migs)}_"
+        prefix = pool.next_prefix()
         dialect = registry.get(group.engine).dialect
         assert dialect is not None  # a columnar engine's registration names its dialect
         main = group_sql(plan, group.operators, dialect, prefix)
@@ -450,12 +516,13 @@ class Assembly:
     def make_engine(self, emit: Any, on_late: Any = None) -> Any:
         from engines.row.executor import RowExecutor
 
-        return RowExecutor(
+        self.executor = RowExecutor(
             self.plan, emit, on_late=on_late, groups=self.groups, make_group=self.make_group
         )
+        return self.executor
 
-    def operator_metrics(self, engine: Any) -> dict[str, dict[str, Any]]:
-        ops: dict[str, dict[str, Any]] = engine.operator_metrics()
+    def operator_metrics(self, engine: Any = None) -> dict[str, dict[str, Any]]:
+        ops: dict[str, dict[str, Any]] = (engine or self.executor).operator_metrics()
         for mig in self.migs:
             ops.setdefault(mig.op_id, {}).update(mig.mig_metrics())
         return ops
@@ -468,7 +535,11 @@ class Assembly:
         }
 
     def close(self) -> None:
-        self.pool.close()
+        """Release the MIGs' inputs; close the engines if this assembly created them."""
+        for mig in self.migs:
+            mig.close()
+        if self.owns_pool:
+            self.pool.close()
 
 
 def _run(
@@ -480,10 +551,13 @@ def _run(
     column_engine: str = "duckdb",
     settings: EngineSettings | None = None,
     extra: dict[str, Any] | None = None,
+    migration: _MigrationSetup | None = None,
 ) -> Any:
     from engines.runtime import run_plan
 
     engines = resolve_placement(plan, placement, column_engine)
+    if migration is not None:
+        return _run_migrating(plan, catalog, options, engines, inputs, settings, extra, migration)
     asm = Assembly(plan, engines, settings)
     try:
         result = run_plan(
@@ -499,4 +573,72 @@ def _run(
     finally:
         asm.close()
     result.extras["migs"] = asm.migs
+    return result
+
+
+def _run_migrating(
+    plan: LogicalPlan,
+    catalog: Catalog,
+    options: Any,
+    engines: dict[str, str],
+    inputs: Any,
+    settings: EngineSettings | None,
+    extra: dict[str, Any] | None,
+    setup: _MigrationSetup,
+) -> Any:
+    """``_run`` through the migration driver: one Assembly per plan, all sharing one
+    columnar-engine pool (MIG input names are unique across them)."""
+    from engines.migration.driver import MigratingExecutor
+    from engines.runtime import run_plan
+    from engines.runtime.inputs import plan_time_unit
+    from hycq.migrations import order_label, same_order
+    from optimizer.ir.catalog import TIME_UNITS_MS
+
+    pool = _Engines(settings or EngineSettings())
+    tps = 1000 // TIME_UNITS_MS[plan_time_unit(plan)]
+
+    def build(p: LogicalPlan, placement: dict[str, str], emit: Any, on_late: Any) -> Assembly:
+        asm = Assembly(p, placement, settings, pool=pool)
+        asm.make_engine(emit, on_late)
+        return asm
+
+    made: list[MigratingExecutor] = []
+
+    def make_engine(emit: Any, on_late: Any) -> MigratingExecutor:
+        driver = MigratingExecutor(
+            build,
+            plan,
+            engines,
+            emit,
+            on_late,
+            ticks_per_second=tps,
+            label_of=lambda p: {"join_order": order_label(p)},
+            schedule=setup.schedule,
+            controller=setup.controller,
+            check_every=setup.check_every,
+            monitor=setup.monitor,
+            same_order=same_order,
+        )
+        made.append(driver)
+        return driver
+
+    try:
+        result = run_plan(
+            plan,
+            catalog,
+            options,
+            make_engine=make_engine,
+            placement=engines,
+            inputs=inputs,
+            operator_metrics=lambda _engine: made[0].operator_metrics(),
+            extra_metrics=lambda: {**made[0].extra_metrics(), **(extra or {})},
+        )
+        if made:
+            handle = made[0].current.handle
+            result.extras["migs"] = list(getattr(handle, "migs", []))
+            result.extras["driver"] = made[0]
+    finally:
+        if made:
+            made[0].close()
+        pool.close()
     return result

@@ -130,6 +130,7 @@ def _explain(args: argparse.Namespace) -> int:
             exhaustive=args.exhaustive,
             feasibility=not args.no_feasibility,
             row_core=args.row_core,
+            join_order=_join_order(args),
         ),
     )
     info = api.explain(q, args.rate, engines, optimized=opt)
@@ -171,6 +172,25 @@ def _explain(args: argparse.Namespace) -> int:
     )
     print(f"R2R operators: {info['r2r_operators']}")
     return 0
+
+
+def _join_order(args: argparse.Namespace) -> tuple[tuple[str, ...], ...] | None:
+    from optimizer.phase_one import parse_join_order
+
+    return parse_join_order(args.join_order) if args.join_order is not None else None
+
+
+def _migration_options(args: argparse.Namespace) -> Any:
+    from hycq.migrations import MigrationOptions, check_options, parse_migrate
+
+    options = MigrationOptions(
+        migrate=tuple(parse_migrate(m) for m in args.migrate),
+        strategy=args.migration,
+        adapt=args.adapt,
+        reoptimize_every=args.reoptimize_every,
+    )
+    check_options(options)
+    return options
 
 
 def _parse_data(specs: list[str]) -> dict[str, Path]:
@@ -246,6 +266,8 @@ def _run(args: argparse.Namespace) -> int:
     from hycq.flags import CLI_OPTION_NAMES
 
     placement = _load_placement(args.placement)
+    join_order = _join_order(args)
+    migration = _migration_options(args)
     if args.report is not None:
         from hycq.reporting import check_out_path
 
@@ -272,6 +294,7 @@ def _run(args: argparse.Namespace) -> int:
     inputs = _inputs(args.query, args.catalog, q.catalog, data.values(), args.cost_model)
     if isinstance(placement, dict):
         inputs.append(("--placement", Path(args.placement)))
+    inputs += [("--migrate", path) for _, path in migration.migrate]
     _check_outputs(
         inputs,
         [
@@ -285,10 +308,11 @@ def _run(args: argparse.Namespace) -> int:
         engines=("row", args.column_engine),
         cost_model=args.cost_model,
         row_core=args.row_core,
+        join_order=join_order,
     )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RuntimeWarning)
-        result = api.run(q, options, placement, args.column_engine, settings, optimizer)
+        result = api.run(q, options, placement, args.column_engine, settings, optimizer, migration)
     for w in caught:
         sys.stderr.write(f"warning: {w.message}\n")
     m = result.metrics
@@ -299,6 +323,8 @@ def _run(args: argparse.Namespace) -> int:
             f"{m['results']} result rows over {m['instants']} instants; "
             f"{m['dead_letter']} rows dead-lettered\n"
         )
+        for rec in m.get("migrations", []):
+            sys.stderr.write(_migration_line(rec) + "\n")
     if m["interrupted"]:  # SIGINT/SIGTERM: what was computed is committed (engines/runtime/loop.py)
         done = f"up to instant {m['last_instant']}" if m["last_instant"] is not None else "none"
         where = f" ({args.output})" if args.output not in (None, "-") else ""
@@ -310,6 +336,21 @@ def _run(args: argparse.Namespace) -> int:
         report_after_run(q, optimizer, options, m, args.placement, args.report)
         sys.stderr.write(f"wrote report {args.report}\n")
     return 0
+
+
+def _migration_line(rec: dict[str, Any]) -> str:
+    """One stderr line per migration record."""
+    where = rec.get("source") or "adaptive"
+    if not rec.get("happened"):
+        return f"migration ({where}) did not happen: {rec.get('note')}"
+    if rec.get("strategy") == "none":
+        return f"migration ({where}) at instant {rec['at']}: nothing to change"
+    state = "completed" if rec.get("completed") else "NOT completed"
+    return (
+        f"migration ({where}) at instant {rec['at']} by {rec['strategy']}: {state} in "
+        f"{rec.get('duration_ms', 0):.1f} ms, output gap {rec.get('output_gap_ms') or 0:.1f} ms, "
+        f"old plan dropped after instant {rec.get('old_plan_dropped_at')}"
+    )
 
 
 def _report(args: argparse.Namespace) -> int:

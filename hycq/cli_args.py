@@ -171,7 +171,9 @@ def _plan_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _optimizer_flags(p: argparse.ArgumentParser, placement: bool = False) -> None:
+def _optimizer_flags(
+    p: argparse.ArgumentParser, placement: bool = False, join_order: bool = False
+) -> None:
     """The optimizer's flags, shared by explain and run (for --placement auto)."""
     p.add_argument(
         "--cost-model",
@@ -188,6 +190,14 @@ def _optimizer_flags(p: argparse.ArgumentParser, placement: bool = False) -> Non
         "Python thread; predicts measured throughput better, experiments/README.md) or "
         "per-operator (each its own unit, the dissertation's model) (default: shared)",
     )
+    if join_order:
+        p.add_argument(
+            "--join-order",
+            metavar="A,B,C",
+            help="run the joins in this left-deep order of FROM aliases instead of the "
+            "optimizer's (several join chains: separate their orders with ';', e.g. 'a,b;c,d'); "
+            "operator ids follow it",
+        )
     if placement:
         return
     p.add_argument(
@@ -199,6 +209,46 @@ def _optimizer_flags(p: argparse.ArgumentParser, placement: bool = False) -> Non
         "--no-feasibility",
         action="store_true",
         help="rank plans by total utilization only, ignoring whether they keep up (section 6.4.3)",
+    )
+
+
+def _migration_flags(p: argparse.ArgumentParser) -> None:
+    """Live plan migration (docs/migration.md)."""
+    from engines.migration import strategies
+
+    g = p.add_argument_group("live plan migration (docs/migration.md)")
+    g.add_argument(
+        "--migrate",
+        action="append",
+        default=[],
+        metavar="AT=TARGET.json",
+        help="at AT event-seconds after the first tuple, migrate to the plan of TARGET.json "
+        '{"join_order": [FROM aliases] (optional), "placement": "auto"|"row"|"column"|'
+        '{"<op id>": "<engine>"}} (ids as \'explain --join-order ... --json\' prints them); '
+        "repeatable; checked before the run starts",
+    )
+    g.add_argument(
+        "--migration",
+        default="auto",
+        choices=strategies.names(),
+        help="migration strategy (default auto). gms: replay the window horizon into the new "
+        "plan, then switch; gpt: run both plans until the old plan's tuples expired (no "
+        "output gap); ghm: replay in the background while the old plan answers; ms, jisc, pt, "
+        "hybmig: row-state transfers (when available). auto: no change -> none; a placement "
+        "change -> gpt (gms with a ROWS window); a join-order change of an all-row plan -> "
+        "jisc, else ms, else gpt (gms with a ROWS window); an UNBOUNDED window or a tuple-count "
+        "slide -> jisc or ms only",
+    )
+    g.add_argument(
+        "--adapt",
+        action="store_true",
+        help="monitor the run, re-optimize on measured statistics and migrate automatically",
+    )
+    g.add_argument(
+        "--reoptimize-every",
+        type=positive_float,
+        metavar="S",
+        help="with --adapt: event-seconds between re-optimization checks (default 10)",
     )
 
 
@@ -218,7 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
         "the same query text and options; placement files use them.",
     )
     _plan_flags(ex)
-    _optimizer_flags(ex)
+    _optimizer_flags(ex, join_order=True)
     ex.add_argument("--json", action="store_true", help="print one JSON object (see CONTRACT)")
     ex.add_argument("--schema", action="store_true", help="show every operator's output schema")
 
@@ -269,7 +319,8 @@ def build_parser() -> argparse.ArgumentParser:
         '{"<op id>": "<engine>"} with ids from explain and engines from '
         f"{engine_names()} (default: auto)",
     )
-    _optimizer_flags(rn, placement=True)
+    _optimizer_flags(rn, placement=True, join_order=True)
+    _migration_flags(rn)
     rn.add_argument(
         "--output",
         metavar="PATH",

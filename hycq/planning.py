@@ -29,7 +29,7 @@ from optimizer.ir.errors import OptionError, UserError
 from optimizer.ir.measured import MeasuredStatistics
 from optimizer.ir.placement import ROW, EngineCapabilities, Group, groups
 from optimizer.ir.plan import LogicalPlan
-from optimizer.phase_one import PhaseOneResult, optimize_join_order
+from optimizer.phase_one import PhaseOneResult, fixed_join_order, optimize_join_order
 from optimizer.phase_two import PhaseTwoResult, place
 from optimizer.statistics import SampleStatistics, measure
 
@@ -59,6 +59,9 @@ class OptimizerOptions:
     sample: bool = True
     data: Mapping[str, Path] = field(default_factory=dict)
     """Files to sample streams from (the run's ``--data``); else the catalog's sources."""
+    join_order: tuple[tuple[str, ...], ...] | None = None
+    """A fixed left-deep order per join chain (FROM aliases, ``--join-order``): Phase One
+    then only rewires the joins (optimizer.phase_one.fixed_join_order) instead of searching."""
 
 
 @dataclass(frozen=True)
@@ -246,9 +249,12 @@ def optimize(
     sample_ms = 1e3 * (time.perf_counter() - start)
 
     est = estimate(q.plan, q.catalog, rates=opts.rate, sample=stats, measured=measured)
-    one = optimize_join_order(
-        q.plan, est, model, shared_row_core=shared, utilization_only=not opts.feasibility
-    )
+    if opts.join_order is not None:
+        one = fixed_join_order(q.plan, est, model, opts.join_order, shared_row_core=shared)
+    else:
+        one = optimize_join_order(
+            q.plan, est, model, shared_row_core=shared, utilization_only=not opts.feasibility
+        )
     est2 = (
         est
         if one.plan is q.plan

@@ -42,6 +42,7 @@ from optimizer.estimate import (
 )
 from optimizer.ir.cost import ZERO, Cost, Estimate, sort_key
 from optimizer.ir.costing import CostModel, Estimates, OpEstimate
+from optimizer.ir.errors import OptionError
 from optimizer.ir.expr import (
     ColumnRef,
     Expr,
@@ -342,3 +343,111 @@ def _next_id(plan: LogicalPlan, kind: str) -> str:
         int(m.group(1)) for i in plan.topological() if (m := re.fullmatch(kind + r"(\d+)", i))
     ]
     return f"{kind}{max(numbers, default=0) + 1}"
+
+
+# -- a join order given by the user ------------------------------------------------------------
+
+
+def chain_aliases(plan: LogicalPlan, chain: JoinChain) -> tuple[str, ...]:
+    """The FROM alias of each leaf of ``chain``, in leaf order (the qualifier its columns
+    carry at the chain's root; ``?k`` for a leaf without one)."""
+    fields = plan.op(chain.root).schema.fields
+    out: list[str] = []
+    pos = 0
+    for k, leaf in enumerate(chain.leaves):
+        width = len(plan.op(leaf).schema)
+        qualifiers = {f.qualifier for f in fields[pos : pos + width] if f.qualifier is not None}
+        out.append(qualifiers.pop() if len(qualifiers) == 1 else f"?{k}")
+        pos += width
+    return tuple(out)
+
+
+def parse_join_order(spec: str) -> tuple[tuple[str, ...], ...]:
+    """``a,b,c`` -> (('a','b','c'),); several join chains are separated by ``;``
+    (``a,b;c,d``). Aliases are compared case-insensitively."""
+    chains = []
+    for part in spec.split(";"):
+        names = tuple(n.strip().lower() for n in part.split(","))
+        if not part.strip() or any(not n for n in names):
+            raise OptionError(
+                f"--join-order '{spec}' has an empty alias",
+                hint="give the FROM aliases separated by commas, e.g. --join-order s,r,t",
+            )
+        chains.append(names)
+    return tuple(chains)
+
+
+def fixed_join_order(
+    plan: LogicalPlan,
+    estimates: Estimates,
+    model: CostModel,
+    orders: Sequence[Sequence[str]],
+    *,
+    shared_row_core: bool = False,
+) -> PhaseOneResult:
+    """Phase One replaced by a given left-deep order per join chain (FROM aliases, as
+    :func:`parse_join_order` reads them). A chain is matched by its set of aliases; chains
+    not named keep the order the query wrote. Joins are rewired as Phase One does
+    (:func:`rewire_chain`), so operator ids are the ones ``explain --join-order`` prints.
+
+    An order naming an unknown alias, leaving one out, repeating one, or a query without
+    joins is an OptionError (exit 2) that lists the chains' aliases.
+    """
+    start = time.perf_counter()
+    chains = join_chains(plan)
+    aliases = [tuple(a.lower() for a in chain_aliases(plan, c)) for c in chains]
+    listing = "; ".join(",".join(a) for a in aliases)
+    if not chains:
+        raise OptionError(
+            "--join-order: the query has no join",
+            hint="drop --join-order (it orders the joins of a query's FROM list)",
+        )
+    used: set[int] = set()
+    chosen: dict[int, tuple[int, ...]] = {}
+    for order in orders:
+        dup = sorted({a for a in order if order.count(a) > 1})
+        if dup:
+            raise OptionError(
+                f"--join-order names {', '.join(dup)} twice in '{','.join(order)}'",
+                hint=f"name each FROM alias once; the query's join aliases: {listing}",
+            )
+        match = [k for k, a in enumerate(aliases) if set(a) == set(order)]
+        if not match:
+            near = [k for k, a in enumerate(aliases) if set(a) & set(order)]
+            if near:
+                have = aliases[near[0]]
+                unknown = sorted(set(order) - set(have))
+                missing = [a for a in have if a not in order]
+                what = []
+                if unknown:
+                    what.append(f"unknown alias {', '.join(unknown)}")
+                if missing:
+                    what.append(f"missing {', '.join(missing)}")
+                raise OptionError(
+                    f"--join-order '{','.join(order)}': {'; '.join(what)}",
+                    hint=f"give every alias of the join once, e.g. --join-order "
+                    f"{','.join(have)}" + (f" (joins: {listing})" if len(chains) > 1 else ""),
+                )
+            raise OptionError(
+                f"--join-order '{','.join(order)}' names no join of the query",
+                hint=f"the query's join aliases: {listing}",
+            )
+        k = match[0]
+        if k in used:
+            raise OptionError(
+                f"--join-order orders the join of {','.join(aliases[k])} twice",
+                hint="give each join chain one order, separated by ';'",
+            )
+        used.add(k)
+        chosen[k] = tuple(aliases[k].index(a) for a in order)
+    new_plan = plan
+    total = ZERO
+    final_orders = []
+    for k, chain in enumerate(chains):
+        cm = _ChainModel(plan, chain, estimates, model, shared_row_core)
+        positions = chosen.get(k, tuple(range(len(chain.leaves))))
+        total = total + cm.order_cost(positions)
+        final_orders.append(tuple(chain.leaves[i] for i in positions))
+        if list(positions) != list(range(len(positions))):
+            new_plan = rewire_chain(new_plan, chain, cm, positions)
+    return PhaseOneResult(new_plan, total, 1, time.perf_counter() - start, tuple(final_orders))

@@ -115,6 +115,11 @@ class DataFusionEngine(ColumnarEngine):
         except Exception as err:
             raise EngineFault(f"datafusion could not register {table}: {err}") from err
 
+    def drop_input(self, table: str) -> None:
+        self._tables.pop(table, None)
+        with contextlib.suppress(Exception):
+            self.ctx.deregister_table(table)
+
     def query(self, sql: str) -> pa.Table:
         try:
             return self.ctx.sql(sql).to_arrow_table()

@@ -57,6 +57,12 @@ class DuckDBEngine(ColumnarEngine):
         except duckdb.Error as err:
             raise EngineFault(f"duckdb could not register {table}: {err}") from err
 
+    def drop_input(self, table: str) -> None:
+        self._tables.pop(table, None)
+        self._relations = {sql: r for sql, r in self._relations.items() if table not in sql}
+        with contextlib.suppress(duckdb.Error):
+            self.con.unregister(table)
+
     def query(self, sql: str) -> pa.Table:
         try:
             rel = self._relations.get(sql)

@@ -67,6 +67,9 @@ class EventClock:
         self.streams = sorted(streams)
         self.progress: dict[str, int | None] = dict.fromkeys(self.streams)
         self.ended: set[str] = set()
+        #: While True (``RowExecutor.begin_rebuild``), tuples are taken without the late rule
+        #: and no instant fires: they were on time when another plan took them.
+        self.held = False
 
     # -- progress ---------------------------------------------------------------------------
 
@@ -100,6 +103,8 @@ class EventClock:
         return min(p for p in live if p is not None)
 
     def fire_due(self) -> None:
+        if self.held:
+            return
         mark = self.watermark()
         if mark is not None:
             self._fire_before(mark)
@@ -134,7 +139,7 @@ class EventClock:
         """
         n = len(ts)
         keep = np.ones(n, dtype=bool)
-        if n == 0 or not self.slides:
+        if n == 0 or not self.slides or self.held:
             return keep
         others = [self.progress[s] for s in self.streams if s != stream and s not in self.ended]
         if any(p is None for p in others):

@@ -27,7 +27,7 @@ stopped and resumed (and, later, migrated) without changing its output.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -126,14 +126,23 @@ class RowExecutor:
         Tuples are built only if a row window reads the stream; Arrow windows (feeding MIGs)
         take the batch as it is.
         """
+        accepted = self.ingest_accepted(stream, batch, time_column)
+        return 0 if accepted is None else int(accepted.num_rows)
+
+    def ingest_accepted(
+        self, stream: str, batch: pa.RecordBatch | pa.Table, time_column: int
+    ) -> pa.RecordBatch | pa.Table | None:
+        """As :meth:`ingest`, returning the rows accepted (``batch`` itself when none was
+        late; None when the plan does not read ``stream``): what a migration may replay."""
         if batch.num_rows == 0:
-            return 0
+            return batch
         row_ws = self.windows_by_stream.get(stream, [])
         arrow_ws = self.arrow_windows_by_stream.get(stream, [])
         if not row_ws and not arrow_ws:
-            return 0
+            return None
         if self.count_slide is not None:
-            return self._ingest_count_arrow(batch, row_ws, arrow_ws, time_column)
+            self._ingest_count_arrow(batch, row_ws, arrow_ws, time_column)
+            return batch
         ts_col = batch.column(time_column)
         ts_sorted = is_sorted(ts_col)
         lo, hi = min_max(ts_col)
@@ -143,7 +152,7 @@ class RowExecutor:
             if not keep.all():
                 batch = batch.filter(pa.array(keep, pa.bool_()))
                 if batch.num_rows == 0:
-                    return 0
+                    return batch
                 lo, hi = min_max(batch.column(time_column))
                 ts_sorted = False
         if row_ws:
@@ -153,7 +162,45 @@ class RowExecutor:
         for aw in arrow_ws:
             aw.push_arrow(batch)
         clock.advance(stream, lo, hi)
-        return int(batch.num_rows)
+        return batch
+
+    # -- rebuilding state from another plan's input (engines.migration) -------------------
+
+    def begin_rebuild(self) -> None:
+        """Start rebuilding this fresh executor's state from tuples another plan accepted:
+        until :meth:`end_rebuild`, :meth:`ingest` takes every tuple (no late rule: they were
+        on time when the other plan took them) and fires no instant."""
+        if self.clock.last_fired is not None or self.count_slide is not None:
+            raise PlanError(
+                "an executor that has run, or one in count mode, cannot rebuild its state "
+                "by replay",
+                hint="build a fresh executor; plans with a tuple-count SLIDE cannot migrate "
+                "by replay",
+            )
+        self.clock.held = True
+
+    def end_rebuild(
+        self, start: int | None, progress: Mapping[str, int], ended: Iterable[str] = ()
+    ) -> None:
+        """End the rebuild: the clock starts at ``start`` (the other plan's last fired
+        instant) or at the smallest timestamp replayed, whichever is smaller, so that it
+        fires that instant again; the streams' ``progress`` and ``ended`` are those the
+        other plan was told. The instants the other plan had fired are recomputed now
+        (their results are the caller's to discard)."""
+        clock = self.clock
+        clock.held = False
+        if start is not None:
+            clock.min_ts = start if clock.min_ts is None else min(clock.min_ts, start)
+            if clock.max_ts is None:
+                clock.max_ts = start
+        for stream, ts in progress.items():
+            if stream in clock.progress:
+                p = clock.progress[stream]
+                clock.progress[stream] = ts if p is None else max(p, ts)
+        for stream in ended:
+            if stream in clock.progress:
+                clock.ended.add(stream)
+        clock.fire_due()
 
     def ingest_rows(self, stream: str, rows: Rows, time_column: int, ts_sorted: bool) -> int:
         """Push tuples that are already Python tuples (benchmarks, and other engines' output).

@@ -250,6 +250,12 @@ class SparkEngine(ColumnarEngine):
         except _errors() as err:
             raise EngineFault(f"spark could not register {table}: {err}") from err
 
+    def drop_input(self, table: str) -> None:
+        self._chunks.pop(table, None)
+        self._frames.pop(table, None)
+        with contextlib.suppress(Exception):
+            self.spark.catalog.dropTempView(table)
+
     def query(self, sql: str) -> pa.Table:
         from pyspark.errors import ArithmeticException, NumberFormatException
 

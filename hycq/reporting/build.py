@@ -168,15 +168,25 @@ def report_after_run(
 
     The run's plan is re-optimized with the options ``api.run`` used (same rate, data sample
     and cost model, so the same Phase-One plan and ids); the shown placement is the one that
-    ran (``metrics["placement"]``), measured against its prediction.
+    ran (``metrics["placement"]``), measured against its prediction. After migrations it is
+    the final plan's (its join order from ``metrics["plans"]``).
     """
-    opt = optimize(
-        q, dataclasses.replace(optimizer, rate=run_options.rate, data=dict(run_options.data))
-    )
+    options = dataclasses.replace(optimizer, rate=run_options.rate, data=dict(run_options.data))
+    plans = metrics.get("plans") or []
+    if len(plans) > 1:  # migrated: the final plan ran last (metrics["placement"] is its)
+        order = plans[-1].get("join_order")
+        if order and isinstance(order[0], str):
+            order = [order]
+        options = dataclasses.replace(
+            options, join_order=tuple(tuple(a.lower() for a in c) for c in order or []) or None
+        )
+    opt = optimize(q, options)
     ran = {k: str(v) for k, v in (metrics.get("placement") or {}).items()}
     label = f"the run's placement (--placement {placement_request})"
     if off_row(ran) == off_row(opt.placement):
         label = f"the run's placement (--placement {placement_request}: the optimizer's choice)"
+    if len(plans) > 1:
+        label = f"the run's final plan, after {len(plans) - 1} migration(s)"
     report = build_report(opt, placement=ran or None, shown_label=label, run_metrics=metrics)
     write_report(report, out, "--report")
     return report

@@ -1,0 +1,108 @@
+"""The row-level strategies (MS, JISC, PT) registered with the migration driver.
+
+They move operator state between two row executors by signature
+(engines/row/migration/, docs/migration-row.md), so both plans must run every operator on the
+row engine (``row_only``); where a plan has a shape they cannot handle they raise PlanError
+saying why, at the migration point.
+
+* ``ms``: :func:`~engines.row.migration.move_states` at the migration point (done at once).
+* ``jisc``: :func:`~engines.row.migration.jisc_transfer` at the migration point; the new
+  plan's unmatched states complete lazily per key afterwards, so the record's
+  ``keys_completed`` is read when the metrics are written (:func:`jisc_keys_completed`).
+* ``pt``: :class:`~engines.row.migration.ParallelTrack` runs both plans and emits every
+  result through the new plan's output; done when the old plan is dropped. If the input
+  ends first, PT itself finishes the run (its output is the only correct one).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from engines.migration.generic import ActiveMigration, MigrationContext
+from engines.migration.strategies import StrategySpec, register, transfer_strategy
+from engines.migration.tracks import ingest_accepted
+from engines.row.migration import ParallelTrack, jisc_progress, jisc_transfer, move_states
+
+
+class RowParallelTrack(ActiveMigration):
+    """PT under the driver: every call goes to the :class:`ParallelTrack`, whose results
+    leave through the new plan (live from the start; the old plan's own output is off)."""
+
+    def __init__(self, ctx: MigrationContext) -> None:
+        super().__init__(ctx)
+        self.pt = ParallelTrack(ctx.old.executor, ctx.new.executor)  # type: ignore[arg-type]
+        ctx.old.live = False
+        ctx.new.live = True
+        self.stats["states_moved"] = self.pt.states_moved
+        self.stats["states_recomputed"] = 0
+        self._update()
+
+    #: The driver lets this strategy finish the run when the input ends during it.
+    owns_output = True
+
+    def ingest(self, stream: str, batch: pa.RecordBatch, time_column: int) -> Any:
+        acc = ingest_accepted(self.pt.new, stream, batch, time_column)
+        self._update()
+        return acc
+
+    def advance_stream(self, stream: str, ts: int) -> None:
+        self.pt.advance_stream(stream, ts)
+        self._update()
+
+    def end_stream(self, stream: str) -> None:
+        self.pt.end_stream(stream)
+        self._update()
+
+    def finish_input(self) -> None:
+        """End of input during PT: fire the remaining instants through PT."""
+        self.pt.finish()
+        self._update()
+
+    def poll(self) -> None:
+        self._update()
+
+    def _update(self) -> None:
+        if self.pt.done and not self.done:
+            self.done = True
+            self.stats["old_plan_dropped_at"] = self.pt.dropped_at
+
+
+def _jisc_start(ctx: MigrationContext) -> ActiveMigration:
+    active = transfer_strategy(jisc_transfer)(ctx)
+    # Completion happens after the migration: the driver reads the count at the end.
+    active.stats["keys_completed"] = 0
+    active.stats["_jisc_executor"] = ctx.new.executor
+    return active
+
+
+def jisc_keys_completed(executor: Any) -> int:
+    """Keys completed so far by the JISC states of ``executor`` (0 once it was replaced)."""
+    return int(jisc_progress(executor).keys_completed)
+
+
+register(
+    StrategySpec(
+        "ms",
+        "moving state: row states moved by signature, the unmatched ones recomputed",
+        transfer_strategy(move_states),
+        row_only=True,
+    )
+)
+register(
+    StrategySpec(
+        "jisc",
+        "JISC: row states moved by signature, the rest completed lazily per key on first probe",
+        _jisc_start,
+        row_only=True,
+    )
+)
+register(
+    StrategySpec(
+        "pt",
+        "parallel track: both row plans run, the old one drops all-new results at its top",
+        RowParallelTrack,
+        row_only=True,
+    )
+)
