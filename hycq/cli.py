@@ -7,6 +7,7 @@ traceback); 1 internal failure (traceback only with ``--debug``).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import signal
 import sys
@@ -486,11 +487,15 @@ def _data_generate(args: argparse.Namespace) -> int:
         return _generate_keyed(args)
     from engines.output_files import check_writable
     from engines.sources.smartplug import generate_to_file
+    from optimizer.ir.profile import parse_profile
 
     keyed_only = [
         flag
         for flag, given in (
             ("--stream", bool(args.stream)),
+            ("--join-streams", args.join_streams is not None),
+            ("--shift-at", args.shift_at is not None),
+            ("--uniform", args.uniform),
             ("--keys", args.keys != 100),
             ("--skew", args.skew != 0.0),
             ("--time-unit", args.time_unit != "s"),
@@ -510,6 +515,11 @@ def _data_generate(args: argparse.Namespace) -> int:
             f"--out must end in .csv or .parquet, got '{args.out}'",
             hint="e.g. --out readings.parquet",
         )
+    profile = None
+    if args.rate_profile is not None:
+        if args.rate is not None:
+            raise OptionError("--rate and --rate-profile exclude each other", hint="drop one")
+        profile = parse_profile(args.rate_profile, "--rate-profile", positive_somewhere=True)
     check_writable(args.out, "--out")
     rows = generate_to_file(
         args.out,
@@ -517,13 +527,16 @@ def _data_generate(args: argparse.Namespace) -> int:
         rate=args.rate,
         houses=args.houses if args.houses is not None else 40,
         seed=args.seed,
+        rate_profile=profile,
     )
     sys.stderr.write(f"wrote {rows} rows to {args.out}\n")
     return 0
 
 
 def _generate_keyed(args: argparse.Namespace) -> int:
+    from engines.sources.joins import join_workload
     from engines.sources.keyed import DEFAULT_ORIGIN, KeyedStream, parse_stream_spec, write_workload
+    from optimizer.ir.profile import parse_profile
 
     if args.houses is not None:
         raise OptionError("--houses is for --generator smartplug", hint="drop --houses")
@@ -535,15 +548,40 @@ def _generate_keyed(args: argparse.Namespace) -> int:
         )
     if not out.parent.exists():
         raise OptionError(f"output folder does not exist: {out.parent}")
-    defaults = KeyedStream(
-        "x",
-        rate=args.rate if args.rate is not None else 20.0,
-        keys=args.keys,
-        skew=args.skew,
-        time_unit=args.time_unit,
-    )
-    specs = args.stream or ["r", "s", "t"]
-    streams = [parse_stream_spec(spec, defaults) for spec in specs]
+    profile = None
+    if args.rate_profile is not None:
+        if args.rate is not None:
+            raise OptionError("--rate and --rate-profile exclude each other", hint="drop one")
+        profile = parse_profile(args.rate_profile, "--rate-profile", positive_somewhere=True)
+    if args.join_streams is None and (args.shift_at is not None or args.uniform):
+        raise OptionError("--shift-at and --uniform go with --join-streams N")
+    if args.join_streams is not None:
+        if args.stream:
+            raise OptionError(
+                "--join-streams writes its own streams: drop --stream",
+                hint="or drop --join-streams",
+            )
+        shift = args.shift_at if args.shift_at is not None else args.seconds / 2
+        streams = join_workload(
+            args.join_streams,
+            rate=args.rate if args.rate is not None else 1.0,
+            shift_at=shift,
+            uniform=args.uniform,
+            time_unit=args.time_unit,
+        )
+        if profile is not None:
+            streams = [dataclasses.replace(s, rate_profile=profile) for s in streams]
+    else:
+        defaults = KeyedStream(
+            "x",
+            rate=args.rate if args.rate is not None else 20.0,
+            keys=args.keys,
+            skew=args.skew,
+            time_unit=args.time_unit,
+            rate_profile=profile,
+        )
+        specs = args.stream or ["r", "s", "t"]
+        streams = [parse_stream_spec(spec, defaults) for spec in specs]
     out.mkdir(exist_ok=True)
     origin = args.origin if args.origin is not None else DEFAULT_ORIGIN
     counts = write_workload(out, streams, args.seconds, args.seed, origin, args.format)

@@ -475,7 +475,14 @@ def build_parser() -> argparse.ArgumentParser:
         "k, v; one file per stream plus catalog.toml) into the folder --out, e.g. "
         "'--generator keyed --out data/ --seconds 150 --rate 20' writes data/r.csv, "
         "data/s.csv, data/t.csv and data/catalog.toml; per-stream settings with --stream, "
-        "e.g. --stream r:rate=2000 --stream s:start=10,end=100 --stream t:silent=30-60.",
+        "e.g. --stream r:rate=2000 --stream s:start=10,end=100 --stream t:silent=30-60. "
+        "Drifting workloads: --rate-profile (both generators) makes the rate change over "
+        "event time, e.g. 0:1000,60:40000,120:5000 (steps) or 0:1000~60:40000 (a linear "
+        "ramp); keyed streams also take profiles for keys, skew, hot (the hot key) and sel "
+        "(the fraction of tuples with v < 10), e.g. --stream s:sel=0:0.1,60:0.9,skew=0:0,60:1.5; "
+        "--join-streams N writes the n-stream join workload of queries/drift (rare keys move "
+        "from stream a to stream z at --shift-at, so the best join order changes). Bad "
+        "profiles exit 2. docs/data.md has the details.",
     )
     gen.add_argument(
         "--generator",
@@ -496,6 +503,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="tuples per event-second (smartplug default: every sensor reports once per "
         "second, about 2 readings per plug per second; keyed: per stream, default 20)",
     )
+    gen.add_argument(
+        "--rate-profile",
+        metavar="PROFILE",
+        help="a rate that drifts over event time, instead of --rate: SECONDS:RATE points "
+        "joined by ',' (hold, then step) or '~' (linear ramp), the first at 0, e.g. "
+        "0:1000,60:40000,120:5000 or 0:1000~60:40000; keyed: every stream's default",
+    )
     gen.add_argument("--houses", type=_positive_int, help="smartplug: number of houses (40)")
     gen.add_argument("--seed", type=_non_negative_int, default=42, help="random seed (42)")
     keyed = gen.add_argument_group("keyed streams (--generator keyed)")
@@ -505,8 +519,31 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="NAME[:KEY=VALUE,...]",
         help="a stream and its own settings: rate, keys, skew, start, end (offsets in "
-        "seconds), silent=FROM-TO[+FROM-TO], unit=s|ms; repeat for each stream "
-        "(default: r, s, t with the settings below)",
+        "seconds), silent=FROM-TO[+FROM-TO], unit=s|ms, hot (an offset added to every key: "
+        "moves the hot key), sel (fraction of tuples with v < 10; default 0.1); rate, keys, "
+        "skew, hot and sel also take a profile, e.g. rate=0:10,60:400 or sel=0:0.1~30:0.9; "
+        "repeat for each stream (default: r, s, t with the settings below)",
+    )
+    keyed.add_argument(
+        "--join-streams",
+        type=_positive_int,
+        metavar="N",
+        help="write the N-stream (3..8) raw-window join workload of queries/drift: streams "
+        "a, b, ... and z, keys from a domain of 20, except rare keys (domain 400) in stream "
+        "a before --shift-at and in stream z after it (HybMig section 5); --rate per stream "
+        "(default 1)",
+    )
+    keyed.add_argument(
+        "--shift-at",
+        type=positive_float,
+        metavar="S",
+        help="with --join-streams: when the rare keys move from a to z (default: half of "
+        "--seconds)",
+    )
+    keyed.add_argument(
+        "--uniform",
+        action="store_true",
+        help="with --join-streams: uniform keys in every stream, no shift (JISC section 6)",
     )
     keyed.add_argument("--keys", type=_positive_int, default=100, help="key domain 0..KEYS-1 (100)")
     keyed.add_argument(

@@ -2,7 +2,8 @@
 
 Most differential tests feed smart-plug ``readings`` data; the keyed multi-stream queries
 (queries/keyed, streams ``r``, ``s``, ``t``, ``m``) have their own tests
-(tests/differential/test_multi_stream.py).
+(tests/differential/test_multi_stream.py), and so do the drifting workloads' queries
+(queries/drift: tests/differential/test_drift_queries.py).
 """
 
 from __future__ import annotations
@@ -14,5 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ALL = sorted((ROOT / "queries").glob("*/*.sql"))
 #: The keyed multi-stream queries.
 KEYED = [p for p in ALL if p.parent.name == "keyed"]
+#: The drifting workloads' queries (keyed streams with profiles, n-stream joins).
+DRIFT = [p for p in ALL if p.parent.name == "drift"]
 #: The queries over the smart-plug stream ``readings`` (smartplug/, joins/).
-READINGS = [p for p in ALL if p not in KEYED]
+READINGS = [p for p in ALL if p not in KEYED and p not in DRIFT]

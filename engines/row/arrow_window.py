@@ -7,7 +7,8 @@ chunks (and trims the oldest one when the range is not a multiple of the slide).
 reports ``ChunkChange(added, removed)`` and the MIG mirrors the chunk set into its engine
 (DuckDB scans a registered ring of Arrow chunks without copying them).
 
-Semantics are exactly those of the tuple windows in ``engines.row.windows``.
+Semantics are exactly those of the tuple windows in ``engines.row.windows``, and so is
+``next_change`` (the event-driven clock's question: when does this window change next?).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class ArrowWindow(RowOperator):
         self.count_mode = count_mode
         self._pending: list[pa.RecordBatch] = []
         self._pending_max: int | None = None
+        self._pending_min: int | None = None
         self.chunks: deque[tuple[int, int, pa.Table]] = deque()  # (id, label instant, rows)
         self.rows = 0
         self._next_id = 0
@@ -56,16 +58,47 @@ class ArrowWindow(RowOperator):
         if batch.num_rows == 0:
             return
         self._pending.append(batch)
-        hi = pc.max(batch.column(self.ts)).as_py()
+        lo_hi = pc.min_max(batch.column(self.ts))
+        lo, hi = lo_hi["min"].as_py(), lo_hi["max"].as_py()
         if self._pending_max is None or hi > self._pending_max:
             self._pending_max = hi
+        if self._pending_min is None or lo < self._pending_min:
+            self._pending_min = lo
+
+    def next_change(self, after: int) -> int | None:
+        """The earliest own instant > ``after`` at which ``step`` may return a change: a
+        pending tuple becomes visible, the oldest chunk's oldest tuple expires, or a
+        tumbling window's non-empty relation is replaced. None: no change is due."""
+        due: int | None = None
+        if self._pending_min is not None:
+            due = self._own_at_or_after(self._pending_min, after)
+        if self.chunks and not self.count_mode:
+            _, label, table = self.chunks[0]
+            expiry: int | None = None
+            if self.window == "now" or (self.window == "range" and self.size == self.slide):
+                assert self.last_instant is not None
+                expiry = self._own_at_or_after(self.last_instant + self.slide, after)
+            elif self.window == "range":
+                assert self.size is not None
+                # Chunks are in timestamp order: the first row is the oldest tuple (an
+                # emptied straddling chunk goes when its label leaves).
+                oldest = table.column(self.ts)[0].as_py() if table.num_rows else label
+                expiry = self._own_at_or_after(oldest + self.size, after)
+            if expiry is not None:
+                due = expiry if due is None else min(due, expiry)
+        return due
+
+    def _own_at_or_after(self, ts: int, after: int) -> int:
+        """The first own instant >= ``ts`` and > ``after``."""
+        s = self.slide
+        return max(-(-ts // s) * s, after // s * s + s)
 
     def _take_visible(self, instant: int) -> pa.Table | None:
         if not self._pending:
             return None
         table = pa.Table.from_batches(self._pending)
         if self.count_mode or (self._pending_max is not None and self._pending_max <= instant):
-            self._pending, self._pending_max = [], None
+            self._pending, self._pending_max, self._pending_min = [], None, None
             visible = table
         else:
             ts = table.column(self.ts)
@@ -73,7 +106,11 @@ class ArrowWindow(RowOperator):
             visible = table.filter(keep)
             rest = table.filter(pc.invert(keep))
             self._pending = rest.to_batches()
-            self._pending_max = pc.max(rest.column(self.ts)).as_py() if rest.num_rows else None
+            if rest.num_rows:
+                lo_hi = pc.min_max(rest.column(self.ts))
+                self._pending_min, self._pending_max = lo_hi["min"].as_py(), lo_hi["max"].as_py()
+            else:
+                self._pending_min = self._pending_max = None
         if visible.num_rows == 0:
             return None
         if not self.count_mode:
@@ -180,6 +217,7 @@ class ArrowWindow(RowOperator):
         return {
             "pending": list(self._pending),
             "pending_max": self._pending_max,
+            "pending_min": self._pending_min,
             "chunks": list(self.chunks),
             "rows": self.rows,
             "next_id": self._next_id,
@@ -189,6 +227,9 @@ class ArrowWindow(RowOperator):
     def restore(self, snap: dict[str, Any]) -> None:
         self._pending = list(snap["pending"])
         self._pending_max = snap["pending_max"]
+        self._pending_min = snap.get("pending_min")
+        if self._pending_min is None and self._pending:
+            self._pending_min = min(pc.min(b.column(self.ts)).as_py() for b in self._pending)
         self.chunks = deque(snap["chunks"])
         self.rows = snap["rows"]
         self._next_id = snap["next_id"]

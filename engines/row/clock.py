@@ -17,11 +17,26 @@ and carries that tuple's timestamp; the executor counts (``count_seen``) as it p
 
 The clock decides *when* instants fire; firing one (stepping every operator) is the
 executor's ``step`` callback, which reports back with :meth:`EventClock.fired`.
+
+Event-driven instants. Between two changes of its windows a plan's relations stand still, so
+an instant where no window changes needs no step: nothing enters or leaves any window, every
+operator would pass "no change" on, ISTREAM and DSTREAM would emit nothing. With a ``due``
+callback (the executor asks each window for the next instant at which a tuple of it becomes
+visible or expires, :meth:`engines.row.windows._WindowBase.next_change`) the clock steps only
+those instants, plus the plan's first instant (an aggregate without GROUP BY answers there
+even over empty windows). The instants in between still *pass*: the late rule and
+``last_fired`` go by every plan instant as before, and the ``idle`` callback receives them
+(lazily) so that RSTREAM, whose output is the whole relation at every instant, emits the
+unchanged relation there without stepping anything. So a window without SLIDE over a stream
+in milliseconds with two tuples a second steps a few instants a second, not 1000. Without
+``due`` the clock steps every plan instant (``dense``: the reference for tests and
+benchmarks).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import heapq
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -33,6 +48,11 @@ _NO_TS = 2**62
 
 #: ``on_late(stream, row, reason)``: a late tuple was rejected.
 OnLate = Callable[[str, tuple[Any, ...], str], None]
+#: ``due(after, last)``: the earliest instant after ``after`` at which some window changes
+#: (window ``k`` only up to ``last[k]`` when ``last`` is given), or None.
+Due = Callable[[int, Sequence[int] | None], int | None]
+#: ``idle(instants)``: plan instants that pass without a step, lazily, in order.
+Idle = Callable[[Iterator[int]], None]
 
 
 class EventClock:
@@ -40,7 +60,9 @@ class EventClock:
 
     ``step(instant)`` runs one instant; it must call :meth:`fired` once the instant's
     results are computed (before handing them out, so that a stop raised while emitting
-    leaves the clock after the instant).
+    leaves the clock after the instant). With ``due`` only the instants where something
+    changes are stepped and the others go to ``idle``, which calls :meth:`passed` for each
+    instant it handles (module docstring).
     """
 
     def __init__(
@@ -50,16 +72,22 @@ class EventClock:
         step: Callable[[int], None],
         count_slide: int | None = None,
         on_late: OnLate | None = None,
+        due: Due | None = None,
+        idle: Idle | None = None,
     ) -> None:
         self.slides = list(slides)
         self.step = step
+        self.due = due
+        self.idle = idle
         self.count_slide = count_slide
         self.on_late = on_late
         self.min_ts: int | None = None
         self.max_ts: int | None = None
         self.last_fired: int | None = None
-        self.next: list[int] | None = None  # next instant per window (time mode)
+        self.next: list[int] | None = None  # next instant per window (dense time mode)
+        self.first: list[int] | None = None  # first instant per window (time mode)
         self.count_seen = 0
+        #: Instants stepped (with ``due``, the instants that passed idle are not counted).
         self.instants_fired = 0
         self.late_count = 0
         #: The input streams, their event-time progress (None until a stream shows its first
@@ -194,20 +222,31 @@ class EventClock:
         self.last_fired = instant
         self.instants_fired += 1
 
+    def passed(self, instant: int) -> None:
+        """``instant`` passed without a step (``idle``); its results are handed out."""
+        self.last_fired = instant
+
     def _init(self) -> None:
         assert self.min_ts is not None
-        self.next = [-(-self.min_ts // s) * s for s in self.slides]
+        self.first = [-(-self.min_ts // s) * s for s in self.slides]
+        self.next = list(self.first)
 
-    def _fire_before(self, bound: int) -> None:
-        """Fire every plan instant T < bound."""
+    def _fire_before(self, bound: int, last: Sequence[int] | None = None) -> None:
+        """Fire every plan instant T < bound (of window ``k`` only up to ``last[k]``)."""
         if self.min_ts is None:
             return
         if self.last_fired is None:
             self._init()  # the minimum may still move until the first instant fires
+        if self.due is not None:
+            self._fire_changes(bound, last)
+            return
         nxt = self.next
         assert nxt is not None
         while True:
-            instant = min(nxt)
+            live = [nxt[k] for k in range(len(nxt)) if last is None or nxt[k] <= last[k]]
+            if not live:
+                return
+            instant = min(live)
             if instant >= bound:
                 return
             self.step(instant)
@@ -215,24 +254,70 @@ class EventClock:
                 if nxt[k] == instant:
                     nxt[k] += s
 
+    def _fire_changes(self, bound: int, last: Sequence[int] | None) -> None:
+        """Event-driven firing: step the instants < bound where a window changes (and the
+        first instant), let the others pass through ``idle``."""
+        assert self.due is not None and self.first is not None
+        while True:
+            if self.last_fired is None:
+                instant: int | None = min(self.first)  # the first instant always steps
+            else:
+                instant = self.due(self.last_fired, last)
+            if instant is None or instant >= bound:
+                break
+            if self.last_fired is not None:
+                self._pass(self.last_fired, instant, last)
+            self.step(instant)
+        top = self._last_instant_below(bound, last)
+        if top is not None and self.last_fired is not None and top > self.last_fired:
+            self._pass(self.last_fired, top + 1, last)
+            self.last_fired = top
+
+    def _pass(self, lo: int, hi: int, last: Sequence[int] | None) -> None:
+        """The plan instants strictly between ``lo`` and ``hi`` pass without a step."""
+        if self.idle is not None and hi - lo > 1:
+            self.idle(self._instants_between(lo, hi, last))
+
+    def _instants_between(self, lo: int, hi: int, last: Sequence[int] | None) -> Iterator[int]:
+        """Plan instants in (lo, hi), in order: multiples of each slide within its window's
+        first and last instant."""
+        assert self.first is not None
+        ranges = []
+        for k, s in enumerate(self.slides):
+            a = max(lo // s * s + s, self.first[k])
+            b = hi if last is None else min(hi, last[k] + 1)
+            if a < b:
+                ranges.append(range(a, b, s))
+        if len(ranges) == 1:
+            yield from ranges[0]
+            return
+        prev = None
+        for t in heapq.merge(*ranges):
+            if t != prev:
+                yield t
+                prev = t
+
+    def _last_instant_below(self, bound: int, last: Sequence[int] | None) -> int | None:
+        """The largest plan instant < bound (of window ``k`` at most ``last[k]``)."""
+        assert self.first is not None
+        best: int | None = None
+        for k, s in enumerate(self.slides):
+            cand = (-(-bound // s) - 1) * s
+            if last is not None:
+                cand = min(cand, last[k])
+            if cand >= self.first[k] and (best is None or cand > best):
+                best = cand
+        return best
+
     def finish(self) -> None:
         """End of input: fire the remaining instants up to each window's last one."""
         if self.count_slide is not None or self.max_ts is None:
             return
         if self.last_fired is None:
             self._init()
-        nxt = self.next
-        assert nxt is not None
         last = [-(-self.max_ts // s) * s for s in self.slides]
-        while True:
-            live = [nxt[k] for k in range(len(nxt)) if nxt[k] <= last[k]]
-            if not live:
-                return
-            instant = min(live)
-            self.step(instant)
-            for k, s in enumerate(self.slides):
-                if nxt[k] == instant:
-                    nxt[k] += s
+        if last:
+            self._fire_before(max(last) + 1, last)
 
     # -- state ------------------------------------------------------------------------------
 
@@ -241,7 +326,8 @@ class EventClock:
             "min_ts": self.min_ts,
             "max_ts": self.max_ts,
             "last_fired": self.last_fired,
-            "next": list(self.next) if self.next is not None else None,
+            "next": self._next_instants(),
+            "first": list(self.first) if self.first is not None else None,
             "count_seen": self.count_seen,
             "instants_fired": self.instants_fired,
             "progress": dict(self.progress),
@@ -251,7 +337,20 @@ class EventClock:
     def restore(self, c: dict[str, Any]) -> None:
         self.min_ts, self.max_ts, self.last_fired = c["min_ts"], c["max_ts"], c["last_fired"]
         self.next = list(c["next"]) if c["next"] is not None else None
+        first = c.get("first")
+        if first is None and self.min_ts is not None and self.last_fired is not None:
+            first = [-(-self.min_ts // s) * s for s in self.slides]
+        self.first = list(first) if first is not None else None
         self.count_seen = c["count_seen"]
         self.instants_fired = c["instants_fired"]
         self.progress = dict(c["progress"])
         self.ended = set(c["ended"])
+
+    def _next_instants(self) -> list[int] | None:
+        """The next instant per window after ``last_fired`` (what the dense loop keeps)."""
+        if self.first is None:
+            return None
+        if self.last_fired is None:
+            return list(self.first)
+        last = self.last_fired
+        return [max(f, last // s * s + s) for f, s in zip(self.first, self.slides, strict=True)]

@@ -13,9 +13,13 @@ How a plan runs::
    drops *late* tuples and pushes the rest into every window over that stream.
 3. The event-time clock (``engines.row.clock``) decides when instants fire: once event time
    has passed them in every stream that has not ended; ``finish()`` fires the rest.
-4. At an instant every operator steps once, in topological order, turning its inputs'
-   deltas into its output delta; per-operator tuples in/out and busy time are recorded (the
-   measured utilisation u of the dissertation's cost model).
+4. At an instant where some window changes (a tuple becomes visible or expires) every
+   operator steps once, in topological order, turning its inputs' deltas into its output
+   delta; per-operator tuples in/out, steps and busy time are recorded (the measured
+   utilisation u of the dissertation's cost model). An instant where no window changes is
+   not stepped (the relations stand still: ISTREAM/DSTREAM would emit nothing), except that
+   RSTREAM emits its unchanged relation there; so the work follows the events, not the
+   ticks (``dense=True`` steps every instant, for reference).
 
 A plan with a tuple-count SLIDE runs in *count mode*: an instant fires after every m-th tuple
 and carries that tuple's timestamp.
@@ -27,7 +31,7 @@ stopped and resumed (and, later, migrated) without changing its output.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -38,6 +42,7 @@ from engines.row.base import Delta, Rows
 from engines.row.clock import EventClock, OnLate
 from engines.row.conversion import batch_to_rows, int64, is_sorted, min_max, row_at
 from engines.row.lowering import MakeGroup, lower_plan
+from engines.row.r2s import RStreamOp
 from engines.row.windows import _WindowBase
 from optimizer.ir.errors import PlanError
 from optimizer.ir.placement import Group
@@ -57,6 +62,7 @@ class RowExecutor:
         panes: bool = True,
         groups: Sequence[Group] = (),
         make_group: MakeGroup | None = None,
+        dense: bool = False,
     ) -> None:
         self.plan = plan
         self.emit = emit
@@ -70,8 +76,16 @@ class RowExecutor:
         )
         self.count_slide = self._count_slide()
         streams = set(self.windows_by_stream) | set(self.arrow_windows_by_stream)
+        r2s = self.nodes[self.r2s_pos]
+        self._rstream = r2s.op if isinstance(r2s.op, RStreamOp) else None
         self.clock = EventClock(
-            [w.slide for w in self.windows], sorted(streams), self._step, self.count_slide, on_late
+            [w.slide for w in self.windows],
+            sorted(streams),
+            self._step,
+            self.count_slide,
+            on_late,
+            due=None if dense else self._due,
+            idle=None if dense else self._idle,
         )
 
     def _count_slide(self) -> int | None:
@@ -298,6 +312,36 @@ class RowExecutor:
         out = deltas[self.r2s_pos]
         self.emit(instant, out.table if out.table is not None else out.ins)
 
+    # -- event-driven instants ---------------------------------------------------------------
+
+    def _due(self, after: int, last: Sequence[int] | None) -> int | None:
+        """The earliest instant after ``after`` at which a window changes (window ``k`` only
+        up to ``last[k]``): the next instant to step."""
+        best: int | None = None
+        for k, w in enumerate(self.windows):
+            t = w.next_change(after)
+            if t is not None and (last is None or t <= last[k]) and (best is None or t < best):
+                best = t
+        return best
+
+    def _idle(self, instants: Iterator[int]) -> None:
+        """Instants where nothing changed: RSTREAM emits its unchanged relation at each (and
+        counts it as the R2S operator's output); ISTREAM/DSTREAM emit nothing."""
+        if self._rstream is None:
+            return
+        out = self._rstream.unchanged()
+        n = len(out)
+        if n == 0:
+            return
+        rows = out.table if out.table is not None else out.ins
+        metrics = self._rstream.metrics if self.nodes[self.r2s_pos].counts else None
+        passed, emit = self.clock.passed, self.emit
+        for instant in instants:
+            passed(instant)  # before emitting: a stop raised there leaves it passed
+            if metrics is not None:
+                metrics.tuples_out += n
+            emit(instant, rows)
+
     # -- state ------------------------------------------------------------------------------
 
     def operator_state(self) -> dict[str, dict[str, Any]]:
@@ -322,6 +366,7 @@ class RowExecutor:
                 "tuples_in": n.op.metrics.tuples_in,
                 "tuples_out": n.op.metrics.tuples_out,
                 "busy_s": n.op.metrics.busy_s,
+                "steps": n.op.metrics.steps,
             }
             for n in self.nodes
         }

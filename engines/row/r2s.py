@@ -80,7 +80,12 @@ class DStreamOp(_DifferenceOp):
 
 
 class RStreamOp(RowOperator):
-    """The whole relation at every instant."""
+    """The whole relation at every instant.
+
+    The output of an instant where the relation did not change is the previous output: it
+    is kept (``unchanged()``), so the event-driven clock emits it at instants that pass
+    without a step, and a step without input change does not rebuild it.
+    """
 
     kind = "rstream"
 
@@ -91,9 +96,22 @@ class RStreamOp(RowOperator):
         self.current_table: Any = None  # replace mode with a MIG input: the Arrow relation
         self.bag: dict[Row, int] = {}  # delta mode: the relation as a multiset
         self._multi = 0  # rows of the bag occurring more than once
+        self._out: Delta | None = None  # the output while the relation stands still
+
+    def unchanged(self) -> Delta:
+        """The output at an instant where the relation did not change."""
+        if self._out is None:
+            self._out = self._relation(Delta())
+        return self._out
 
     def step(self, instant: int, inputs: list[Delta]) -> Delta:
         d = inputs[0]
+        if d.empty and self._out is not None:
+            return self._out
+        self._out = self._relation(d)
+        return self._out
+
+    def _relation(self, d: Delta) -> Delta:
         if d.table is not None or (self.replace_in and self.current_table is not None):
             if d.table is not None:
                 self.current_table = d.table
@@ -145,3 +163,4 @@ class RStreamOp(RowOperator):
         self.current_table = snap.get("current_table")
         self.bag = dict(snap["bag"])
         self._multi = sum(1 for n in self.bag.values() if n > 1)
+        self._out = None

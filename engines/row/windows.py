@@ -19,6 +19,11 @@ the ones that fell out, emitting one :class:`Delta` (docs/semantics.md, "Slide i
 * UNBOUNDED: nothing ever expires; the window only counts what it has shown.
 * ROWS n: the last n tuples; with a tuple-count SLIDE the executor calls ``step`` after
   every m-th tuple (count mode).
+
+``next_change(after)`` tells the event-driven clock (``engines.row.clock``) the earliest of
+the window's own instants after ``after`` at which its step can change anything: a pending
+tuple becomes visible, or the oldest content (tuple or pane) expires, or a tumbling window's
+non-empty relation is replaced. At every other instant the step returns ``NO_CHANGE``.
 """
 
 from __future__ import annotations
@@ -101,6 +106,28 @@ class _WindowBase(RowOperator):
     def own_instant(self, instant: int) -> bool:
         return self.count_mode or instant % self.slide == 0
 
+    # -- the next change (event-driven clock) -----------------------------------------------
+
+    def next_change(self, after: int) -> int | None:
+        """The earliest own instant > ``after`` at which ``step`` may return a change, or
+        None when nothing is pending and nothing expires (module docstring)."""
+        return self._pending_due(after)
+
+    def _own_at_or_after(self, ts: int, after: int) -> int:
+        """The first own instant >= ``ts`` and > ``after``."""
+        s = self.slide
+        return max(-(-ts // s) * s, after // s * s + s)
+
+    def _pending_due(self, after: int) -> int | None:
+        """The own instant at which the earliest pending tuple becomes visible."""
+        pending = self._pending
+        if not pending:
+            return None
+        if not self._pending_sorted:
+            pending.sort(key=self._ts_of)  # stable, as ``_take_visible`` sorts anyway
+            self._pending_sorted = True
+        return self._own_at_or_after(self._ts_of(pending[0]), after)
+
     # -- state ------------------------------------------------------------------------------
 
     def _base_snapshot(self) -> dict[str, Any]:
@@ -149,6 +176,13 @@ class SlidingRangeWindow(_WindowBase):
             return NO_CHANGE
         return Delta(visible, dels)
 
+    def next_change(self, after: int) -> int | None:
+        due = self._pending_due(after)
+        if self.contents:  # the oldest tuple leaves at the first instant T with T - r >= ts
+            expiry = self._own_at_or_after(self.contents[0][self.ts] + self.size, after)
+            due = expiry if due is None else min(due, expiry)
+        return due
+
     def state(self) -> dict[str, Any]:
         c = self.contents
         return {
@@ -183,6 +217,14 @@ class TumblingWindow(_WindowBase):
             return NO_CHANGE
         self._nonempty = bool(visible)
         return Delta(visible, [], replace=True)
+
+    def next_change(self, after: int) -> int | None:
+        due = self._pending_due(after)
+        if self._nonempty and self.last_instant is not None:
+            # A non-empty relation is replaced (by an empty one) at the next own instant.
+            replaced = self._own_at_or_after(self.last_instant + self.slide, after)
+            due = replaced if due is None else min(due, replaced)
+        return due
 
     def state(self) -> dict[str, Any]:
         return {"pending": len(self._pending), "last_instant": self.last_instant}
@@ -292,6 +334,13 @@ class PanedRangeWindow(_WindowBase):
         if not visible and not expired:
             return NO_CHANGE
         return Delta(visible, [], False, tuple(expired))
+
+    def next_change(self, after: int) -> int | None:
+        due = self._pending_due(after)
+        if self.panes:  # pane T leaves the window at T + r
+            expiry = self._own_at_or_after(self.panes[0][0] + self.size, after)
+            due = expiry if due is None else min(due, expiry)
+        return due
 
     def state(self) -> dict[str, Any]:
         p = self.panes

@@ -24,6 +24,7 @@ from optimizer.ir.errors import DataError, OptionError
 from optimizer.ir.plan import LogicalPlan
 from optimizer.ir.plan import Source as SourceOp
 from optimizer.ir.plan import Window as WindowOp
+from optimizer.ir.profile import parse_profile
 
 
 @dataclass
@@ -121,6 +122,11 @@ def _generator_input(stream: StreamDef, options: RunOptions) -> StreamInput:
         for k, v in spec.options
         if k in ("houses", "seed", "households_per_house", "plugs_per_household", "start")
     }
+    text = spec.option("rate_profile")
+    if text is not None and options.rate is None:  # a --rate given to the run replaces it
+        kwargs["rate_profile"] = parse_profile(
+            str(text), f"{stream.name}: rate_profile", positive_somewhere=True
+        )
     gen = SmartPlugGenerator(rate=rate, **kwargs)
     # The catalog declares a subset of the generator's columns (checked when it was loaded).
     columns = [c.name.lower() for c in stream.columns]
@@ -140,29 +146,19 @@ def _generator_input(stream: StreamDef, options: RunOptions) -> StreamInput:
 def _keyed_input(
     stream: StreamDef, rate: float, seconds: float, options: RunOptions
 ) -> StreamInput:
-    from engines.sources.keyed import DEFAULT_ORIGIN, KeyedGenerator, KeyedStream
+    from engines.sources.keyed import generator_from_options
 
-    o = dict(stream.source.options)
-    spec = KeyedStream(
-        stream.name,
-        rate=rate,
-        keys=int(cast(int, o.get("keys", 100))),
-        skew=float(cast(float, o.get("skew", 0.0))),
-        start=float(cast(float, o.get("start", 0.0))),
-        end=cast(float | None, o.get("end")),
-        silent=cast(tuple[tuple[float, float], ...], o.get("silent", ())),
-        time_unit=stream.time_unit,
+    # A --rate given to the run replaces the catalog's rate profile.
+    gen = generator_from_options(
+        stream.name, rate, stream.time_unit, stream.source.options, options.rate is None
     )
-    gen = KeyedGenerator(
-        spec,
-        seed=int(cast(int, o.get("seed", 42))),
-        origin=int(cast(int, o.get("origin", DEFAULT_ORIGIN))),
-    )
+    spec = gen.stream
+    density = spec.rate_profile.text() if spec.rate_profile is not None else f"{spec.rate:g}"
     return StreamInput(
         stream,
         gen.batches(seconds, options.batch_seconds),
-        rate,
-        f"generator keyed ({rate:g} tuples/s, {spec.keys} keys, seed {gen.seed})",
+        spec.rate,
+        f"generator keyed ({density} tuples/s, {spec.max_keys} keys, seed {gen.seed})",
         expected_rows=gen.rows(seconds),
     )
 

@@ -17,6 +17,17 @@ share a timestamp when the rate is above one per tick).
 Keys. ``skew = 0`` draws keys uniformly; ``skew = z > 0`` draws key ``j`` with probability
 proportional to ``1 / (j + 1) ** z`` (Zipf over the finite domain: key 0 is the hottest).
 
+Drift (optimizer.ir.profile: ``SECONDS:VALUE`` points joined by ``,`` for a step or ``~``
+for a linear ramp, offsets after the origin). ``rate_profile`` replaces the constant rate:
+tuple ``i`` lies where the integral of the rate from ``start`` reaches ``i`` (so a step from
+1000 to 40000 tuples/s at 60 s is exactly that, per second). ``keys_profile``,
+``skew_profile`` and ``hot`` change the key domain, the Zipf exponent and the hot key
+(key ``(j + hot) mod keys`` is drawn where ``j`` would be: with ``hot = 0:0,60:50`` the
+hottest key moves from 0 to 50 at 60 s) at given times (steps only). ``selectivity`` sets
+the fraction of tuples with ``v < 10`` (the workloads' typical predicate ``WHERE v < 10``;
+uniform ``v`` gives 0.1): below 10 with that probability, uniform within [0, 10) or
+[10, 100) otherwise (steps and ramps).
+
 Determinism. A stream's tuples depend only on the seed, the stream's name and its own
 parameters (not on the other streams, nor on how its batches are cut): its draws come from
 ``PCG64(SeedSequence([seed, crc32(name)]))``, two doubles per tuple, consumed in order.
@@ -34,6 +45,7 @@ Example:
 from __future__ import annotations
 
 import math
+import re
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -48,6 +60,7 @@ import pyarrow.parquet as pq
 from engines.output_files import OutputFile, write_bytes
 from optimizer.ir.catalog import TIME_UNITS_MS
 from optimizer.ir.errors import OptionError
+from optimizer.ir.profile import Profile, parse_profile
 
 #: Columns of every keyed stream.
 SCHEMA = pa.schema(
@@ -68,7 +81,8 @@ class KeyedStream:
     ``rate``: tuples per event-second; ``keys``: size of the key domain; ``skew``: Zipf
     exponent (0 = uniform); ``start`` / ``end``: offsets in seconds (``end`` None: the span
     generated); ``silent``: ``(from, to)`` offset pairs without tuples; ``time_unit``: ``s``
-    or ``ms``.
+    or ``ms``. Drift (module docstring): ``rate_profile`` (then ``rate`` is its first value),
+    ``keys_profile``, ``skew_profile``, ``hot``, ``selectivity``.
     """
 
     name: str
@@ -79,9 +93,31 @@ class KeyedStream:
     end: float | None = None
     silent: tuple[tuple[float, float], ...] = field(default=())
     time_unit: str = "s"
+    rate_profile: Profile | None = None
+    keys_profile: Profile | None = None
+    skew_profile: Profile | None = None
+    hot: Profile | None = None
+    selectivity: Profile | None = None
+
+    @property
+    def drifts(self) -> bool:
+        """Keys or values follow a profile (the generator's drift path)."""
+        return any(p is not None for p in (self.keys_profile, self.skew_profile, self.hot))
+
+    @property
+    def max_keys(self) -> int:
+        return int(self.keys_profile.highest) if self.keys_profile is not None else self.keys
 
     def __post_init__(self) -> None:
         problems = []
+        if self.rate_profile is not None:
+            if self.rate_profile.highest <= 0:
+                problems.append("rate profile is 0 everywhere")
+            object.__setattr__(self, "rate", self.rate_profile.first or self.rate_profile.highest)
+        if self.keys_profile is not None and min(self.keys_profile.values) < 1:
+            problems.append("keys profile must stay >= 1")
+        if self.selectivity is not None and not all(0 <= v <= 1 for v in self.selectivity.values):
+            problems.append("selectivity must stay within [0, 1]")
         if not self.name or not self.name.isidentifier():
             problems.append(f"stream name {self.name!r} must be an identifier, e.g. r")
         if not (math.isfinite(self.rate) and self.rate > 0):
@@ -116,6 +152,10 @@ class KeyedGenerator:
         self.origin = origin
         self.tps = 1000 // TIME_UNITS_MS[stream.time_unit]
         self._rate = Fraction(stream.rate).limit_denominator(1000)
+        self._profile = stream.rate_profile
+        if self._profile is not None:
+            self._n0 = math.ceil(float(self._profile.cumulative(stream.start)) - 1e-9)
+        self._cdfs: dict[tuple[int, float], np.ndarray] = {}
         if stream.skew > 0:
             weights = 1.0 / np.arange(1, stream.keys + 1, dtype=np.float64) ** stream.skew
             self._cdf: np.ndarray | None = np.cumsum(weights) / weights.sum()
@@ -135,6 +175,8 @@ class KeyedGenerator:
         span = self._ticks(stop) - self._ticks(self.stream.start)
         if span <= 0:
             return 0
+        if self._profile is not None:
+            return self._index_before(self._ticks(stop) / self.tps)
         # Tuple i lies at tick start + floor(i * tps / rate): i < span * rate / tps.
         return math.ceil(Fraction(span) * self._rate / self.tps)
 
@@ -147,9 +189,20 @@ class KeyedGenerator:
             kept -= int(np.count_nonzero(~self._audible(rel)))
         return kept
 
+    def _index_before(self, t: float) -> int:
+        """Rate profile: how many of the stream's tuples lie before offset ``t``."""
+        assert self._profile is not None
+        if t <= self.stream.start:
+            return 0
+        return max(0, math.ceil(float(self._profile.cumulative(t)) - 1e-9) - self._n0)
+
     def _offsets(self, i0: int, n: int) -> np.ndarray:
         """Ticks after the origin of tuples ``i0 .. i0+n-1``."""
         i = np.arange(i0, i0 + n, dtype=np.int64)
+        if self._profile is not None:
+            at = self._profile.inverse_cumulative((i + self._n0).astype(np.float64))
+            at = np.maximum(at, self.stream.start)
+            return np.floor(at * self.tps + 1e-6).astype(np.int64)
         num, den = self._rate.numerator, self._rate.denominator
         return (i * (self.tps * den)) // num + self._ticks(self.stream.start)
 
@@ -174,22 +227,26 @@ class KeyedGenerator:
                 np.random.SeedSequence([self.seed, zlib.crc32(self.stream.name.encode())])
             )
         )
-        per = max(1, math.ceil(float(self._rate) * max(1, batch_seconds)))
         origin = self.origin * self.tps
         keys = self.stream.keys
-        for i0 in range(0, total, per):
-            n = min(per, total - i0)
+        for i0, n in self._spans(total, max(1, batch_seconds)):
             rel = self._offsets(i0, n)
             draws = rng.random((n, 2))  # drawn for silent tuples too: batch-size independent
             keep = self._audible(rel)
             if not keep.any():
                 continue
-            if self._cdf is None:
+            if self.stream.drifts:
+                k = self._drifting_keys(rel, draws[:, 0])
+            elif self._cdf is None:
                 k = (draws[:, 0] * keys).astype(np.int64)
+                k = np.minimum(k, keys - 1)
             else:
                 k = np.searchsorted(self._cdf, draws[:, 0], side="right")
-            k = np.minimum(k, keys - 1)
-            v = np.floor(draws[:, 1] * 10000.0) / 100.0
+                k = np.minimum(k, keys - 1)
+            if self.stream.selectivity is None:
+                v = np.floor(draws[:, 1] * 10000.0) / 100.0
+            else:
+                v = self._shifted_values(rel, draws[:, 1])
             yield pa.RecordBatch.from_arrays(
                 [
                     pa.array((origin + rel)[keep], pa.int64()),
@@ -198,6 +255,98 @@ class KeyedGenerator:
                 ],
                 schema=SCHEMA,
             )
+
+    def _spans(self, total: int, batch_seconds: int) -> Iterator[tuple[int, int]]:
+        """(first index, count) of each batch: ``batch_seconds`` worth of tuples at the
+        constant rate; with a rate profile, the tuples of each ``batch_seconds`` of event
+        time (so a batch spans the same event time at 1000 and at 40000 tuples/s)."""
+        if self._profile is None:
+            per = max(1, math.ceil(float(self._rate) * batch_seconds))
+            for i0 in range(0, total, per):
+                yield i0, min(per, total - i0)
+            return
+        t = float(self.stream.start)
+        i0 = 0
+        while i0 < total:
+            t = (math.floor(t / batch_seconds) + 1) * batch_seconds
+            i1 = min(total, self._index_before(t))
+            if i1 > i0:
+                yield i0, i1 - i0
+            i0 = max(i0, i1)
+
+    def _cdf_of(self, keys: int, skew: float) -> np.ndarray:
+        cdf = self._cdfs.get((keys, skew))
+        if cdf is None:
+            weights = 1.0 / np.arange(1, keys + 1, dtype=np.float64) ** skew
+            cdf = self._cdfs[(keys, skew)] = np.cumsum(weights) / weights.sum()
+        return cdf
+
+    def _drifting_keys(self, rel: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """Keys under key-domain, skew and hot-key profiles (piecewise constant)."""
+        st = self.stream
+        at = rel / self.tps
+        keys = st.keys_profile.at(at).astype(np.int64) if st.keys_profile else None
+        skew = st.skew_profile.at(at) if st.skew_profile else None
+        hot = st.hot.at(at).astype(np.int64) if st.hot else None
+        domain = keys if keys is not None else np.full(len(rel), st.keys, dtype=np.int64)
+        expo = skew if skew is not None else np.full(len(rel), st.skew)
+        k = np.empty(len(rel), dtype=np.int64)
+        pairs = np.unique(np.stack([domain.astype(np.float64), expo]), axis=1)
+        for d, z in pairs.T:
+            mask = (domain == d) & (expo == z)
+            if z > 0:
+                k[mask] = np.searchsorted(self._cdf_of(int(d), float(z)), u[mask], side="right")
+            else:
+                k[mask] = (u[mask] * d).astype(np.int64)
+        k = np.minimum(k, domain - 1)
+        if hot is not None:
+            k = (k + hot) % domain
+        return k
+
+    def _shifted_values(self, rel: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """Values with a fraction ``selectivity(t)`` below 10, uniform on either side."""
+        assert self.stream.selectivity is not None
+        p = np.clip(self.stream.selectivity.at(rel / self.tps), 0.0, 1.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            low = np.where(p > 0, u / p * 10.0, 0.0)
+            high = np.where(p < 1, 10.0 + (u - p) / (1.0 - p) * 90.0, 10.0)
+        v = np.where(u < p, np.minimum(low, 9.99), np.minimum(high, 99.99))
+        return np.floor(v * 100.0) / 100.0
+
+
+def generator_from_options(
+    name: str,
+    rate: float,
+    time_unit: str,
+    options: Sequence[tuple[str, object]],
+    use_rate_profile: bool = True,
+) -> KeyedGenerator:
+    """The generator of a catalog's keyed source (``[streams.X.source]`` settings)."""
+    o = dict(options)
+
+    def profile(key: str, setting: str) -> Profile | None:
+        text = o.get(key)
+        return None if text is None else stream_profile(setting, str(text), f"{name}: {key}")
+
+    silent = o.get("silent", ())
+    spec = KeyedStream(
+        name,
+        rate=rate,
+        keys=int(str(o.get("keys", 100))),
+        skew=float(str(o.get("skew", 0.0))),
+        start=float(str(o.get("start", 0.0))),
+        end=float(str(o["end"])) if o.get("end") is not None else None,
+        silent=silent if isinstance(silent, tuple) else (),
+        time_unit=time_unit,
+        rate_profile=profile("rate_profile", "rate") if use_rate_profile else None,
+        keys_profile=profile("keys_profile", "keys"),
+        skew_profile=profile("skew_profile", "skew"),
+        hot=profile("hot", "hot"),
+        selectivity=profile("selectivity", "sel"),
+    )
+    return KeyedGenerator(
+        spec, seed=int(str(o.get("seed", 42))), origin=int(str(o.get("origin", DEFAULT_ORIGIN)))
+    )
 
 
 def catalog_text(
@@ -215,7 +364,8 @@ def catalog_text(
     for s in streams:
         unit = "seconds" if s.time_unit == "s" else "milliseconds"
         out.append(f"\n[streams.{s.name}]\n")
-        out.append(f'doc = "{s.rate:g} tuples/s, keys 0..{s.keys - 1}, skew {s.skew:g}"\n')
+        rate = s.rate_profile.text() if s.rate_profile is not None else f"{s.rate:g}"
+        out.append(f'doc = "{rate} tuples/s, keys 0..{s.max_keys - 1}, skew {s.skew:g}"\n')
         out.append(f'timestamp = "ts"\ntime_unit = "{s.time_unit}"  # {unit}\n')
         out.append(f"rate = {s.rate:g}\n")
         out.append(f"\n[streams.{s.name}.columns]\n")
@@ -226,7 +376,7 @@ def catalog_text(
             out.append(f'kind = "file"\npath = "{files[s.name]}"\nformat = "{fmt}"\n')
             continue
         out.append(f'kind = "generator"\ngenerator = "keyed"\nseed = {seed}\norigin = {origin}\n')
-        out.append(f"keys = {s.keys}\n")
+        out.append(f"keys = {s.max_keys}\n")
         if s.skew:
             out.append(f"skew = {s.skew:g}\n")
         if s.start:
@@ -236,6 +386,15 @@ def catalog_text(
         if s.silent:
             pairs = ", ".join(f"[{lo:g}, {hi:g}]" for lo, hi in s.silent)
             out.append(f"silent = [{pairs}]\n")
+        for key, profile in (
+            ("rate_profile", s.rate_profile),
+            ("keys_profile", s.keys_profile),
+            ("skew_profile", s.skew_profile),
+            ("hot", s.hot),
+            ("selectivity", s.selectivity),
+        ):
+            if profile is not None:
+                out.append(f'{key} = "{profile.text()}"\n')
     return "".join(out)
 
 
@@ -289,12 +448,33 @@ def _write_stream(path: Path, gen: KeyedGenerator, seconds: float, fmt: str) -> 
     return rows
 
 
+#: ``--stream`` settings that take a profile (optimizer.ir.profile) as well as a number.
+_PROFILE_SETTINGS = {
+    "rate": ("rate_profile", {"positive_somewhere": True}),
+    "keys": ("keys_profile", {"low": 1, "integer": True, "steps_only": True}),
+    "skew": ("skew_profile", {"steps_only": True}),
+    "hot": ("hot", {"integer": True, "steps_only": True}),
+    "sel": ("selectivity", {"high": 1.0}),
+}
+
+
+def stream_profile(setting: str, text: str, what: str) -> Profile:
+    """Parse the profile of ``--stream`` / catalog setting ``setting`` (rate, keys, skew,
+    hot, sel), with that setting's bounds."""
+    return parse_profile(text, what, **_PROFILE_SETTINGS[setting][1])  # type: ignore[arg-type]
+
+
 def parse_stream_spec(spec: str, defaults: KeyedStream) -> KeyedStream:
     """A ``KeyedStream`` from the CLI's ``NAME[:key=value,...]`` (keys rate, keys, skew,
-    start, end, silent=FROM-TO[+FROM-TO...], unit), the rest taken from ``defaults``.
+    start, end, silent=FROM-TO[+FROM-TO...], unit, hot, sel), the rest taken from
+    ``defaults``. ``rate``, ``keys``, ``skew``, ``hot`` and ``sel`` also take a profile
+    (``SECONDS:VALUE`` points joined by ``,`` or ``~``; a comma followed by ``name=`` starts
+    the next setting).
 
     >>> parse_stream_spec("s:rate=200,silent=30-60+90-95", KeyedStream("x")).silent
     ((30.0, 60.0), (90.0, 95.0))
+    >>> parse_stream_spec("s:rate=0:10,60:400,keys=20", KeyedStream("x")).rate_profile.text()
+    '0:10,60:400'
     """
     name, _, rest = spec.partition(":")
     values: dict[str, object] = {
@@ -305,8 +485,14 @@ def parse_stream_spec(spec: str, defaults: KeyedStream) -> KeyedStream:
         "end": defaults.end,
         "silent": defaults.silent,
         "time_unit": defaults.time_unit,
+        "rate_profile": defaults.rate_profile,
+        "keys_profile": defaults.keys_profile,
+        "skew_profile": defaults.skew_profile,
+        "hot": defaults.hot,
+        "selectivity": defaults.selectivity,
     }
-    for item in filter(None, (p.strip() for p in rest.split(","))):
+    items = re.split(r",(?=\s*[A-Za-z_]+\s*=)", rest) if rest else []
+    for item in filter(None, (p.strip() for p in items)):
         key, eq, value = item.partition("=")
         key = key.strip().lower()
         if not eq:
@@ -315,10 +501,19 @@ def parse_stream_spec(spec: str, defaults: KeyedStream) -> KeyedStream:
                 hint="e.g. --stream s:rate=200,start=10,silent=30-60",
             )
         try:
-            if key in ("rate", "skew", "start", "end"):
+            if key in _PROFILE_SETTINGS and (":" in value or key in ("hot", "sel")):
+                field_name = _PROFILE_SETTINGS[key][0]
+                profile = stream_profile(key, value, f"--stream {spec}: {key}")
+                values[field_name] = profile
+                if key == "keys":
+                    values["keys"] = int(profile.highest)
+            elif key in ("rate", "skew", "start", "end"):
                 values[key] = float(value)
+                if key == "rate":
+                    values["rate_profile"] = None
             elif key == "keys":
                 values["keys"] = int(value)
+                values["keys_profile"] = None
             elif key == "unit":
                 values["time_unit"] = value.strip()
             elif key == "silent":
@@ -332,11 +527,12 @@ def parse_stream_spec(spec: str, defaults: KeyedStream) -> KeyedStream:
             else:
                 raise OptionError(
                     f"--stream {spec}: unknown setting '{key}'",
-                    hint="settings: rate, keys, skew, start, end, silent, unit",
+                    hint="settings: rate, keys, skew, start, end, silent, unit, hot, sel",
                 )
         except ValueError:
             raise OptionError(
                 f"--stream {spec}: bad value '{value}' for {key}",
-                hint="numbers; silent periods as FROM-TO seconds, several joined by +",
+                hint="numbers; silent periods as FROM-TO seconds, several joined by +; "
+                "rate, keys, skew, hot, sel also as a profile, e.g. rate=0:1000,60:40000",
             ) from None
     return KeyedStream(name=name.strip(), **values)  # type: ignore[arg-type]

@@ -21,6 +21,9 @@ round-robin cursor visits them. Event-second ``t`` (``ts = start + t``) emits
 and a long-run average of exactly ``rate`` otherwise. At the natural rate (2 tuples per plug
 per second) every sensor reports once per second; above it, sensors report several times within
 a second (a faster sensor, as the dissertation's replay tool simulated); below it, less often.
+With a ``rate_profile`` (optimizer.ir.profile: steps and linear ramps over event time, e.g.
+``0:1000,60:40000,120:5000``) event-second ``t`` emits ``floor(C(t + 1)) - floor(C(t))``
+tuples, ``C`` the integral of the profile: a drifting rate, second by second.
 
 Determinism: the topology comes from ``PCG64(seed)``; the time-varying draws come from three
 jumped copies of it (state switches, level changes, reading noise), each consumed in event-time
@@ -52,6 +55,7 @@ from scipy import special
 
 from engines.output_files import OutputFile
 from optimizer.ir.errors import OptionError
+from optimizer.ir.profile import Profile
 
 #: The smart-plug stream schema (names and types in this order).
 SCHEMA = pa.schema(
@@ -236,6 +240,8 @@ class SmartPlugGenerator:
         start: epoch second of the first event-second.
         households_per_house: fixed fan-out instead of the measured distribution.
         plugs_per_household: fixed fan-out instead of the measured distribution.
+        rate_profile: a rate that changes over event time (seconds after ``start``); it
+            replaces ``rate``, and ``rate`` reports its first value.
     """
 
     def __init__(
@@ -246,7 +252,11 @@ class SmartPlugGenerator:
         start: int = DEFAULT_START,
         households_per_house: int | None = None,
         plugs_per_household: int | None = None,
+        rate_profile: Profile | None = None,
     ) -> None:
+        self._profile = rate_profile
+        if rate_profile is not None:
+            rate = rate_profile.first if rate_profile.first > 0 else rate_profile.highest
         self._houses = _check_int("houses", houses, 1)
         self._seed = _check_int("seed", seed, 0)
         self._start = _check_int("start", start, 0)
@@ -393,7 +403,10 @@ class SmartPlugGenerator:
             raise OptionError(
                 f"smart-plug generator: seconds must be a non-negative number, got {seconds!r}"
             )
-        if (math.ceil(seconds) + 1) * self._rate.numerator >= 2**62:
+        highest = self._rate.numerator
+        if self._profile is not None:
+            highest = math.ceil(self._profile.highest)
+        if (math.ceil(seconds) + 1) * highest >= 2**62:
             raise OptionError(f"smart-plug generator: {seconds} s at this rate is too long")
         if self._start + math.ceil(seconds) > _MAX_TS:
             raise OptionError(
@@ -404,6 +417,9 @@ class SmartPlugGenerator:
 
     def _cum(self, t: np.ndarray) -> np.ndarray:
         """Tuples emitted before event-second t (int64 array in, int64 array out)."""
+        if self._profile is not None:
+            c = self._profile.cumulative(t.astype(np.float64))
+            return np.floor(c + 1e-6).astype(np.int64)
         return (t * self._rate.numerator) // self._rate.denominator
 
     def _end_index(self, seconds: float) -> int:
@@ -571,6 +587,7 @@ def generate_to_file(
     seed: int = 42,
     *,
     start: int = DEFAULT_START,
+    rate_profile: Profile | None = None,
 ) -> int:
     """Write ``seconds`` event-seconds of synthetic readings; returns the number of rows.
 
@@ -586,7 +603,9 @@ def generate_to_file(
             f"cannot choose a format for '{path}': the name must end in .csv or .parquet",
             hint="e.g. readings.parquet",
         )
-    gen = SmartPlugGenerator(houses=houses, seed=seed, rate=rate, start=start)
+    gen = SmartPlugGenerator(
+        houses=houses, seed=seed, rate=rate, start=start, rate_profile=rate_profile
+    )
     out = OutputFile(path, "--out")
     rows = 0
     with out, out.errors():

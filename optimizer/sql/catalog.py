@@ -15,7 +15,8 @@ A catalog names the streams a query may read::
     kind = "generator"          # or "file" with path = "...", format = "debs"|"csv"|"parquet"
     generator = "smartplug"     # or "keyed" (columns ts, k, v; engines/sources/keyed.py)
     houses = 40                 # keyed: seed, origin, keys, skew, start, end, silent
-    seed = 42
+    seed = 42                   # drift (strings, optimizer/ir/profile.py): rate_profile
+                                # (both); keyed also keys_profile, skew_profile, hot, selectivity
 
     [streams.readings.statistics]   # optional, for the optimizer
     distinct = { plug_id = 1677 }
@@ -32,7 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from optimizer.ir.catalog import TIME_UNITS_MS, Catalog, SourceSpec, StreamDef
-from optimizer.ir.errors import CatalogError, did_you_mean
+from optimizer.ir.errors import CatalogError, OptionError, did_you_mean
+from optimizer.ir.profile import SYNTAX, parse_profile
 from optimizer.ir.schema import Field
 from optimizer.ir.types import TYPE_NAMES, DataType
 
@@ -40,8 +42,36 @@ _STREAM_KEYS = {"timestamp", "time_unit", "rate", "columns", "source", "statisti
 _SOURCE_KEYS = {"kind", "generator", "path", "format"}
 #: Settings of each built-in generator (``[streams.X.source]`` keys besides kind/generator).
 _GENERATOR_OPTIONS = {
-    "smartplug": {"houses", "seed", "households_per_house", "plugs_per_household", "start"},
-    "keyed": {"seed", "origin", "keys", "skew", "start", "end", "silent"},
+    "smartplug": {
+        "houses",
+        "seed",
+        "households_per_house",
+        "plugs_per_household",
+        "start",
+        "rate_profile",
+    },
+    "keyed": {
+        "seed",
+        "origin",
+        "keys",
+        "skew",
+        "start",
+        "end",
+        "silent",
+        "rate_profile",
+        "keys_profile",
+        "skew_profile",
+        "hot",
+        "selectivity",
+    },
+}
+#: Generator settings that are profiles (optimizer.ir.profile), with their bounds.
+_PROFILES: dict[str, dict[str, Any]] = {
+    "rate_profile": {"positive_somewhere": True},
+    "keys_profile": {"low": 1, "integer": True, "steps_only": True},
+    "skew_profile": {"steps_only": True},
+    "hot": {"integer": True, "steps_only": True},
+    "selectivity": {"high": 1.0},
 }
 #: The columns of a keyed-generator stream (engines.sources.keyed.SCHEMA).
 _KEYED_COLUMNS = (("ts", DataType.BIGINT), ("k", DataType.INTEGER), ("v", DataType.DOUBLE))
@@ -232,6 +262,18 @@ def _parse_source(raw: Any, name: str, where: str, base: Path | None) -> SourceS
         options: list[tuple[str, object]] = []
         for key in sorted(allowed & set(raw)):
             value = raw[key]
+            if key in _PROFILES:
+                if not isinstance(value, str):
+                    raise CatalogError(
+                        f"{name}: {where}.{key} must be a profile string",
+                        hint=f'{SYNTAX}, e.g. {key} = "0:1000,60:40000"',
+                    )
+                try:
+                    parse_profile(value, f"{name}: {where}.{key}", **_PROFILES[key])
+                except OptionError as err:
+                    raise CatalogError(err.message, hint=err.hint) from None
+                options.append((key, value))
+                continue
             if gen == "keyed" and key == "silent":
                 options.append((key, _silent_periods(value, name, f"{where}.silent")))
                 continue

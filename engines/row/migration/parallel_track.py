@@ -123,7 +123,27 @@ class ParallelTrack:
                     new.windows_by_stream.setdefault(stream, []).append(tee)
                 tee.targets.append(w)
         new.clock.step = self._step
+        # The new clock steps only instants where one of ITS windows changes; while both
+        # plans run, an old tuple leaving an old window is a change too (deletions the old
+        # chain must emit at that instant), so the old chain's windows are asked as well.
+        self._base_due = new.clock.due
+        if self._base_due is not None:
+            old_windows = [w for pos in self.old_track if isinstance(w := ov.op(pos), _WindowBase)]
+            new.clock.due = self._due_with(self._base_due, old_windows)
         self._maybe_drop(None)
+
+    @staticmethod
+    def _due_with(base: Any, windows: list[_WindowBase]) -> Any:
+        def due(after: int, last: Any) -> int | None:
+            best: int | None = base(after, last)
+            bound = None if last is None else max(last)
+            for w in windows:
+                t = w.next_change(after)
+                if t is not None and (bound is None or t <= bound) and (best is None or t < best):
+                    best = t
+            return best
+
+        return due
 
     # -- the PlanExecutor protocol (everything goes through the new executor) ---------------
 
@@ -338,6 +358,7 @@ class ParallelTrack:
         for stream, tee in self._tees.items():
             self.new.windows_by_stream[stream].remove(tee)
         self.new.clock.step = self.new._step
+        self.new.clock.due = self._base_due
         self._checks = []
 
 
