@@ -89,6 +89,7 @@ def uniform_inputs(
     keys: int,
     seed: int,
     rare: Callable[[int, int], int] | None = None,
+    copies: int = 1,
 ) -> dict[str, pa.Table]:
     """Per stream, every key of ``[0, keys)`` once per ``window`` seconds, at a seeded random
     slot (second modulo ``window``) per key and stream: uniform keys whose every RANGE
@@ -96,14 +97,17 @@ def uniform_inputs(
     ``keys`` entries at every level (random uniform keys would make an n-way equi-join's
     states vanish or explode with n). ``rare(stream, second) = R > 1`` shifts each key of
     that stream and second to ``key + keys * j`` with ``j`` uniform in ``[0, R)``: only one
-    in R still matches (the HybMig drift)."""
-    if keys % window:
-        raise ValueError(f"keys ({keys}) must be a multiple of the window ({window})")
-    per = keys // window
+    in R still matches (the HybMig drift). ``copies`` > 1: each key ``copies`` times per
+    window and stream, so a state ``j`` joins up holds ``keys * copies**j`` entries."""
+    if keys * copies % window:
+        raise ValueError(f"keys * copies ({keys * copies}) must be a multiple of the window")
+    per = keys * copies // window
     rng = np.random.default_rng(seed)
     out = {}
     for i in range(n):
-        slots = rng.permutation(keys).reshape(window, per)  # slot s holds these keys
+        slots = rng.permutation(np.tile(np.arange(keys), copies)).reshape(
+            window, per
+        )  # slot s holds these keys
         ts = np.repeat(np.arange(seconds, dtype=np.int64), per)
         k = np.concatenate([rng.permutation(slots[s % window]) for s in range(seconds)])
         if rare is not None:
@@ -138,8 +142,11 @@ class Outputs:
     bags: dict[int, Counter[tuple[Any, ...]]] = field(default_factory=dict)
     count: int = 0
     first_after: float | None = None
+    first_after_cpu: float | None = None
     mark: float | None = None
+    mark_cpu: float = 0.0
     emitted_at: list[tuple[float, int, int]] = field(default_factory=list)
+    span_cpu_s: float = 0.0  # run_plain: process CPU seconds over the timed span
 
     def emit(self, instant: int, rows: Any) -> None:
         rows = [tuple(r.values()) for r in rows.to_pylist()] if hasattr(rows, "to_pylist") else rows
@@ -148,6 +155,7 @@ class Outputs:
         now = time.perf_counter()
         if self.mark is not None and self.first_after is None:
             self.first_after = now - self.mark
+            self.first_after_cpu = time.process_time() - self.mark_cpu
         self.bags.setdefault(instant, Counter()).update(tuple(r) for r in rows)
         self.count += len(rows)
         self.emitted_at.append((now, instant, len(rows)))
@@ -188,7 +196,9 @@ class Migrated:
     outputs: Outputs
     transfer_s: float = 0.0
     span_s: float = 0.0
+    span_cpu_s: float = 0.0
     first_output_s: float | None = None
+    first_output_cpu_s: float | None = None
     dropped_at: int | None = None
     stats: dict[str, Any] = field(default_factory=dict)
     per_second: list[dict[str, Any]] = field(default_factory=list)
@@ -225,13 +235,15 @@ def run_plain(
     _quiet_gc()
     out = Outputs()
     ex = RowExecutor(p, out.emit)
-    busy = 0.0
+    busy = cpu = 0.0
     for s, name, t in feed:
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         ex.ingest(name, t, 0)
         if span[0] <= s < span[1]:
             busy += time.perf_counter() - t0
+            cpu += time.process_time() - c0
     _finish(ex, feed)
+    out.span_cpu_s = cpu
     return out, busy
 
 
@@ -258,43 +270,56 @@ def run_migrated(
     until: int,
     per_second: bool = False,
 ) -> Migrated:
-    """Run ``old_plan``, migrate to ``new_plan`` when second ``at`` is reached, time the
-    transfer plus every batch of seconds [at, until), then run to the end (untimed)."""
+    """Run ``old_plan``, migrate to ``new_plan`` when second ``at`` is reached, announce
+    every stream's progress to ``at`` (the pending instant ``at - 1`` fires at once, in the
+    new plan), time all that plus every batch of seconds [at, until), then run to the end
+    (untimed). ``first_output_s``: from the start of the transfer to the first result."""
     _quiet_gc()
     out = Outputs()
     cur: Any = RowExecutor(old_plan, out.emit)
     res = Migrated(strategy, out)
     migrated = False
+    streams = sorted({b[1] for b in feed})
     sec_busy: dict[int, float] = {}
+    sec_cpu: dict[int, float] = {}
     sec_out: dict[int, int] = {}
     sec_state: dict[int, int] = {}
     for s, name, t in feed:
+        before = out.count
         if not migrated and s >= at:
             migrated = True
             new = RowExecutor(new_plan, out.emit)
+            out.mark_cpu = c0 = time.process_time()
             out.mark = t0 = time.perf_counter()
             cur, res.stats = migrate(strategy, cur, new)
             res.transfer_s = time.perf_counter() - t0
-            res.span_s += res.transfer_s
+            for stream in streams:  # as the run-time loop does on reading second `at`
+                cur.advance_stream(stream, s)
+            res.span_s += time.perf_counter() - t0
+            res.span_cpu_s += time.process_time() - c0
             if per_second:
-                sec_busy[s] = sec_busy.get(s, 0.0) + res.transfer_s
+                sec_busy[s] = sec_busy.get(s, 0.0) + res.span_s
+                sec_cpu[s] = sec_cpu.get(s, 0.0) + res.span_cpu_s
         if _both_done(cur):
             res.dropped_at = cur.dropped_at
             cur = cur.successor
-        before = out.count
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         cur.ingest(name, t, 0)
         dt = time.perf_counter() - t0
+        dc = time.process_time() - c0
         if migrated and s < until:
             res.span_s += dt
+            res.span_cpu_s += dc
         if per_second:
             sec_busy[s] = sec_busy.get(s, 0.0) + dt
+            sec_cpu[s] = sec_cpu.get(s, 0.0) + dc
             sec_out[s] = sec_out.get(s, 0) + out.count - before
             sec_state[s] = state_tuples(cur)
     if _both_done(cur):
         res.dropped_at = cur.dropped_at
     _finish(cur, feed)
     res.first_output_s = out.first_after
+    res.first_output_cpu_s = out.first_after_cpu
     if strategy == "jisc" and isinstance(cur, RowExecutor):
         prog = jisc_progress(cur)
         res.stats["keys_completed"] = prog.keys_completed
@@ -307,6 +332,7 @@ def run_migrated(
                 "outputs": sec_out.get(s, 0),
                 "state_tuples": sec_state.get(s, 0),
                 "busy_s": round(sec_busy.get(s, 0.0), 6),
+                "cpu_s": round(sec_cpu.get(s, 0.0), 6),
             }
             for s in sorted(sec_busy)
         ]

@@ -32,9 +32,9 @@ def _script(name: str, tmp_path: Path, *args: str) -> dict:
     out = tmp_path / f"{name}.json"
     png = tmp_path / f"{name}.png"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    script = str(ROOT / "experiments" / f"{name}.py")
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "experiments" / f"{name}.py"), *args, "--reps", "1"]
-        + ["--json", str(out), "--plot", str(png)],
+        [sys.executable, script, *args, "--reps", "1", "--json", str(out), "--plot", str(png)],
         cwd=ROOT,
         env=env,
         capture_output=True,
