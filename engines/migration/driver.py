@@ -309,7 +309,10 @@ class MigratingExecutor:
         new_pp = (request.plan, request.placement)
         name, why = request.strategy, "asked for"
         if name == "auto":
-            name, why = choose_auto(old_pp, new_pp, self.same_order(old_pp[0], new_pp[0]))
+            overloaded = request.reason.get("trigger") == "infeasible"
+            name, why = choose_auto(
+                old_pp, new_pp, self.same_order(old_pp[0], new_pp[0]), overloaded
+            )
         label_from = request.label_from or old.label
         label_to = request.label_to or self.label_of(request.plan)
         record: dict[str, Any] = {

@@ -14,7 +14,9 @@ is registered; wiring one is one call, e.g.::
 
 * nothing: no migration (recorded as ``none``);
 * a placement change (any operator moved between engines, with or without a new join
-  order): **gpt** when every window is time-based (no output gap, nothing replayed: the
+  order): **gms** when the running plan cannot keep up (the controller's ``infeasible``
+  trigger: GPT would keep it running for a window horizon); else **gpt** when every window
+  is time-based (no output gap, nothing replayed: the
   old plan keeps answering while the new one fills its windows, for one window horizon);
   **gms** when a ROWS window makes GPT inapplicable;
 * a join-order change of a plan that runs entirely on the row engine: **jisc** when
@@ -182,9 +184,16 @@ def choose_auto(
     old: tuple[LogicalPlan, dict[str, str]],
     new: tuple[LogicalPlan, dict[str, str]],
     same_order: bool,
+    overloaded: bool = False,
 ) -> tuple[str, str]:
     """(strategy name, why) for ``auto`` (see the module docstring); ``none`` when the two
-    plans are the same. PlanError when no available strategy applies."""
+    plans are the same. PlanError when no available strategy applies.
+
+    ``overloaded``: the migration is asked because the running plan cannot keep up (the
+    adaptive controller's ``infeasible`` trigger). GPT would keep that plan running for a
+    whole window horizon, so a placement change then replays instead (GMS: one output gap
+    while the buffered horizon is recomputed by the new plan, then only the new plan runs).
+    """
     same_placement = old[1] == new[1]
     if same_order and same_placement:
         return "none", "the target is the running plan"
@@ -193,6 +202,14 @@ def choose_auto(
     if (same_placement or (all_row and not same_order)) and all_row:
         order = [("jisc", "join order change of an all-row plan: JISC")]
         order.append(("ms", "join order change of an all-row plan: MS (JISC not available)"))
+    if overloaded:
+        order.append(
+            (
+                "gms",
+                "the running plan cannot keep up: GMS replaces it at once (GPT would "
+                "keep it running for a window horizon)",
+            )
+        )
     order += [
         ("gpt", "placement or plan change: GPT answers throughout (no output gap, no replay)"),
         ("gms", "GPT does not apply (a ROWS window): GMS replays the window horizon"),
