@@ -1,0 +1,258 @@
+"""The hybrid case under a rate ramp: static row plan, static column plan and ``--adapt``.
+
+A smart-plug stream whose rate changes in phases (default 1k -> 40k -> 2k tuples per
+event-second, each phase longer than Q2's 5-minute window) is generated once
+(``hycq data generate --rate-profile``) and replayed at max pace through
+
+* ``row``: ``hycq run Q --placement row`` (everything on the row engine),
+* ``column``: ``--placement column`` (every relational operator on DuckDB),
+* ``adapt``: ``--placement auto --adapt --reoptimize-every S`` (starts with the optimizer's
+  plan for the first phase's rate and migrates when the measured statistics drift).
+
+Per run and phase, from the run's per-event-second ``timeline`` (docs/migration.md): the
+throughput (tuples over wall seconds) after the phase has settled (its first ``--settle``
+event-seconds left out: the window refills at the new rate, and a migration settles), whether
+that keeps up with the phase's rate, and the result latency (p50 of the per-second medians,
+max). The three result streams must be equal (the script checks it), and the migrations of
+the adaptive run are listed. The targets (issue 16): ``--adapt`` keeps up wherever some
+static plan keeps up, and its throughput in each phase is >= 0.9x the best static plan's.
+
+    python experiments/adapt_ramp.py --phases 1000:400,40000:400,2000:400 \\
+        --json experiments/results/adapt_ramp.json --plot experiments/results/adapt_ramp.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+ROOT = Path(__file__).resolve().parents[1]
+PLANS = {
+    "row": ["--placement", "row"],
+    "column": ["--placement", "column"],
+    "adapt": ["--placement", "auto", "--adapt"],
+}
+
+
+def parse_phases(spec: str) -> list[tuple[int, int]]:
+    """``RATE:SECONDS,...`` -> [(rate, seconds), ...]."""
+    out = []
+    for part in spec.split(","):
+        rate, seconds = part.split(":")
+        out.append((int(float(rate)), int(float(seconds))))
+    return out
+
+
+def generate(phases: list[tuple[int, int]], path: Path, seed: int) -> None:
+    total = sum(s for _, s in phases)
+    points, at = [], 0
+    for rate, seconds in phases:
+        points.append(f"{at}:{rate}")
+        at += seconds
+    cmd = [sys.executable, "-m", "hycq.cli", "data", "generate", "--out", str(path)]
+    cmd += ["--seconds", str(total), "--rate-profile", ",".join(points), "--seed", str(seed)]
+    subprocess.run(cmd, check=True, capture_output=True, text=True)
+
+
+def run_plan(query: Path, data: Path, plan: str, every: float, work: Path) -> dict[str, Any]:
+    metrics, out = work / f"{plan}.json", work / f"{plan}.parquet"
+    cmd = [sys.executable, "-m", "hycq.cli", "run", str(query), "--data", f"readings={data}"]
+    cmd += PLANS[plan] + ["--metrics", str(metrics), "--output", str(out)]
+    if plan == "adapt":
+        cmd += ["--reoptimize-every", str(every)]
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"{plan}: exit {proc.returncode}\n{proc.stderr}")
+    m = json.loads(metrics.read_text())
+    m["_elapsed_s"] = time.perf_counter() - start
+    m["_output"] = str(out)
+    return m
+
+
+def phase_figures(
+    m: dict[str, Any], phases: list[tuple[int, int]], settle: int
+) -> list[dict[str, Any]]:
+    tl = m["timeline"]
+    res = tl["resolution_s"]
+    out, start = [], 0
+    for rate, seconds in phases:
+        lo, hi = start + settle, start + seconds
+        entries = [e for e in tl["entries"] if lo <= e["t_s"] and e["t_s"] + res <= hi]
+        tuples = sum(e["tuples"] for e in entries)
+        wall = sum(e["wall_s"] for e in entries)
+        p50s = sorted(e["latency_ms"]["p50"] for e in entries if e.get("latency_ms"))
+        maxes = [e["latency_ms"]["max"] for e in entries if e.get("latency_ms")]
+        thr = tuples / wall if wall > 0 else None
+        out.append(
+            {
+                "rate": rate,
+                "from_s": lo,
+                "to_s": hi,
+                "tuples": tuples,
+                "wall_s": wall,
+                "throughput": thr,
+                "kept_up": bool(thr is not None and thr >= rate),
+                "latency_ms_p50": p50s[len(p50s) // 2] if p50s else None,
+                "latency_ms_max": max(maxes) if maxes else None,
+            }
+        )
+        start += seconds
+    return out
+
+
+def same_results(a: str, b: str) -> bool:
+    """Equal result streams: same rows per ``_ts`` (floats to 1e-9 relative)."""
+    ta, tb = pq.read_table(a), pq.read_table(b)
+    if ta.num_rows != tb.num_rows or ta.column_names != tb.column_names:
+        return False
+    keys = [(c, "ascending") for c in ta.column_names]
+    ta, tb = ta.sort_by(keys), tb.sort_by(keys)
+    for name in ta.column_names:
+        x, y = ta.column(name), tb.column(name)
+        if pa.types.is_floating(x.type):
+            diff = pc.abs(pc.subtract(x, y))
+            bound = pc.add(pc.multiply(pc.abs(x), 1e-9), 1e-9)
+            if not pc.all(pc.less_equal(diff, bound)).as_py():
+                return False
+        elif not x.equals(y):
+            return False
+    return True
+
+
+def plot(report: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(10, 7), sharex=True)
+    for plan, run in report["runs"].items():
+        tl = run["timeline"]
+        xs = [e["t_s"] for e in tl["entries"] if e["throughput"]]
+        ys = [e["throughput"] for e in tl["entries"] if e["throughput"]]
+        ax1.plot(xs, ys, label=plan, lw=1)
+        lat = [(e["t_s"], e["latency_ms"]["max"]) for e in tl["entries"] if e.get("latency_ms")]
+        ax2.plot([p[0] for p in lat], [p[1] for p in lat], label=plan, lw=1)
+    start = 0
+    for rate, seconds in report["phases"]:
+        ax1.hlines(rate, start, start + seconds, colors="k", linestyles="dashed", lw=1)
+        start += seconds
+    for mig in report["runs"]["adapt"].get("migrations", []):
+        if mig.get("at_s") is not None:
+            for ax in (ax1, ax2):
+                ax.axvline(mig["at_s"], color="r", lw=0.8, ls=":")
+    ax1.set_yscale("log")
+    ax1.set_ylabel("tuples per wall second")
+    ax1.legend()
+    ax1.set_title("throughput per event-second (dashed: the input rate; red: migrations)")
+    ax2.set_yscale("log")
+    ax2.set_ylabel("latency max (ms)")
+    ax2.set_xlabel("event-seconds")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--query", type=Path, default=ROOT / "queries/smartplug/q2.sql")
+    ap.add_argument("--phases", default="1000:400,40000:400,2000:400", help="RATE:SECONDS,...")
+    ap.add_argument("--settle", type=int, default=60, help="event-seconds left out per phase")
+    ap.add_argument("--reoptimize-every", type=float, default=5.0)
+    ap.add_argument("--plans", default="row,column,adapt")
+    ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--json", type=Path)
+    ap.add_argument("--plot", type=Path)
+    args = ap.parse_args()
+    phases = parse_phases(args.phases)
+    plans = args.plans.split(",")
+    report: dict[str, Any] = {
+        "command": "python experiments/" + " ".join([Path(__file__).name, *sys.argv[1:]]),
+        "query": str(args.query.relative_to(ROOT))
+        if args.query.is_relative_to(ROOT)
+        else str(args.query),
+        "phases": phases,
+        "settle_s": args.settle,
+        "load_before": os.getloadavg()[0],
+        "runs": {},
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        data = work / "ramp.parquet"
+        generate(phases, data, args.seed)
+        outputs = {}
+        for plan in plans:
+            m = run_plan(args.query, data, plan, args.reoptimize_every, work)
+            outputs[plan] = m["_output"]
+            figures = phase_figures(m, phases, args.settle)
+            report["runs"][plan] = {
+                "tuples_in": m["tuples_in"],
+                "wall_s": m["wall_s"],
+                "phases": figures,
+                "migrations": [
+                    {
+                        k: r.get(k)
+                        for k in (
+                            "at_s",
+                            "strategy",
+                            "reason",
+                            "duration_ms",
+                            "output_gap_ms",
+                            "to",
+                        )
+                    }
+                    for r in m.get("migrations", [])
+                ],
+                "timeline": m["timeline"],
+            }
+            line = "  ".join(
+                f"{f['rate']:>6}/s: {f['throughput'] or 0:>9,.0f} "
+                f"({'ok' if f['kept_up'] else 'behind'})"
+                for f in figures
+            )
+            print(f"{plan:>7}  {line}  migrations: {len(m.get('migrations', []))}", flush=True)
+        base = plans[0]
+        report["same_results"] = {p: same_results(outputs[base], outputs[p]) for p in plans[1:]}
+    report["load_after"] = os.getloadavg()[0]
+    if "adapt" in report["runs"]:
+        statics = [p for p in report["runs"] if p != "adapt"]
+        verdict = []
+        for i, (rate, _) in enumerate(phases):
+            best = max(
+                (report["runs"][p]["phases"][i]["throughput"] or 0.0 for p in statics),
+                default=math.nan,
+            )
+            a = report["runs"]["adapt"]["phases"][i]
+            some_static_keeps_up = any(report["runs"][p]["phases"][i]["kept_up"] for p in statics)
+            verdict.append(
+                {
+                    "rate": rate,
+                    "adapt_over_best_static": (a["throughput"] or 0.0) / best if best else None,
+                    "adapt_kept_up": a["kept_up"],
+                    "some_static_kept_up": some_static_keeps_up,
+                }
+            )
+        report["verdict"] = verdict
+        print(json.dumps(verdict, indent=1))
+    print("same results:", report["same_results"])
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1))
+    if args.plot:
+        plot(report, args.plot)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
