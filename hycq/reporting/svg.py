@@ -1,4 +1,4 @@
-"""Inline SVG drawn by hand: the plan graph and a log-log throughput chart.
+"""Inline SVG drawn by hand: the plan graph, a log-log throughput chart and the run's timeline.
 
 No JavaScript and nothing fetched: every element is plain SVG inside the HTML page, every
 text is escaped, and tooltips are SVG ``<title>`` elements (shown by browsers on hover).
