@@ -413,7 +413,7 @@ def time_chart(
     """Panels stacked over one linear time axis (0 to ``x_max``) with event markers across
     all of them and a strip of bands below. A series' line breaks where consecutive points
     are more than ``gap`` apart (no data there)."""
-    left, right, top, ph, between = 78, 250, 30, 170, 34
+    left, right, top, ph, between = 78, 250, 40, 170, 34
     pw = 760
     band_h = 16 if bands else 0
     height = top + len(panels) * (ph + between) + band_h + 40
@@ -501,8 +501,9 @@ def time_chart(
             f'height="{band_h - 4}" fill="{b.color}" opacity="0.7">'
             f"<title>{html_escape(b.label)}</title></rect>"
         )
-    for m in markers:
+    for k, m in enumerate(markers):
         x = px(m.x)
+        label_y = top - 10 - 12 * (k % 2)  # neighbouring labels alternate in height
         tip = f"<title>{html_escape(m.tip)}</title>"
         out.append(f'<g class="marker">{tip}')
         if m.until is not None and m.until > m.x:
@@ -513,7 +514,7 @@ def time_chart(
         out.append(
             f'<line x1="{x:.1f}" y1="{top - 6}" x2="{x:.1f}" y2="{bottom}" '
             f'stroke="{BOTTLENECK}" stroke-width="1.5" stroke-dasharray="5 3"/>'
-            f'<text x="{x + 3:.1f}" y="{top - 10}" class="hot" fill="{BOTTLENECK}">'
+            f'<text x="{x + 3:.1f}" y="{label_y}" class="hot" fill="{BOTTLENECK}">'
             f"{html_escape(m.label)}</text></g>"
         )
     for k, (label, color, dashed) in enumerate(legend):

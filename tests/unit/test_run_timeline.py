@@ -58,9 +58,7 @@ def _feed(
 
 @settings(max_examples=60, deadline=None)
 @given(
-    st.lists(
-        st.lists(st.integers(0, 50_000), min_size=1, max_size=40), min_size=1, max_size=30
-    ),
+    st.lists(st.lists(st.integers(0, 50_000), min_size=1, max_size=40), min_size=1, max_size=30),
     st.integers(0, 3),
     st.sampled_from([1, 1000]),
     st.integers(2, 64),

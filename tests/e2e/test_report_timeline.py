@@ -138,3 +138,19 @@ def test_two_scripted_migrations_on_the_timeline_and_in_the_table(
     assert m2[3].startswith("gpt") and "duckdb" in m2[5] and m2[4].endswith("all on row")
     assert float(m2[7].replace(",", "")) == pytest.approx(recs[1]["output_gap_ms"], rel=0.01)
     assert "Plans in charge" in text
+
+
+def test_adapt_decisions_are_in_the_report(data: Path, tmp_path: Path) -> None:
+    metrics, report = tmp_path / "m.json", tmp_path / "r.html"
+    code = main(["run", str(J3), "--catalog", str(data / "catalog.toml"), "--placement", "row",
+                 "--adapt", "--reoptimize-every", "5", "--metrics", str(metrics),
+                 "--report", str(report)])  # fmt: skip
+    assert code == 0
+    m = json.loads(metrics.read_text())
+    _assert_adds_up(m)
+    page = _parse(report)
+    text = "".join(page.text)
+    assert "Adaptive decisions (--adapt)" in text
+    decided = [r for r in page.rows if len(r) == 5 and r[2] in ("stay", "migrate")]
+    assert sum(int(r[1]) for r in decided) == len(m["adapt_decisions"])  # folded, none lost
+    assert any("warming up" in r[3] for r in decided)
