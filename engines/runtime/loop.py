@@ -159,7 +159,7 @@ def run_plan(
                 if stop.requested:
                     break
                 arrival[0] = time.perf_counter()
-                timeline.tuples(batch.column(t_index).to_numpy(zero_copy_only=False))
+                timeline.tuples(batch.column(t_index), lo, hi)
                 try:
                     merged.tell(engine)
                 except StopRequested:  # a stop at an instant the streams' progress fired

@@ -1,8 +1,9 @@
 """The run's per-second timeline: tuples in, wall time, results and latency per event-second.
 
 The run loop (engines/runtime/loop.py) feeds a :class:`Timeline` as it goes, at costs it
-already pays: one vectorised count per input slice (``numpy.bincount`` over the slice's
-timestamps, no Python per tuple), O(1) per emitted instant, O(1) per loop step.
+already pays: O(1) per input slice within one event-second (the loop knows each slice's
+smallest and largest timestamp), one vectorised count (``numpy.bincount``) per slice across
+seconds, no Python per tuple; O(1) per emitted instant and per loop step.
 ``metrics()`` gives the JSON-safe ``timeline`` of the run metrics (docs/migration.md,
 "Metrics": the fields and how they add up to the run's totals).
 
@@ -59,25 +60,40 @@ class Timeline:
         """The run's wall clock starts (``time.perf_counter()``)."""
         self._last_wall = wall
 
-    def tuples(self, timestamps: np.ndarray) -> None:
-        """A slice of input was taken; ``timestamps`` in ticks of the query's time base."""
-        if timestamps.size == 0:
+    def tuples(self, timestamps: Any, lo: int | None = None, hi: int | None = None) -> None:
+        """A slice of input was taken: ``timestamps`` (a numpy or Arrow array, ticks of the
+        query's time base), ``lo``/``hi`` its smallest and largest when known. A slice within
+        one second (the usual case) is counted in O(1); only a slice across seconds is
+        converted to numpy and counted per second (vectorised)."""
+        n = len(timestamps)
+        if n == 0:
             return
-        ts = np.asarray(timestamps, dtype=np.int64)
         if self.origin is None:
-            self.origin = int(ts[0])
-        seconds = np.maximum((ts - self.origin) // self.tps, 0)
-        lo, hi = int(seconds.min()), int(seconds.max())
-        self._last_second = max(self._last_second, hi)
-        self._grow(hi)
-        if hi - lo <= _DENSE_SPAN:
-            counts = np.bincount(seconds - lo)
+            first = timestamps[0]
+            self.origin = int(first.as_py() if hasattr(first, "as_py") else first)
+        origin, tps = self.origin, self.tps
+        if lo is not None and hi is not None:
+            s_lo, s_hi = max(0, (lo - origin) // tps), max(0, (hi - origin) // tps)
+            if s_lo == s_hi:
+                self._last_second = max(self._last_second, s_hi)
+                self._grow(s_hi)
+                self._bucket(s_hi)[0] += n
+                return
+        if hasattr(timestamps, "to_numpy"):
+            timestamps = timestamps.to_numpy(zero_copy_only=False)
+        ts = np.asarray(timestamps, dtype=np.int64)
+        seconds = np.maximum((ts - origin) // tps, 0)
+        lo_s, hi_s = int(seconds.min()), int(seconds.max())
+        self._last_second = max(self._last_second, hi_s)
+        self._grow(hi_s)
+        if hi_s - lo_s <= _DENSE_SPAN:
+            counts = np.bincount(seconds - lo_s)
             for k in np.flatnonzero(counts).tolist():
-                self._bucket(lo + k)[0] += int(counts[k])
+                self._bucket(lo_s + k)[0] += int(counts[k])
         else:
             values, counts = np.unique(seconds, return_counts=True)
-            for s, n in zip(values.tolist(), counts.tolist(), strict=True):
-                self._bucket(s)[0] += n
+            for sec, c in zip(values.tolist(), counts.tolist(), strict=True):
+                self._bucket(sec)[0] += c
 
     def emitted(self, instant: int, rows: int, latency_ms: float, wall: float) -> None:
         """Instant ``instant`` emitted ``rows`` result rows at wall time ``wall``, ``latency_ms``

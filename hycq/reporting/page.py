@@ -732,7 +732,10 @@ def _timeline(r: Report) -> str:
     markers = []
     rows = []
     for k, rec in enumerate(records, 1):
+        # at_s is None for a migration before the first instant fired: mark the time asked
         at = _num(rec.get("at_s"))
+        if at is None and rec.get("happened", True):
+            at = _num(rec.get("requested_at_s"))
         switched = clock.seconds(rec.get("switched_at"))
         dropped = clock.seconds(rec.get("old_plan_dropped_at"))
         strategy = str(rec.get("strategy"))

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -39,7 +40,11 @@ def _feed(
     tuples = results = instants = 0
     last = None
     for k, ts in enumerate(slices):
-        tl.tuples(np.asarray(ts, dtype=np.int64))
+        arr = np.asarray(ts, dtype=np.int64)
+        if k % 2:  # as the run loop calls it: an Arrow column and its bounds
+            tl.tuples(pa.array(arr), int(arr.min()), int(arr.max()))
+        else:
+            tl.tuples(arr)
         tuples += len(ts)
         top = max(ts)
         for j in range(emits_per_slice):
