@@ -116,6 +116,9 @@ def test_two_scripted_migrations_on_the_timeline_and_in_the_table(
     recs = m["migrations"]
     assert [r["strategy"] for r in recs] == ["jisc", "gpt"]  # auto: order on row; placement
     assert all(r["completed"] for r in recs)
+    # JISC's new plan fires nothing at the switch: it continues after the old plan's instant
+    assert recs[0]["switched_at"] == recs[0]["old_plan_dropped_at"] == recs[0]["at"] is not None
+    assert m["plans"][1]["from_instant"] == recs[0]["switched_at"]
     entries = _assert_adds_up(m)
     plans = [e["plan"] for e in entries]
     assert plans == sorted(plans) and plans[0] == 0 and plans[-1] == 2 == len(m["plans"]) - 1
