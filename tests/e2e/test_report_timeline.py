@@ -1,6 +1,7 @@
 """``hycq run --metrics --report`` through the CLI: the per-second ``timeline`` adds up to the
 run's totals, and after two scripted migrations (one by JISC, one by GPT) the report marks
-both on the timeline and lists their records; the result stream is still the oracle's.
+both on the timeline and lists their records (the page parsed, and opened in headless
+Chromium); the result stream is still the oracle's; ``--adapt`` decisions are listed.
 """
 
 from __future__ import annotations
@@ -93,21 +94,30 @@ def test_a_run_without_migrations_has_the_timeline(data: Path, tmp_path: Path) -
     assert not [a for t, a in page.tags if a.get("class") == "marker"]
 
 
-def test_two_scripted_migrations_on_the_timeline_and_in_the_table(
-    data: Path, tmp_path: Path
-) -> None:
+@pytest.fixture(scope="module")
+def migrated(data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A run with two scripted migrations (auto: JISC for the new join order of the all-row
+    plan, then GPT for the move to DuckDB), its output, metrics and report."""
+    tmp = tmp_path_factory.mktemp("migrated")
     # a hostile file name: it is the record's `source`, shown in the table and tooltips
-    reorder = tmp_path / "<b>o&'r\".json"
+    reorder = tmp / "<b>o&'r\".json"
     reorder.write_text(json.dumps({"join_order": ["t", "s", "r"], "placement": "row"}))
-    column = tmp_path / "column.json"
+    column = tmp / "column.json"
     column.write_text(json.dumps({"placement": "column"}))
-    out, metrics, report = tmp_path / "o.parquet", tmp_path / "m.json", tmp_path / "r.html"
+    out, metrics, report = tmp / "o.parquet", tmp / "m.json", tmp / "r.html"
     code = main(
         ["run", str(J3), "--catalog", str(data / "catalog.toml"), "--placement", "row",
          "--migrate", f"8={reorder}", "--migrate", f"12={column}", "--output", str(out),
          "--metrics", str(metrics), "--report", str(report)]
     )  # fmt: skip
     assert code == 0
+    return {"reorder": reorder, "out": out, "metrics": metrics, "report": report}
+
+
+def test_two_scripted_migrations_on_the_timeline_and_in_the_table(
+    data: Path, migrated: dict[str, Path]
+) -> None:
+    reorder, out, metrics, report = (migrated[k] for k in ("reorder", "out", "metrics", "report"))
     tables = {n: pacsv.read_csv(data / f"{n}.csv") for n in "rst"}
     expected = oracle(J3.read_text(), load_catalog(data / "catalog.toml"), tables)
     assert_same_stream(pq.read_table(out), expected)
@@ -157,3 +167,27 @@ def test_adapt_decisions_are_in_the_report(data: Path, tmp_path: Path) -> None:
     decided = [r for r in page.rows if len(r) == 5 and r[2] in ("stay", "migrate")]
     assert sum(int(r[1]) for r in decided) == len(m["adapt_decisions"])  # folded, none lost
     assert any("warming up" in r[3] for r in decided)
+
+
+def test_the_timeline_shows_in_chromium(migrated: dict[str, Path], tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    from tests.e2e.test_report import _chrome, _chromium
+
+    browser, driver = _chromium()
+    chrome = _chrome(browser, driver)
+    try:
+        chrome.get(migrated["report"].as_uri())
+        problems = [e for e in chrome.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
+        assert problems == [], problems
+        assert chrome.execute_script("return document.scripts.length") == 0
+        chart = chrome.find_element(By.CSS_SELECTOR, "svg.timeline")
+        assert chart.is_displayed()
+        markers = chrome.find_elements(By.CSS_SELECTOR, "svg.timeline g.marker")
+        assert len(markers) == 2 and all(m.is_displayed() for m in markers)
+        shot = tmp_path / "timeline.png"
+        chart.screenshot(str(shot))
+    finally:
+        chrome.quit()
+    data = shot.read_bytes()
+    assert data.startswith(b"\x89PNG") and len(data) > 10_000, len(data)
