@@ -789,8 +789,8 @@ def _timeline(r: Report) -> str:
     )
     body = [
         '<p class="note">Per '
-        + html_escape(f"{res:g}")
-        + " event-second(s) of input (metrics <code>timeline</code>): throughput is the "
+        + ("event-second" if res == 1 else html_escape(f"{res:g} event-seconds"))
+        + " of input (metrics <code>timeline</code>, coarsened on long runs): throughput is the "
         "tuples of that second over the wall time spent on them; latency is the wall time "
         "from the call that fired an instant to its emission (p50 and max over the instants "
         "of the second). Migrations are marked M1, M2, ... at the instant they began, shaded "
