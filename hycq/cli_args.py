@@ -340,7 +340,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--report",
         type=Path,
         metavar="PATH.html",
-        help="after the run, write an HTML placement report with the run's measurements",
+        help="after the run, write an HTML placement report with the run's measurements and "
+        "its timeline (throughput and latency per event-second, migrations marked, migration "
+        "records, --adapt decisions)",
     )
     rn.add_argument(
         "--dead-letter",

@@ -373,6 +373,10 @@ class MigratingExecutor:
         for key, value in active.stats.items():
             rec[key] = value
         rec.setdefault("old_plan_dropped_at", old.last_instant)
+        if new.last_instant is None:
+            # A state-moving strategy (MS, JISC) hands the old plan's clock over: the new
+            # plan has fired nothing itself and continues after the old plan's last instant.
+            new.last_instant = old.last_instant
         rec["switched_at"] = new.last_instant
         rec["rejected_by_new_plan"] = new.rejected
         assert old.handle is not None

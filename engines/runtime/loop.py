@@ -24,6 +24,7 @@ from engines.runtime.monitor import MemoryGuard, progress_bar, rss_mb
 from engines.runtime.options import RunOptions
 from engines.runtime.safe_json import json_text
 from engines.runtime.sinks import ResultSink, output_schema
+from engines.runtime.timeline import Timeline
 from optimizer.ir.catalog import Catalog
 from optimizer.ir.plan import LogicalPlan
 
@@ -80,10 +81,14 @@ def run_plan(
     latencies: list[float] = []
     arrival = [0.0]
     last_instant: list[int | None] = [None]
+    timeline = Timeline(1)  # its time base is set once the inputs are merged
 
     def emit(instant: int, rows: Rows | pa.Table) -> None:
         sink.write(instant, rows)
-        latencies.append((time.perf_counter() - arrival[0]) * 1e3)
+        now = time.perf_counter()
+        latency = (now - arrival[0]) * 1e3
+        latencies.append(latency)
+        timeline.emitted(instant, len(rows), latency, now)
         last_instant[0] = instant
         if stop.requested:  # checked at every instant: one input batch may fire millions
             raise StopRequested
@@ -105,6 +110,7 @@ def run_plan(
     merged = MergedInputs(plan, inputs, options.duration, dead)
     inputs = merged.inputs  # the streams the plan reads
     tps = merged.tps  # ticks per second of the query's time base
+    timeline.tps = tps
     total_expected = sum(i.expected_rows or 0 for i in inputs) or None
     progress = progress_bar(options, total_expected)
     tuples_in = 0
@@ -117,6 +123,7 @@ def run_plan(
     sample_every = 10  # event-seconds between RSS samples
     next_sample = 0
     wall_start = time.perf_counter()
+    timeline.start(wall_start)
     lag_max = 0.0
     memory = MemoryGuard(options.memory_limit_mb, options.names)
     # Window contents are long-lived and acyclic: keep the cyclic GC from re-scanning
@@ -152,6 +159,7 @@ def run_plan(
                 if stop.requested:
                     break
                 arrival[0] = time.perf_counter()
+                timeline.tuples(batch.column(t_index), lo, hi)
                 try:
                     merged.tell(engine)
                 except StopRequested:  # a stop at an instant the streams' progress fired
@@ -171,6 +179,7 @@ def run_plan(
                     rss_timeline.append([(max_ts - min_ts) / tps, rss_mb()])
                     next_sample += sample_every * tps
                 memory.check(tuples_in)
+                timeline.step_done(time.perf_counter())
         if not stop.requested:
             arrival[0] = time.perf_counter()
             # End of input: fire the remaining instants. An interrupted run skips this: the
@@ -179,7 +188,9 @@ def run_plan(
             with contextlib.suppress(StopRequested):
                 merged.tell(engine)
                 engine.finish()
-        wall_s = time.perf_counter() - wall_start
+        wall_end = time.perf_counter()
+        timeline.step_done(wall_end)
+        wall_s = wall_end - wall_start
         if not stop.requested:
             check_rejections(inputs, valid, tuples_in, dead, names)
         table = sink.close()
@@ -238,6 +249,9 @@ def run_plan(
     }
     if extra_metrics is not None:
         metrics.update(extra_metrics())
+    plans: Any = metrics.get("plans")  # a migrating run's plans: who emitted when
+    starts = [p.get("from_instant") for p in plans] if isinstance(plans, list) and plans else None
+    metrics["timeline"] = timeline.metrics(starts)
     if options.metrics is not None:
         write_bytes(options.metrics, json_text(metrics), names.metrics)
     return RunResult(table, metrics)

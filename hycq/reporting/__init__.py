@@ -6,7 +6,7 @@
     alternatives  pure row/column and next best placements; the placement over rates
     compare       Definition 6.1 verdicts: which condition an alternative lost on
     measured      ``hycq bench --json`` records and run metrics against the prediction
-    svg           the inline SVG plan graph and throughput chart
+    svg           the inline SVG plan graph, throughput chart and run timeline
     page          the HTML page (inline CSS, no script, nothing fetched)
     text          explain's engine tags for the one plan printer
 

@@ -1,4 +1,4 @@
-"""Inline SVG drawn by hand: the plan graph and a log-log throughput chart.
+"""Inline SVG drawn by hand: the plan graph, a log-log throughput chart and the run's timeline.
 
 No JavaScript and nothing fetched: every element is plain SVG inside the HTML page, every
 text is escaped, and tooltips are SVG ``<title>`` elements (shown by browsers on hover).
@@ -343,6 +343,180 @@ def log_chart(
                 f'<circle cx="{a:.1f}" cy="{b:.1f}" r="3.5" fill="{fill}" stroke="{s.color}"/>'
             )
         legend.append((s.label, s.color, s.dashed))
+    for k, (label, color, dashed) in enumerate(legend):
+        y = top + 10 + 18 * k
+        x = left + pw + 14
+        dash = ' stroke-dasharray="6 4"' if dashed else ""
+        out.append(
+            f'<line x1="{x}" y1="{y}" x2="{x + 24}" y2="{y}" stroke="{color}" '
+            f'stroke-width="2"{dash}/><text x="{x + 30}" y="{y + 4}" class="small">'
+            f"{html_escape(label)}</text>"
+        )
+    out.append("</svg>")
+    return "".join(out)
+
+
+# -- the run's timeline -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One panel of a time chart: its series share a y axis (log scale when ``log``)."""
+
+    y_label: str
+    series: Sequence[Series]
+    log: bool = False
+
+
+@dataclass(frozen=True)
+class Marker:
+    """An event on a time chart: a line at ``x`` (a shaded span to ``until`` when the event
+    lasts), a short ``label`` above the panels and a ``tip`` shown on hover."""
+
+    x: float
+    label: str
+    tip: str
+    until: float | None = None
+
+
+@dataclass(frozen=True)
+class Band:
+    """A stretch of the time axis (``x0`` to ``x1``) drawn as a coloured strip under the
+    panels, e.g. the plan in charge."""
+
+    x0: float
+    x1: float
+    color: str
+    label: str
+
+
+def _nice_ticks(lo: float, hi: float, n: int = 6) -> list[float]:
+    """About ``n`` round tick values from ``lo`` to ``hi`` (linear)."""
+    if hi <= lo:
+        return [lo]
+    raw = (hi - lo) / n
+    mag = 10.0 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
+    start = math.ceil(lo / step) * step
+    return [start + k * step for k in range(int((hi - start) / step + 1e-9) + 1)]
+
+
+def time_chart(
+    panels: Sequence[Panel],
+    *,
+    x_label: str,
+    x_max: float,
+    gap: float,
+    markers: Sequence[Marker] = (),
+    bands: Sequence[Band] = (),
+) -> str:
+    """Panels stacked over one linear time axis (0 to ``x_max``) with event markers across
+    all of them and a strip of bands below. A series' line breaks where consecutive points
+    are more than ``gap`` apart (no data there)."""
+    left, right, top, ph, between = 78, 250, 40, 170, 34
+    pw = 760
+    band_h = 16 if bands else 0
+    height = top + len(panels) * (ph + between) + band_h + 40
+    width = left + pw + right
+    x_hi = max(x_max, 1e-9)
+
+    def px(x: float) -> float:
+        return left + pw * min(max(x, 0.0), x_hi) / x_hi
+
+    out = [
+        f'<svg class="timeline" role="img" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" aria-label="{html_escape(x_label)}">'
+    ]
+    legend: list[tuple[str, str, bool]] = []
+    for k, panel in enumerate(panels):
+        y0 = top + k * (ph + between)
+        ys = [y for s in panel.series for _, y in s.points if y is not None]
+        if panel.log:
+            ys = [y for y in ys if y > 0]
+        lo = min(ys) / 1.5 if (panel.log and ys) else 0.0
+        hi = (max(ys) * (1.5 if panel.log else 1.1)) if ys else 1.0
+        if panel.log and not ys:
+            lo, hi = 0.1, 10.0
+        if hi <= lo:
+            hi = lo * 10 if panel.log else lo + 1.0
+
+        def py(
+            y: float, y0: float = y0, lo: float = lo, hi: float = hi, log: bool = panel.log
+        ) -> float:
+            if log:
+                return y0 + ph * (1 - (math.log10(y) - math.log10(lo)) / math.log10(hi / lo))
+            return y0 + ph * (1 - (y - lo) / (hi - lo))
+
+        out.append(
+            f'<g class="panel"><rect x="{left}" y="{y0}" width="{pw}" height="{ph}" '
+            'fill="#fff" stroke="#999"/>'
+        )
+        ticks = _log_ticks(lo, hi) if panel.log else _nice_ticks(lo, hi, 4)
+        out.extend(
+            f'<line x1="{left}" y1="{py(t):.1f}" x2="{left + pw}" y2="{py(t):.1f}" '
+            f'stroke="#eee"/><text x="{left - 6}" y="{py(t) + 4:.1f}" text-anchor="end" '
+            f'class="small">{_short(t) if t >= 1 or t == 0 else f"{t:g}"}</text>'
+            for t in ticks
+        )
+        out.append(
+            f'<text x="16" y="{y0 + ph / 2}" text-anchor="middle" class="small" '
+            f'transform="rotate(-90 16 {y0 + ph / 2})">{html_escape(panel.y_label)}</text>'
+        )
+        for s in panel.series:
+            pts = sorted((x, y) for x, y in s.points if y is not None and (y > 0 or not panel.log))
+            runs: list[list[tuple[float, float]]] = []
+            for x, y in pts:
+                if not runs or x - runs[-1][-1][0] > gap:
+                    runs.append([])
+                runs[-1].append((x, y))
+            dash = ' stroke-dasharray="6 4"' if s.dashed else ""
+            for run in runs:
+                d = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in run)
+                if len(run) == 1:
+                    x, y = run[0]
+                    out.append(
+                        f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="2" fill="{s.color}"/>'
+                    )
+                else:
+                    out.append(
+                        f'<polyline points="{d}" fill="none" stroke="{s.color}" '
+                        f'stroke-width="1.6"{dash}/>'
+                    )
+            legend.append((s.label, s.color, s.dashed))
+        out.append("</g>")
+    bottom = top + len(panels) * (ph + between) - between
+    out.extend(
+        f'<text x="{px(t):.1f}" y="{bottom + band_h + 16}" text-anchor="middle" '
+        f'class="small">{t:g}</text>'
+        for t in _nice_ticks(0.0, x_hi, 8)
+    )
+    out.append(
+        f'<text x="{left + pw / 2}" y="{height - 6}" text-anchor="middle">'
+        f"{html_escape(x_label)}</text>"
+    )
+    for b in bands:
+        x0, x1 = px(b.x0), px(b.x1)
+        out.append(
+            f'<rect class="band" x="{x0:.1f}" y="{bottom + 2}" width="{max(1.0, x1 - x0):.1f}" '
+            f'height="{band_h - 4}" fill="{b.color}" opacity="0.7">'
+            f"<title>{html_escape(b.label)}</title></rect>"
+        )
+    for k, m in enumerate(markers):
+        x = px(m.x)
+        label_y = top - 10 - 12 * (k % 2)  # neighbouring labels alternate in height
+        tip = f"<title>{html_escape(m.tip)}</title>"
+        out.append(f'<g class="marker">{tip}')
+        if m.until is not None and m.until > m.x:
+            out.append(
+                f'<rect x="{x:.1f}" y="{top}" width="{max(1.0, px(m.until) - x):.1f}" '
+                f'height="{bottom - top}" fill="{BOTTLENECK}" opacity="0.08"/>'
+            )
+        out.append(
+            f'<line x1="{x:.1f}" y1="{top - 6}" x2="{x:.1f}" y2="{bottom}" '
+            f'stroke="{BOTTLENECK}" stroke-width="1.5" stroke-dasharray="5 3"/>'
+            f'<text x="{x + 3:.1f}" y="{label_y}" class="hot" fill="{BOTTLENECK}">'
+            f"{html_escape(m.label)}</text></g>"
+        )
     for k, (label, color, dashed) in enumerate(legend):
         y = top + 10 + 18 * k
         x = left + pw + 14
