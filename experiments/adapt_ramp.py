@@ -13,9 +13,11 @@ Per run and phase, from the run's per-event-second ``timeline`` (docs/migration.
 throughput (tuples over wall seconds) after the phase has settled (its first ``--settle``
 event-seconds left out: the window refills at the new rate, and a migration settles), whether
 that keeps up with the phase's rate, and the result latency (p50 of the per-second medians,
-max). The three result streams must be equal (the script checks it), and the migrations of
-the adaptive run are listed. The targets (issue 16): ``--adapt`` keeps up wherever some
-static plan keeps up, and its throughput in each phase is >= 0.9x the best static plan's.
+max). The migrations of the adaptive run are listed. The result streams are compared
+(rows of one not in the other, as bags): equal up to the ulp-level AVG difference between
+the row engine and DuckDB (``differing_rows``). The targets (issue 16): ``--adapt`` keeps
+up wherever some static plan keeps up, and its throughput in each phase is >= 0.9x the best
+static plan's.
 
     python experiments/adapt_ramp.py --phases 1000:400,40000:400,2000:400 \\
         --json experiments/results/adapt_ramp.json --plot experiments/results/adapt_ramp.png
@@ -35,7 +37,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,8 +94,9 @@ def phase_figures(
         entries = [e for e in tl["entries"] if lo <= e["t_s"] and e["t_s"] + res <= hi]
         tuples = sum(e["tuples"] for e in entries)
         wall = sum(e["wall_s"] for e in entries)
-        p50s = sorted(e["latency_ms"]["p50"] for e in entries if e.get("latency_ms"))
-        maxes = [e["latency_ms"]["max"] for e in entries if e.get("latency_ms")]
+        lat = [e["latency_ms"] for e in entries if e.get("latency_ms")]
+        p50s = sorted(x["p50"] for x in lat if x.get("p50") is not None)
+        maxes = [x["max"] for x in lat if x.get("max") is not None]
         thr = tuples / wall if wall > 0 else None
         out.append(
             {
@@ -113,23 +115,25 @@ def phase_figures(
     return out
 
 
-def same_results(a: str, b: str) -> bool:
-    """Equal result streams: same rows per ``_ts`` (floats to 1e-9 relative)."""
-    ta, tb = pq.read_table(a), pq.read_table(b)
-    if ta.num_rows != tb.num_rows or ta.column_names != tb.column_names:
-        return False
-    keys = [(c, "ascending") for c in ta.column_names]
-    ta, tb = ta.sort_by(keys), tb.sort_by(keys)
-    for name in ta.column_names:
-        x, y = ta.column(name), tb.column(name)
-        if pa.types.is_floating(x.type):
-            diff = pc.abs(pc.subtract(x, y))
-            bound = pc.add(pc.multiply(pc.abs(x), 1e-9), 1e-9)
-            if not pc.all(pc.less_equal(diff, bound)).as_py():
-                return False
-        elif not x.equals(y):
-            return False
-    return True
+def differing_rows(a: str, b: str) -> int:
+    """Result rows of one stream not matched in the other (both ways, as bags; floats
+    rounded to 9 significant digits). Row and DuckDB plans can differ by one in a count of
+    ``value > AVG(value)`` where the value is within an ulp of the window's mean: the row
+    engine sums exactly (docs/semantics.md), DuckDB's AVG does not."""
+    from collections import Counter
+
+    def bag(path: str) -> Counter[tuple[Any, ...]]:
+        t = pq.read_table(path)
+        cols = []
+        for c in t.columns:
+            vals = c.to_pylist()
+            if pa.types.is_floating(c.type):
+                vals = [None if v is None else float(f"{v:.9g}") for v in vals]
+            cols.append(vals)
+        return Counter(zip(*cols, strict=True))
+
+    x, y = bag(a), bag(b)
+    return sum(((x - y) + (y - x)).values())
 
 
 def plot(report: dict[str, Any], path: Path) -> None:
@@ -144,7 +148,11 @@ def plot(report: dict[str, Any], path: Path) -> None:
         xs = [e["t_s"] for e in tl["entries"] if e["throughput"]]
         ys = [e["throughput"] for e in tl["entries"] if e["throughput"]]
         ax1.plot(xs, ys, label=plan, lw=1)
-        lat = [(e["t_s"], e["latency_ms"]["max"]) for e in tl["entries"] if e.get("latency_ms")]
+        lat = [
+            (e["t_s"], e["latency_ms"]["max"])
+            for e in tl["entries"]
+            if e.get("latency_ms") and e["latency_ms"].get("max") is not None
+        ]
         ax2.plot([p[0] for p in lat], [p[1] for p in lat], label=plan, lw=1)
     start = 0
     for rate, seconds in report["phases"]:
@@ -224,7 +232,7 @@ def main() -> int:
             )
             print(f"{plan:>7}  {line}  migrations: {len(m.get('migrations', []))}", flush=True)
         base = plans[0]
-        report["same_results"] = {p: same_results(outputs[base], outputs[p]) for p in plans[1:]}
+        report["differing_rows"] = {p: differing_rows(outputs[base], outputs[p]) for p in plans[1:]}
     report["load_after"] = os.getloadavg()[0]
     if "adapt" in report["runs"]:
         statics = [p for p in report["runs"] if p != "adapt"]
@@ -246,7 +254,7 @@ def main() -> int:
             )
         report["verdict"] = verdict
         print(json.dumps(verdict, indent=1))
-    print("same results:", report["same_results"])
+    print(f"result rows differing from {plans[0]}:", report["differing_rows"])
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
     if args.plot:
