@@ -115,10 +115,12 @@ def drive(
     batch: int = 7,
     seed: int = 0,
     panes: bool = True,
+    on_result: Any = None,
 ) -> Run:
     """Run ``first`` over ``inputs``; at merged position ``at`` of each ``(at, plan,
     strategy)`` migrate to ``plan``. A PT or HybMig migration runs until the old plan is
-    dropped; a migration due meanwhile waits for that."""
+    dropped; a migration due meanwhile waits for that. ``on_result`` goes to every
+    HybridMigration (each plan's contribution per instant)."""
     run = Run()
     current: Any = RowExecutor(first, run.emit, panes=panes)
     run.executors.append(current)
@@ -139,7 +141,7 @@ def drive(
                 current = ParallelTrack(current, new)
                 run.pts.append(current)
             elif strategy == "hybmig":
-                current = HybridMigration(current, new)
+                current = HybridMigration(current, new, on_result)
                 run.hybs.append(current)
             else:
                 run.stats.append(STRATEGIES[strategy](current, new))
