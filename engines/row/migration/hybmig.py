@@ -30,7 +30,9 @@ and the predicate of the paper is::
 
 The old plan is dropped once ``I1``'s or ``I2``'s window holds no old tuple (from then on no
 result satisfies ``C``, and every ``C`` result was deleted when its old component expired);
-that is at the latest ``T0`` plus the larger of the two windows, rounded up to its slide.
+for RANGE windows that is at the latest ``T0`` plus the *smaller* of the two ranges (hence
+within ``ts_start + w`` for the largest window ``w``); a ROWS window waits for enough newer
+tuples.
 ``done`` turns True, ``dropped_at`` records the instant and ``successor`` (the new
 ``RowExecutor``, which owns the shared states) continues alone with exactly the state a
 from-scratch run would have. Background State Computation is not implemented: the new
@@ -107,6 +109,7 @@ class HybridMigration:
         self.bottom = self._bottom_join(nv)
         self.states_moved = self.states_shared = self.states_copied = 0
         self.states_started_empty = 0
+        self.states_recomputed = 0  # HybMig recomputes nothing at the switch
         bottom_leaves = [_leaf_window(nv, i) for i in nv.ex.nodes[self.bottom].inputs]
         new_ids = [nv.op(i).op_id for i in bottom_leaves]
         window_map = self._share_windows(ov, nv)
@@ -133,6 +136,8 @@ class HybridMigration:
         self._last_new: Rows = []
         self.done = False
         self.dropped_at: int | None = None
+        for w, op_id in self._renames:  # the shared windows answer to the new plan's ids
+            w.op_id = op_id
         new.clock.step = self._step
         self._maybe_drop(None)
 
@@ -173,9 +178,9 @@ class HybridMigration:
     def operator_metrics(self) -> dict[str, dict[str, Any]]:
         return self.new.operator_metrics()
 
-    def is_old(self, stream_window: _WindowBase, ts: int) -> bool:
+    def is_old(self, window: _WindowBase, ts: int) -> bool:
         """Whether a component with timestamp ``ts`` of a chain window was old at T0."""
-        t0 = self._t0[id(stream_window)]
+        t0 = self._t0[id(window)]
         return t0 is not None and ts <= t0
 
     # -- set-up -----------------------------------------------------------------------------
@@ -212,6 +217,7 @@ class HybridMigration:
                 if key is not None:
                     pool.setdefault(key, []).append(i)
         window_map: dict[int, int] = {}
+        self._renames: list[tuple[_WindowBase, str]] = []
         new_track = set(self.new_track)
         for i in range(len(nv.ex.nodes)):
             op = nv.op(i)
@@ -236,6 +242,7 @@ class HybridMigration:
                 require(j in set(self.old_track), f"window {op.op_id} outside the old chain")
                 assert isinstance(src, _WindowBase)
                 nv.ex.nodes[i].op = src  # shared: the one instance
+                self._renames.append((src, op.op_id))
             else:
                 op.restore(src.snapshot())
                 self.states_moved += 1
@@ -482,17 +489,16 @@ def join_step(op: HashJoinOp, inputs: list[Delta], applied: dict[int, Delta]) ->
 def _probe_before(op: HashJoinOp, rows: Rows, right: _Store, change: Delta, out: Rows) -> None:
     """Left rows probing the right store as it was before ``change`` (applied already)."""
     key = right.key
+    changed: dict[Any, tuple[Rows, Rows]] = {}
+    for rows_, side in ((change.ins, 0), (change.dels, 1)):
+        for r in rows_:
+            changed.setdefault(key(r), ([], []))[side].append(r)
     before: dict[Any, list[Row]] = {}
-    for r in change.ins:
-        before.setdefault(key(r), [])
-    for r in change.dels:
-        before.setdefault(key(r), [])
-    for k in before:
+    for k, (added, removed) in changed.items():
         bucket = list(right.buckets.get(k, ()))
-        for r in change.ins:
-            if key(r) == k:
-                bucket.remove(r)
-        bucket.extend(r for r in change.dels if key(r) == k)
+        for r in added:
+            bucket.remove(r)
+        bucket.extend(removed)
         before[k] = bucket
     tmp = _Store(key)
     tmp.buckets = {k: deque(v) for k, v in before.items() if v}
