@@ -256,6 +256,68 @@ def test_migration_before_anything_fired_hands_over_at_once() -> None:
     assert hm.at is None and hm.done
 
 
+UNBOUNDED = {
+    "one": "SELECT COUNT(*) AS n, SUM(s.v) AS x FROM r [UNBOUNDED] AS r, "
+    "s [RANGE 3 SECONDS] AS s, t [RANGE 5 SECONDS] AS t WHERE r.k = s.k AND s.k = t.k",
+    "two": "SELECT COUNT(*) AS n, SUM(s.v) AS x FROM r [UNBOUNDED] AS r, "
+    "s [UNBOUNDED] AS s, t [RANGE 5 SECONDS] AS t WHERE r.k = s.k AND s.k = t.k",
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNBOUNDED))
+def test_unbounded_leaves_where_one_leaf_of_c_expires(name: str) -> None:
+    """PT refuses UNBOUNDED windows; HybMig runs them unless both leaves of C are unbounded
+    (the old plan would never end): it is dropped by T0 plus the expiring leaf's range."""
+    text = UNBOUNDED[name]
+    base = plan_of(text)
+    data = keyed_data(seconds=14, rate=3, keys=4, streams="rst")
+    expected = oracle(text, CATALOG, data)
+    for order in _orders(3):
+        target = reorder(base, order)
+        if name == "two" and set(order[:2]) == {0, 1}:
+            with pytest.raises(PlanError, match=r"both leaves .* UNBOUNDED"):
+                drive(data, base, [(40, target, "hybmig")])
+            continue
+        run = check(text, data, base, [(40, target, "hybmig")], expected)
+        (hm,) = run.hybs
+        assert hm.at is not None and hm.dropped_at is not None
+        assert hm.dropped_at <= hm.at + 5
+
+
+def test_tuples_pending_at_the_switch() -> None:
+    """Tuples accepted but not shown yet at the switch are new: made once, by the new plan."""
+    name = "j3_istream"
+    base = plan_of(ALL[name])
+    data = _data(name)
+    old = RowExecutor(base, lambda t, r: None)
+    events = merged(data)
+    for s, i in _runs(events[: len(events) // 2]):
+        old.ingest(s, data[s].take(pa.array(i, pa.int64())), 0)
+    assert sum(len(w._pending) for w in old.windows) > 0
+    for order in ((2, 1, 0), (1, 2, 0)):
+        check(
+            ALL[name],
+            data,
+            base,
+            [(len(events) // 2, reorder(base, order), "hybmig")],
+            _expected(name),
+            batch=10**6,
+        )
+
+
+def test_overlapping_migrations_with_other_strategies() -> None:
+    """a -> b -> c with HybMig first or second (a JISC state still incomplete is completed
+    when HybMig starts; a migration due while HybMig runs waits for its drop)."""
+    name = "j4"
+    base = plan_of(ALL[name])
+    data = _data(name)
+    n = len(merged(data))
+    b, c = reorder(base, (3, 2, 1, 0)), reorder(base, (2, 3, 0, 1))
+    for s1, s2 in (("jisc", "hybmig"), ("hybmig", "jisc"), ("hybmig", "hybmig"), ("pt", "hybmig")):
+        run = check(ALL[name], data, base, [(n // 3, b, s1), (n // 3 + 3, c, s2)], _expected(name))
+        assert run.hybs and all(h.done for h in run.hybs)
+
+
 # -- random data, orders, transition points and mixed strategies ------------------------------
 
 

@@ -60,12 +60,19 @@ from engines.row.migration.jisc import JiscJoinOp, join_rows
 from engines.row.migration.signature import key_descriptor, permutation, permute, require
 from engines.row.migration.transfer import ExecutorView
 from engines.row.stateless import ProjectOp, PushedSelectOp, SelectOp
-from engines.row.windows import RowsWindow, SlidingRangeWindow, TumblingWindow, _WindowBase
+from engines.row.windows import (
+    RowsWindow,
+    SlidingRangeWindow,
+    TumblingWindow,
+    UnboundedWindow,
+    _WindowBase,
+)
 from optimizer.ir.errors import PlanError
 from optimizer.ir.plan import Join, Window
 
 _FALLBACK = "use pt, ms or jisc, or a generic strategy (gpt, gms, ghm)"
 _STATELESS = (SelectOp, ProjectOp, PushedSelectOp)
+_EXPIRING = (SlidingRangeWindow, TumblingWindow, RowsWindow)
 
 #: ``on_result(instant, plan, delta)``: what each plan contributed at an instant ("old" or
 #: "new"), in the new top join's column order (for tests and tracing).
@@ -113,9 +120,16 @@ class HybridMigration:
         bottom_leaves = [_leaf_window(nv, i) for i in nv.ex.nodes[self.bottom].inputs]
         new_ids = [nv.op(i).op_id for i in bottom_leaves]
         window_map = self._share_windows(ov, nv)
-        self._check_leaves(ov)
         # C's two leaves, as the (shared) window instances and their last instant at T0
         pair = [window_map[i] for i in bottom_leaves]
+        self._check_leaves(ov, pair)
+        if not any(isinstance(ov.op(j), _EXPIRING) for j in pair):
+            raise PlanError(
+                "hybmig: both leaves of the new plan's lowest join are UNBOUNDED windows: "
+                "their old tuples never expire, so the old plan would run for ever (a join "
+                "order with another lowest pair may do)",
+                hint=_FALLBACK,
+            )
         self.pair: list[tuple[_WindowBase, int | None]] = []
         for j in pair:
             w = ov.op(j)
@@ -267,16 +281,17 @@ class HybridMigration:
         new.clock.late_count = self.old.clock.late_count
         return window_map
 
-    def _check_leaves(self, ov: ExecutorView) -> None:
+    def _check_leaves(self, ov: ExecutorView, pair: list[int]) -> None:
+        """One of C's leaves at least must drop its old tuples (or the old plan would run for
+        ever); the other leaves may be any window the joins can read (UNBOUNDED too)."""
         self._t0: dict[int, int | None] = {}
         for pos in self.old_track:
             w = ov.op(pos)
             if not isinstance(w, _WindowBase):
                 continue
-            if not isinstance(w, SlidingRangeWindow | TumblingWindow | RowsWindow):
+            if not isinstance(w, (*_EXPIRING, UnboundedWindow)):
                 raise PlanError(
-                    f"hybmig cannot run window {w.op_id} ({type(w).__name__}): its old tuples "
-                    "never expire or it keeps no tuples",
+                    f"hybmig cannot run window {w.op_id} ({type(w).__name__}) in a join chain",
                     hint=_FALLBACK,
                 )
             self._t0[id(w)] = w.last_instant
@@ -540,6 +555,8 @@ def _keep_not_c(d: Delta, checks: list[tuple[int, float]]) -> Delta:
 def _holds_old(w: _WindowBase, t0: int | None) -> bool:
     if t0 is None:
         return False
+    if isinstance(w, UnboundedWindow):
+        return True  # what it had shown stays (the other leaf of C ends the old plan)
     if isinstance(w, TumblingWindow):
         return w._nonempty and (w.last_instant is None or w.last_instant <= t0)
     assert isinstance(w, SlidingRangeWindow | RowsWindow)
