@@ -284,6 +284,30 @@ def test_unbounded_leaves_where_one_leaf_of_c_expires(name: str) -> None:
         assert hm.dropped_at <= hm.at + 5
 
 
+MORE = {
+    # a self-join: two equal windows of one stream, told apart by their FROM items
+    "self_join": "SELECT a.k, COUNT(*) AS n, SUM(b.v) AS x FROM r [RANGE 4 SECONDS] AS a, "
+    "r [RANGE 4 SECONDS] AS b, s [RANGE 3 SECONDS] AS c WHERE a.k = b.k AND b.k = c.k "
+    "GROUP BY a.k",
+    # NOW (replacing deltas), ROWS and a theta residual under DSTREAM
+    "now_rows_theta": "SELECT DSTREAM a.v, b.v, c.v FROM r [RANGE 4 SECONDS] AS a, "
+    "s [NOW] AS b, t [ROWS 5] AS c WHERE a.k = b.k AND b.k = c.k AND a.v < c.v + 30",
+}
+
+
+@pytest.mark.parametrize("name", sorted(MORE))
+def test_self_join_and_replacing_windows(name: str) -> None:
+    text = MORE[name]
+    base = plan_of(text)
+    data = keyed_data(seconds=14, rate=3, keys=3, streams="rst")
+    expected = oracle(text, CATALOG, data)
+    for k, order in enumerate(_orders(3)):
+        run = check(
+            text, data, base, [((30, 61)[k % 2], reorder(base, order), "hybmig")], expected, batch=5
+        )
+        assert run.hybs[0].done
+
+
 def test_tuples_pending_at_the_switch() -> None:
     """Tuples accepted but not shown yet at the switch are new: made once, by the new plan."""
     name = "j3_istream"

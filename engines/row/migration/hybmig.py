@@ -192,11 +192,6 @@ class HybridMigration:
     def operator_metrics(self) -> dict[str, dict[str, Any]]:
         return self.new.operator_metrics()
 
-    def is_old(self, window: _WindowBase, ts: int) -> bool:
-        """Whether a component with timestamp ``ts`` of a chain window was old at T0."""
-        t0 = self._t0[id(window)]
-        return t0 is not None and ts <= t0
-
     # -- set-up -----------------------------------------------------------------------------
 
     def _bottom_join(self, nv: ExecutorView) -> int:
@@ -282,9 +277,8 @@ class HybridMigration:
         return window_map
 
     def _check_leaves(self, ov: ExecutorView, pair: list[int]) -> None:
-        """One of C's leaves at least must drop its old tuples (or the old plan would run for
-        ever); the other leaves may be any window the joins can read (UNBOUNDED too)."""
-        self._t0: dict[int, int | None] = {}
+        """The chain's windows: expiring ones or UNBOUNDED (one of C's leaves at least must
+        expire, checked by the caller)."""
         for pos in self.old_track:
             w = ov.op(pos)
             if not isinstance(w, _WindowBase):
@@ -294,7 +288,6 @@ class HybridMigration:
                     f"hybmig cannot run window {w.op_id} ({type(w).__name__}) in a join chain",
                     hint=_FALLBACK,
                 )
-            self._t0[id(w)] = w.last_instant
 
     def _checks(
         self, view: ExecutorView, pos: int, window_ids: list[str]
