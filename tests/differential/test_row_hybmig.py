@@ -48,8 +48,9 @@ from tests.oracle import oracle
 # -- every query of the shared suite, every (sampled) new order, two transition points -------
 
 
+@pytest.mark.parametrize("strategy", ["hybmig", "hybmig+bsc"])
 @pytest.mark.parametrize("name", sorted(QUERIES))
-def test_every_order_at_two_points(name: str) -> None:
+def test_every_order_at_two_points(name: str, strategy: str) -> None:
     text = ALL[name]
     base = plan_of(text)
     data = _data(name)
@@ -60,7 +61,7 @@ def test_every_order_at_two_points(name: str) -> None:
     for k, order in enumerate(orders):
         at = (n // 3, n // 2 + 1)[k % 2]  # a batch boundary or inside a batch
         run = check(
-            text, data, base, [(at, reorder(base, order), "hybmig")], _expected(name), seed=k
+            text, data, base, [(at, reorder(base, order), strategy)], _expected(name), seed=k
         )
         (hm,) = run.hybs
         assert hm.done and hm.at is not None and hm.dropped_at is not None
@@ -77,12 +78,12 @@ Q12 = (
 W12 = 10
 
 
-def _table1_data() -> dict[str, pa.Table]:
-    """Per stream: an old tuple (T+1, v = 10 i) and a new one (T+6+i, v = 10 i + 1) of key 1,
-    all in one window together; fillers of another key per stream move the clock."""
+def _table1_data(new_from: int = 6) -> dict[str, pa.Table]:
+    """Per stream: an old tuple (T+1, v = 10 i) and a new one (T+new_from+i, v = 10 i + 1) of
+    key 1, all in one window together; fillers of another key per stream move the clock."""
     out = {}
     for i, n in enumerate("rstu"):
-        rows = [(1, 1, 10.0 * i), (6 + i, 1, 10.0 * i + 1)]
+        rows = [(1, 1, 10.0 * i), (new_from + i, 1, 10.0 * i + 1)]
         rows += [(s, 10 + i, 100.0 + s) for s in range(1, 25)]
         rows.sort()
         out[n] = pa.table(
@@ -175,6 +176,36 @@ def test_12_table1_cases_each_once_by_one_plan(
     assert hm.states_started_empty == 2
 
 
+def test_13_bsc_after_the_lowest_state_old_plan_makes_only_case_9() -> None:
+    """Research test 13: ((rs)t)u -> ((tu)s)r with BSC. After the first stage (the old part
+    of t join u merged into the next state) C is "s, t, u old": the old plan inserts only
+    case 9 (r new, the rest old); the next stage completes every state and drops it. One
+    stage runs after each instant, so the new r comes at T0+2 (in the level-2 instant), the
+    new s at T0+3 (the old plan is gone by then)."""
+    base = plan_of(Q12)
+    at = sum(1 for ts, *_ in _events(_table1_data()) if ts <= T + 4)
+    probe = drive(_table1_data(), base, [(at, reorder(base, (2, 3, 1, 0)), "hybmig+bsc")], batch=1)
+    t0 = probe.hybs[0].at
+    assert t0 is not None
+    data = _table1_data(new_from=t0 - T + 2)
+    assert at == sum(1 for ts, *_ in _events(data) if ts <= T + 4)
+    tags: list[tuple[int, str, Delta]] = []
+    run = check(
+        Q12,
+        data,
+        base,
+        [(at, reorder(base, (2, 3, 1, 0)), "hybmig+bsc")],
+        batch=1,
+        on_result=lambda i, who, d: tags.append((i, who, d)),
+    )
+    (hm,) = run.hybs
+    assert hm.at is not None and hm.at + 2 == hm.dropped_at and hm.level == 3
+    old_ins = Counter(_case(r) for _, who, d in tags if who == "old" for r in d.ins)
+    assert old_ins == Counter({9: 1})
+    key1 = [r for r in run.rows if _case(r) is not None]
+    assert sorted(_case(r) for r in key1) == list(range(1, 17))
+
+
 def _events(data: dict[str, pa.Table]) -> list[tuple[int, str]]:
     return sorted((ts, n) for n, t in data.items() for ts in t.column("ts").to_pylist())
 
@@ -186,15 +217,17 @@ def _stores(op: HashJoinOp) -> list[Any]:
 # -- the successor's state equals the new plan's from scratch ---------------------------------
 
 
+@pytest.mark.parametrize("bsc", [False, True])
 @pytest.mark.parametrize(
     ("order", "bound"),
     [((3, 2, 1, 0), 2), ((1, 3, 0, 2), 2), ((0, 1, 3, 2), 3)],
 )
-def test_successor_states_equal_from_scratch(order: tuple[int, ...], bound: int) -> None:
+def test_successor_states_equal_from_scratch(order: tuple[int, ...], bound: int, bsc: bool) -> None:
     """The old plan is dropped once one leaf of C holds no old tuple: by T0 plus the
     *smaller* of their windows (j4: r 4 s, s 3 s, t 5 s, u 2 s). Then every state of the new
     executor equals (as a multiset) the state of the new plan run from scratch over the same
-    input."""
+    input. With BSC (one stage per instant, three joins: two stages) the old plan goes
+    after two instants at the latest."""
     name = "j4"
     base = plan_of(ALL[name])
     target = reorder(base, order)
@@ -206,7 +239,7 @@ def test_successor_states_equal_from_scratch(order: tuple[int, ...], bound: int)
     for s, i in runs[:cut]:
         for ex in (old, scratch):
             ex.ingest(s, data[s].take(pa.array(i, pa.int64())), 0)
-    hm = HybridMigration(old, RowExecutor(target, lambda t, r: None))
+    hm = HybridMigration(old, RowExecutor(target, lambda t, r: None), bsc=bsc)
     k = cut
     while not hm.done:
         s, i = runs[k]
@@ -214,7 +247,8 @@ def test_successor_states_equal_from_scratch(order: tuple[int, ...], bound: int)
             ex.ingest(s, data[s].take(pa.array(i, pa.int64())), 0)
         k += 1
     assert hm.at is not None and hm.dropped_at is not None
-    assert hm.at < hm.dropped_at <= hm.at + bound
+    assert hm.at < hm.dropped_at <= hm.at + (min(bound, 2) if bsc else bound)
+    assert hm.states_recomputed == (hm.level - 1 if bsc else 0)
     new = hm.successor
     for a, b in zip(new.nodes, scratch.nodes, strict=True):
         if isinstance(a.op, HashJoinOp):
@@ -302,10 +336,10 @@ def test_self_join_and_replacing_windows(name: str) -> None:
     data = keyed_data(seconds=14, rate=3, keys=3, streams="rst")
     expected = oracle(text, CATALOG, data)
     for k, order in enumerate(_orders(3)):
-        run = check(
-            text, data, base, [((30, 61)[k % 2], reorder(base, order), "hybmig")], expected, batch=5
-        )
-        assert run.hybs[0].done
+        for strategy in ("hybmig", "hybmig+bsc"):
+            at = (30, 61)[k % 2]
+            run = check(text, data, base, [(at, reorder(base, order), strategy)], expected, batch=5)
+            assert run.hybs[0].done
 
 
 def test_tuples_pending_at_the_switch() -> None:
@@ -374,7 +408,7 @@ def test_random_orders_and_transitions(data: st.DataObject) -> None:
     migrations = []
     for at in points:
         order = data.draw(st.permutations(list(range(m))))
-        strategy = data.draw(st.sampled_from(["hybmig", "hybmig", "pt", "jisc", "ms"]))
+        strategy = data.draw(st.sampled_from(["hybmig", "hybmig+bsc", "pt", "jisc", "ms"]))
         migrations.append((at, reorder(base, order), strategy))
     first = reorder(base, data.draw(st.permutations(list(range(m)))))
     check(

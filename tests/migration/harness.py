@@ -140,8 +140,8 @@ def drive(
             if strategy == "pt":
                 current = ParallelTrack(current, new)
                 run.pts.append(current)
-            elif strategy == "hybmig":
-                current = HybridMigration(current, new, on_result)
+            elif strategy in ("hybmig", "hybmig+bsc"):
+                current = HybridMigration(current, new, on_result, bsc=strategy == "hybmig+bsc")
                 run.hybs.append(current)
             else:
                 run.stats.append(STRATEGIES[strategy](current, new))

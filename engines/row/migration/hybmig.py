@@ -83,7 +83,13 @@ class HybridMigration:
     """Runs ``old`` restricted to ``C`` and ``new`` on shared leaf states (see the module
     docstring); a PlanExecutor. ``on_result`` sees each plan's contribution per instant."""
 
-    def __init__(self, old: RowExecutor, new: RowExecutor, on_result: OnResult | None = None):
+    def __init__(
+        self,
+        old: RowExecutor,
+        new: RowExecutor,
+        on_result: OnResult | None = None,
+        bsc: bool = False,
+    ):
         require(
             new.clock.instants_fired == 0 and new.clock.min_ts is None,
             "the new executor must be freshly built (nothing ingested)",
@@ -117,8 +123,9 @@ class HybridMigration:
         self.states_moved = self.states_shared = self.states_copied = 0
         self.states_started_empty = 0
         self.states_recomputed = 0  # HybMig recomputes nothing at the switch
-        bottom_leaves = [_leaf_window(nv, i) for i in nv.ex.nodes[self.bottom].inputs]
-        new_ids = [nv.op(i).op_id for i in bottom_leaves]
+        self.chain, leaves = self._chain(nv)
+        bottom_leaves = leaves[:2]
+        new_ids = [nv.op(i).op_id for i in leaves]
         window_map = self._share_windows(ov, nv)
         # C's two leaves, as the (shared) window instances and their last instant at T0
         pair = [window_map[i] for i in bottom_leaves]
@@ -130,18 +137,27 @@ class HybridMigration:
                 "order with another lowest pair may do)",
                 hint=_FALLBACK,
             )
-        self.pair: list[tuple[_WindowBase, int | None]] = []
-        for j in pair:
-            w = ov.op(j)
+        self._leaves: list[tuple[_WindowBase, int | None]] = []
+        for i in leaves:
+            w = ov.op(window_map[i])
             assert isinstance(w, _WindowBase)
-            self.pair.append((w, w.last_instant))
-        pair_ids = [ov.op(j).op_id for j in pair]
-        self._prune = {
-            pos: self._checks(ov, pos, pair_ids)
-            for pos in self.old_track
-            if isinstance(ov.op(pos), HashJoinOp)
-        }
-        self._not_c = self._checks(nv, self.bottom, new_ids)
+            self._leaves.append((w, w.last_instant))
+        old_ids = [ov.op(window_map[i]).op_id for i in leaves]
+        # per level k (C = the first k+1 leaves old): the old joins' pruning checks and the
+        # NOT C checks at the new chain's k-th join (level 1 without BSC)
+        self._levels: list[tuple[dict[int, list[tuple[int, float]]], list[tuple[int, float]]]]
+        self._levels = []
+        for k in range(1, len(self.chain) + 1 if bsc else 2):
+            self.pair = self._leaves[: k + 1]
+            prune = {
+                pos: self._checks(ov, pos, old_ids[: k + 1])
+                for pos in self.old_track
+                if isinstance(ov.op(pos), HashJoinOp)
+            }
+            self._levels.append((prune, self._checks(nv, self.chain[k - 1], new_ids[: k + 1])))
+        self._ov, self._nv = ov, nv
+        self.bsc = bsc
+        self._set_level(1)
         self._share_stores(ov, nv)
         self.replace = nv.op(self.new_top).replace_out
         top = ov.op(self.old_top)
@@ -193,6 +209,24 @@ class HybridMigration:
         return self.new.operator_metrics()
 
     # -- set-up -----------------------------------------------------------------------------
+
+    def _chain(self, nv: ExecutorView) -> tuple[list[int], list[int]]:
+        """The new chain's joins bottom-up and its leaf windows in that order (the lowest
+        join's two, then one per join above)."""
+        chain = [self.bottom]
+        leaves = [_leaf_window(nv, i) for i in nv.ex.nodes[self.bottom].inputs]
+        while chain[-1] != self.new_top:
+            up = next(
+                c
+                for c in self.new_track
+                if isinstance(nv.op(c), HashJoinOp)
+                and any(_below_join(nv, i) == chain[-1] for i in nv.ex.nodes[c].inputs)
+            )
+            ins = nv.ex.nodes[up].inputs
+            leaf = ins[1] if _below_join(nv, ins[0]) is not None else ins[0]
+            chain.append(up)
+            leaves.append(_leaf_window(nv, leaf))
+        return chain, leaves
 
     def _bottom_join(self, nv: ExecutorView) -> int:
         """The new chain's lowest join (both inputs leaves); every other join must read
@@ -387,7 +421,7 @@ class HybridMigration:
                 continue
             if k in track and isinstance(op, HashJoinOp):
                 out = join_step(op, inputs, applied)
-                if k == self.bottom:
+                if k == self.filter_pos:
                     out = _keep_not_c(out, self._not_c)
             else:
                 out = op.step(instant, inputs)
@@ -408,6 +442,8 @@ class HybridMigration:
         res = deltas[new.r2s_pos]
         new.emit(instant, res.table if res.table is not None else res.ins)
         self._maybe_drop(instant)
+        if self.bsc and not self.done and not self.replace:
+            self._bsc_stage(instant)
 
     def _permuted(self, d: Delta) -> Delta:
         if d.empty:
@@ -429,6 +465,77 @@ class HybridMigration:
         if nd.empty:
             return od
         return Delta(nd.ins + od.ins, nd.dels + od.dels)
+
+    # -- Background State Computation (one stage per instant) --------------------------------
+
+    def _set_level(self, k: int) -> None:
+        """C := the first k+1 leaves of the new chain old; NOT C filtered at its k-th join."""
+        self.level = k
+        self.pair = self._leaves[: k + 1]
+        self._prune, self._not_c = self._levels[k - 1]
+        self.filter_pos = self.chain[k - 1]
+
+    def _bsc_stage(self, instant: int) -> None:
+        """One BSC step (research 1.3, BSC) between two instants, at level k: the k-th join's
+        output part satisfying C (all its C leaves old) goes into the (k+1)-th join's input
+        store, which is then complete; that part joined with the *new* tuples of the next
+        leaf goes into the (k+2)-th join's input store (its NOT C' part, C' = one more leaf
+        old); C grows by that leaf. When C covers the whole chain, every new state is
+        complete and the old plan is dropped (min(BSC finish, ts_start + w))."""
+        k, nv, chain = self.level, self._nv, self.chain
+        if k < len(chain):
+            a = self._join_old_part(chain[k - 1], k + 1)
+            up = chain[k]
+            side = self._join_side(up)
+            a = _through(nv, nv.ex.nodes[up].inputs[side], chain[k - 1], a)
+            op = nv.op(up)
+            assert isinstance(op, HashJoinOp)
+            (op.left if side == 0 else op.right).add_all(a)
+            self.states_recomputed += 1
+            if k + 1 < len(chain):
+                leaf_in = nv.ex.nodes[up].inputs[1 - side]
+                w, t0 = self._leaves[k + 1]
+                leaf = op.right if side == 0 else op.left
+                new_rows = _rows_where(leaf.rows(), _ts_columns(nv, leaf_in), w.op_id, t0, False)
+                tmp = _Store(leaf.key)
+                tmp.add_all(new_rows)
+                b: Rows = []
+                own = op.left if side == 0 else op.right
+                op._probe(a, own.key, tmp, side == 0, b)
+                top = chain[k + 1]
+                s2 = self._join_side(top)
+                b = _through(nv, nv.ex.nodes[top].inputs[s2], up, b)
+                op2 = nv.op(top)
+                assert isinstance(op2, HashJoinOp)
+                (op2.left if s2 == 0 else op2.right).add_all(b)
+            self._set_level(k + 1)
+        if self.level == len(chain):  # every new state complete
+            self.done = True
+            self.dropped_at = instant
+            self.new.clock.step = self.new._step
+
+    def _join_side(self, pos: int) -> int:
+        """Which input of chain join ``pos`` is the join below it."""
+        ins = self._nv.ex.nodes[pos].inputs
+        return 0 if _below_join(self._nv, ins[0]) is not None else 1
+
+    def _join_old_part(self, pos: int, n: int) -> Rows:
+        """The rows of join ``pos``'s relation whose first ``n`` chain leaves are all old."""
+        nv = self._nv
+        op = nv.op(pos)
+        assert isinstance(op, HashJoinOp)
+        parts = []
+        for side, store in ((0, op.left), (1, op.right)):
+            rows = store.rows()
+            cols = _ts_columns(nv, nv.ex.nodes[pos].inputs[side])
+            for w, t0 in self._leaves[:n]:
+                rows = _rows_where(rows, cols, w.op_id, t0, True)
+            parts.append(rows)
+        right = _Store(op.right.key)
+        right.add_all(parts[1])
+        out: Rows = []
+        op._probe(parts[0], op.left.key, right, True, out)
+        return out
 
     def _maybe_drop(self, instant: int | None) -> None:
         """Drop the old plan once one of C's leaves holds no old tuple."""
@@ -543,6 +650,36 @@ def _keep_not_c(d: Delta, checks: list[tuple[int, float]]) -> Delta:
     if not ins and not dels:
         return NO_CHANGE
     return Delta(ins, dels)
+
+
+def _rows_where(
+    rows: Rows, cols: dict[str, list[int]], window_id: str, t0: int | None, old: bool
+) -> Rows:
+    """The rows whose component from ``window_id`` (if present) is old (or new)."""
+    c = cols.get(window_id)
+    if c is None:
+        return rows
+    col = c[0]
+    if old:
+        return [] if t0 is None else [r for r in rows if r[col] <= t0]
+    return rows if t0 is None else [r for r in rows if r[col] > t0]
+
+
+def _through(view: ExecutorView, pos: int, below: int, rows: Rows) -> Rows:
+    """``rows`` of node ``below``'s output carried up through the stateless operators
+    between it and node ``pos``."""
+    path = []
+    while pos != below:
+        path.append(view.op(pos))
+        pos = view.ex.nodes[pos].inputs[0]
+    for op in reversed(path):
+        if isinstance(op, SelectOp):
+            rows = op.keep(rows)
+        elif isinstance(op, ProjectOp):
+            rows = op.fn(rows)
+        else:
+            raise PlanError(f"hybmig: cannot carry rows through {op.kind} {op.op_id}")
+    return rows
 
 
 def _holds_old(w: _WindowBase, t0: int | None) -> bool:
