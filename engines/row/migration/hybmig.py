@@ -35,8 +35,17 @@ within ``ts_start + w`` for the largest window ``w``); a ROWS window waits for e
 tuples.
 ``done`` turns True, ``dropped_at`` records the instant and ``successor`` (the new
 ``RowExecutor``, which owns the shared states) continues alone with exactly the state a
-from-scratch run would have. Background State Computation is not implemented: the new
-states need none (they start exact), and the old plan's share decays by the window.
+from-scratch run would have.
+
+Background State Computation (``bsc=True``; research 1.3, BSC): after each instant one stage
+runs. At level ``k`` (``C`` = the first ``k+1`` leaves of the chain old, ``NOT C`` filtered at
+the chain's ``k``-th join) the ``C`` part of the ``k``-th join's relation (its old parts
+joined) goes into the ``(k+1)``-th join's input store, which is then complete; that part
+joined with the next leaf's *new* tuples goes into the ``(k+2)``-th join's input store (its
+share under the grown ``C``); ``C`` gains that leaf, the old plan's pruning follows, and the
+``NOT C`` filter moves up one join. When ``C`` spans the whole chain every new state is
+complete and the old plan is dropped: at ``min(BSC finish, ts_start + w)``. Not with
+replacing (NOW/tumbling) inputs under the top join: there the stages are skipped.
 
 Requirements (PlanError otherwise): one join chain per plan with the same output relation,
 the new one a chain (every join but the lowest over one join); every leaf a RANGE, NOW or
