@@ -231,13 +231,16 @@ def _migration_flags(p: argparse.ArgumentParser) -> None:
         "--migration",
         default="auto",
         choices=strategies.names(),
-        help="migration strategy (default auto). gms: replay the window horizon into the new "
-        "plan, then switch; gpt: run both plans until the old plan's tuples expired (no "
-        "output gap); ghm: replay in the background while the old plan answers; ms, jisc, pt, "
-        "hybmig: row-state transfers (when available). auto: no change -> none; a placement "
-        "change -> gpt (gms with a ROWS window); a join-order change of an all-row plan -> "
-        "jisc, else ms, else gpt (gms with a ROWS window); an UNBOUNDED window or a tuple-count "
-        "slide -> jisc or ms only",
+        help="migration strategy (default auto). Any two plans: gms (replay the window "
+        "horizon into the new plan, then switch), gpt (run both plans until the old plan's "
+        "tuples expired: no output gap), ghm (replay in the background while the old plan "
+        "answers). All-row plans (row states moved by signature): ms (moved, the rest "
+        "recomputed at once), jisc (the rest completed lazily per key), pt (both plans, each "
+        "result from one), hybmig / hybmig-lazy (shared leaf states, the old plan restricted "
+        "to its share; with / without background state computation). auto: no change -> "
+        "none; a join-order change of an all-row plan -> jisc; a placement change -> gpt "
+        "(gms with a ROWS window, or when --adapt finds the running plan cannot keep up); an "
+        "UNBOUNDED window or a tuple-count slide -> jisc or ms only",
     )
     g.add_argument(
         "--adapt",

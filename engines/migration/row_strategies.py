@@ -1,4 +1,4 @@
-"""The row-level strategies (MS, JISC, PT) registered with the migration driver.
+"""The row-level strategies (MS, JISC, PT, HybMig) registered with the migration driver.
 
 They move operator state between two row executors by signature
 (engines/row/migration/, docs/migration-row.md), so both plans must run every operator on the
@@ -12,6 +12,10 @@ saying why, at the migration point.
 * ``pt``: :class:`~engines.row.migration.ParallelTrack` runs both plans and emits every
   result through the new plan's output; done when the old plan is dropped. If the input
   ends first, PT itself finishes the run (its output is the only correct one).
+* ``hybmig``: :class:`~engines.row.migration.HybridMigration` likewise (leaf states shared,
+  the old plan restricted to the results the predicate C assigns it); ``hybmig`` runs it
+  with background state computation (the old plan goes as soon as every new state is
+  complete), ``hybmig-lazy`` without (the old plan goes when a C leaf holds no old tuple).
 """
 
 from __future__ import annotations
@@ -23,24 +27,32 @@ import pyarrow as pa
 from engines.migration.generic import ActiveMigration, MigrationContext
 from engines.migration.strategies import StrategySpec, register, transfer_strategy
 from engines.migration.tracks import ingest_accepted
-from engines.row.migration import ParallelTrack, jisc_progress, jisc_transfer, move_states
+from engines.row.migration import (
+    HybridMigration,
+    ParallelTrack,
+    jisc_progress,
+    jisc_transfer,
+    move_states,
+)
 
 
 class RowParallelTrack(ActiveMigration):
-    """PT under the driver: every call goes to the :class:`ParallelTrack`, whose results
-    leave through the new plan (live from the start; the old plan's own output is off)."""
+    """PT (and HybMig) under the driver: every call goes to the two-plan executor, whose
+    results leave through the new plan (live from the start; the old plan's own output is
+    off)."""
 
     def __init__(self, ctx: MigrationContext) -> None:
         super().__init__(ctx)
-        self.pt = ParallelTrack(ctx.old.executor, ctx.new.executor)  # type: ignore[arg-type]
+        self.pt = self.make(ctx)
         ctx.old.live = False
         ctx.new.live = True
-        self.stats["states_moved"] = self.pt.states_moved
-        self.stats["states_recomputed"] = 0
         self._update()
 
     #: The driver lets this strategy finish the run when the input ends during it.
     owns_output = True
+
+    def make(self, ctx: MigrationContext) -> Any:
+        return ParallelTrack(ctx.old.executor, ctx.new.executor)  # type: ignore[arg-type]
 
     def ingest(self, stream: str, batch: pa.RecordBatch, time_column: int) -> Any:
         acc = ingest_accepted(self.pt.new, stream, batch, time_column)
@@ -64,9 +76,24 @@ class RowParallelTrack(ActiveMigration):
         self._update()
 
     def _update(self) -> None:
+        self.stats["states_moved"] = self.pt.states_moved
+        self.stats["states_recomputed"] = getattr(self.pt, "states_recomputed", 0)
         if self.pt.done and not self.done:
             self.done = True
             self.stats["old_plan_dropped_at"] = self.pt.dropped_at
+
+
+class RowHybridMigration(RowParallelTrack):
+    """HybMig under the driver (``bsc``: with background state computation)."""
+
+    bsc = True
+
+    def make(self, ctx: MigrationContext) -> Any:
+        return HybridMigration(ctx.old.executor, ctx.new.executor, bsc=self.bsc)  # type: ignore[arg-type]
+
+
+class RowHybridMigrationLazy(RowHybridMigration):
+    bsc = False
 
 
 def _jisc_start(ctx: MigrationContext) -> ActiveMigration:
@@ -103,6 +130,22 @@ register(
         "pt",
         "parallel track: both row plans run, the old one drops all-new results at its top",
         RowParallelTrack,
+        row_only=True,
+    )
+)
+register(
+    StrategySpec(
+        "hybmig",
+        "HybMig: shared leaf states, the old plan restricted to C, background state computation",
+        RowHybridMigration,
+        row_only=True,
+    )
+)
+register(
+    StrategySpec(
+        "hybmig-lazy",
+        "HybMig without background state computation: the old plan runs until a C leaf ages",
+        RowHybridMigrationLazy,
         row_only=True,
     )
 )

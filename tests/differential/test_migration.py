@@ -311,7 +311,7 @@ def test_ghm_in_small_chunks_catches_up(monkeypatch: pytest.MonkeyPatch) -> None
 
 # -- the row-level strategies (engines/row/migration) through the driver ----------------------
 
-ROW_LEVEL = ["ms", "jisc", "pt"]
+ROW_LEVEL = ["ms", "jisc", "pt", "hybmig", "hybmig-lazy"]
 
 
 @pytest.mark.parametrize("strategy", ROW_LEVEL)
@@ -386,7 +386,9 @@ def _sparse(ts: list[int]) -> pa.Table:
     )
 
 
-@pytest.mark.parametrize("strategy", ["pt", "jisc", "ms", "gpt", "gms", "ghm"])
+@pytest.mark.parametrize(
+    "strategy", ["pt", "jisc", "ms", "hybmig", "hybmig-lazy", "gpt", "gms", "ghm"]
+)
 @pytest.mark.parametrize("r2s", ["DSTREAM", "ISTREAM", "RSTREAM"])
 def test_sparse_input_where_only_old_tuples_expire(strategy: str, r2s: str) -> None:
     """The row clock steps only instants where a window changes: while a migration runs both

@@ -166,6 +166,7 @@ def test_bad_target(data: Path, tmp_path: Path, capsys: Any, target: Any, messag
         (["--migration", "pt", "--migrate", "10=T"], "must run on the row engine"),
         (["--migration", "jisc", "--migrate", "10=T"], "must run on the row engine"),
         (["--migration", "ms", "--migrate", "10=T"], "must run on the row engine"),
+        (["--migration", "hybmig", "--migrate", "10=T"], "must run on the row engine"),
         (["--migration", "gms"], "without a migration"),
         (["--reoptimize-every", "5"], "only for --adapt"),
     ],

@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from engines.row.executor import RowExecutor
 from engines.row.migration import (
+    HybridMigration,
     ParallelTrack,
     TransferStats,
     jisc_transfer,
@@ -84,6 +85,7 @@ def merged(inputs: dict[str, pa.Table]) -> list[tuple[str, int]]:
 
 
 STRATEGIES = {"ms": move_states, "jisc": jisc_transfer}
+_BOTH = (ParallelTrack, HybridMigration)  # strategies that run two plans for a while
 
 
 @dataclass
@@ -94,6 +96,7 @@ class Run:
     stats: list[TransferStats] = field(default_factory=list)
     executors: list[Any] = field(default_factory=list)
     pts: list[ParallelTrack] = field(default_factory=list)
+    hybs: list[HybridMigration] = field(default_factory=list)
 
     def emit(self, instant: int, rows: Any) -> None:
         self.rows.extend((*r, instant) for r in rows)
@@ -112,10 +115,12 @@ def drive(
     batch: int = 7,
     seed: int = 0,
     panes: bool = True,
+    on_result: Any = None,
 ) -> Run:
     """Run ``first`` over ``inputs``; at merged position ``at`` of each ``(at, plan,
-    strategy)`` migrate to ``plan``. A PT migration runs until the old plan is dropped; a
-    migration due meanwhile waits for that."""
+    strategy)`` migrate to ``plan``. A PT or HybMig migration runs until the old plan is
+    dropped; a migration due meanwhile waits for that. ``on_result`` goes to every
+    HybridMigration (each plan's contribution per instant)."""
     run = Run()
     current: Any = RowExecutor(first, run.emit, panes=panes)
     run.executors.append(current)
@@ -125,16 +130,19 @@ def drive(
     pos = 0
     pending: list[tuple[int, LogicalPlan, str]] = []
     while pos < len(events) or todo or pending:
-        if isinstance(current, ParallelTrack) and current.done:
+        if isinstance(current, _BOTH) and current.done:
             current = current.successor
         while todo and todo[0][0] <= pos:
             pending.append(todo.pop(0))
-        if pending and not isinstance(current, ParallelTrack):
+        if pending and not isinstance(current, _BOTH):
             _, plan, strategy = pending.pop(0)
             new = RowExecutor(plan, run.emit, panes=panes)
             if strategy == "pt":
                 current = ParallelTrack(current, new)
                 run.pts.append(current)
+            elif strategy in ("hybmig", "hybmig+bsc"):
+                current = HybridMigration(current, new, on_result, bsc=strategy == "hybmig+bsc")
+                run.hybs.append(current)
             else:
                 run.stats.append(STRATEGIES[strategy](current, new))
                 current = new

@@ -4,9 +4,13 @@
 * :func:`move_states` (MS) and :func:`jisc_transfer` (JISC): make a freshly built executor
   for the new plan continue the running one (:mod:`.transfer`, :mod:`.jisc`);
 * :class:`ParallelTrack` (PT): both plans run until the old one holds no old tuple
-  (:mod:`.parallel_track`).
+  (:mod:`.parallel_track`);
+* :class:`HybridMigration` (HybMig): both plans run on shared leaf states, the old one
+  restricted to the results with both leaves of the new plan's lowest join old
+  (:mod:`.hybmig`).
 """
 
+from engines.row.migration.hybmig import HybridMigration
 from engines.row.migration.parallel_track import ParallelTrack
 from engines.row.migration.transfer import (
     JiscProgress,
@@ -17,6 +21,7 @@ from engines.row.migration.transfer import (
 )
 
 __all__ = [
+    "HybridMigration",
     "JiscProgress",
     "ParallelTrack",
     "TransferStats",
