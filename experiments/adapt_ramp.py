@@ -224,6 +224,7 @@ def main() -> int:
                     for r in m.get("migrations", [])
                 ],
                 "timeline": m["timeline"],
+                "adapt_decisions": m.get("adapt_decisions", []),
             }
             line = "  ".join(
                 f"{f['rate']:>6}/s: {f['throughput'] or 0:>9,.0f} "

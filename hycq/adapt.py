@@ -219,7 +219,9 @@ class AdaptiveController:
             record["why"] = "the running plan is the best plan"
             return None
         record["target_differs"] = True
-        verdict = self._verdict(best, run_cost)
+        measured_u = _measured_utilization(monitor)
+        record["measured_u"] = measured_u
+        verdict = self._verdict(best, run_cost, measured_u)
         record.update(verdict)
         if verdict["trigger"] is None:
             self._streak_target, self._streak, self._savings = None, 0, []
@@ -264,14 +266,29 @@ class AdaptiveController:
 
     # -- the policy -------------------------------------------------------------------------
 
-    def _verdict(self, best: Optimized, run_cost: Cost) -> dict[str, Any]:
+    def _verdict(
+        self, best: Optimized, run_cost: Cost, measured_u: float | None = None
+    ) -> dict[str, Any]:
         """Whether the best plan beats the running one by enough: ``trigger`` is
-        ``infeasible``, ``better`` or None, with the figures compared."""
+        ``infeasible``, ``better`` or None, with the figures compared.
+
+        The running plan is infeasible when the model says so on the measured statistics,
+        or when it is *measured* to fall behind: its operators' busy time per event-second
+        (``measured_u``, summed over the plan: the row engine is one thread, and a MIG's
+        slides run in it) exceeds one core-second. The model can be optimistic about a
+        plan (a cost model fitted elsewhere); the measurement is not."""
         p = self.policy
         new = best.cost
         feasibility = self.options.feasibility
         replay_s = _replay_seconds(best)
         out: dict[str, Any] = {"trigger": None, "replay_s": replay_s}
+        overloaded = measured_u is not None and measured_u > OVERLOAD_U
+        if overloaded and new.feasible:
+            out["trigger"] = "infeasible"
+            out["why_infeasible"] = (
+                f"measured: the running plan needs {measured_u:.2f} core-seconds per event-second"
+            )
+            return out
         if feasibility and not run_cost.feasible:
             if new.feasible or new.bottleneck <= (1.0 - p.margin) * run_cost.bottleneck:
                 out["trigger"] = "infeasible"
@@ -342,6 +359,21 @@ class AdaptiveController:
 
 
 # -- helpers ---------------------------------------------------------------------------------
+
+#: Measured busy core-seconds per event-second above which the running plan is falling
+#: behind its input (one row-engine thread; with a little slack for measurement noise).
+OVERLOAD_U = 1.05
+
+
+def _measured_utilization(monitor: Any) -> float | None:
+    """The running plan's smoothed busy time per event-second, summed over its operators
+    (None before anything was measured)."""
+    figures = getattr(monitor, "operator_figures", None)
+    if figures is None:
+        return None
+    us = [f.get("u") for f in figures().values()]
+    known = [float(u) for u in us if isinstance(u, int | float)]
+    return sum(known) if known else None
 
 
 def _figures(opt: Optimized, plan: LogicalPlan) -> MeasuredStatistics:

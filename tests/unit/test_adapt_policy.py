@@ -173,3 +173,26 @@ def test_measured_statistics_win_in_the_estimator() -> None:
     window_s = [o.id for o in q.plan.operators() if o.kind == "window"][1]
     d = est.key_distinct(window_s, [1]) if est.key_distinct else None
     assert d is not None and d.value == 7.0 and d.precision is Precision.ESTIMATED
+
+
+def test_a_plan_measured_to_fall_behind_is_infeasible_whatever_the_model_says() -> None:
+    """The model may call the running plan feasible (and a move not worth its cost) while
+    the plan is measured to need more than one core-second per event-second: that is the
+    infeasible trigger (and ``auto`` then replaces it by replay, not GPT)."""
+
+    class Busy(Figures):
+        u = 0.5
+
+        def operator_figures(self) -> dict[str, dict[str, float]]:
+            return {"join1": {"u": self.u * 0.75}, "aggregate1": {"u": self.u * 0.25}}
+
+    ctl, _ = controller(500.0, dwell_checks=1, horizon_s=0)
+    fig = Busy(rate=20_000.0)
+    first = ctl.check(100, fig)  # type: ignore[arg-type]
+    assert first is None  # the model's best differs, but the saving does not pay (horizon 0)
+    assert ctl.decisions[-1]["target_differs"] and ctl.decisions[-1]["measured_u"] == 0.5
+    fig.u = 1.6
+    req = ctl.check(101, fig)  # type: ignore[arg-type]
+    assert req is not None
+    assert req.reason["trigger"] == "infeasible"
+    assert ctl.decisions[-1]["measured_u"] == pytest.approx(1.6)
