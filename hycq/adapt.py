@@ -16,6 +16,18 @@ statistics (``hycq.planning.plan_cost``) and compares (docs/adaptivity.md):
   core-seconds (what the generic strategies GMS/GHM do; the state-moving ones cost less, so
   this errs towards staying).
 
+Both plans are priced with the cost model **corrected by measurement**: at each check the
+running plan's busy time per event-second, measured per operator by the monitor and summed
+per engine (the row engine; each columnar engine's MIG slides), is divided by the model's
+prediction for the same plan on the same measured statistics, and the model's costs on that
+engine are scaled by the ratio for every candidate (cost_models.corrected.CorrectedModel).
+A model fitted on other rates and window sizes can be several times optimistic about a
+plan (Q2 all-row at 20k tuples/s: 3x); uncorrected, the optimizer keeps choosing that plan
+while it falls behind. A factor is updated only from an engine the running plan gives at
+least ``MIN_PREDICTED_U`` of predicted work, not within ``warmup_s`` of a migration (the
+replay's work is not the plan's), and clamped to ``[1/CORRECTION_LIMIT, CORRECTION_LIMIT]``;
+an engine never measured keeps factor 1.
+
 Hysteresis: a target is adopted only once the same target (join orders and placement) has
 won ``dwell_checks`` consecutive checks, not before ``warmup_s`` event-seconds were
 measured, and not within ``min_spacing_s`` event-seconds of the previous migration. Because
@@ -31,12 +43,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
+from cost_models.corrected import uncorrected
 from engines.migration.request import MigrationRequest
 from hycq.planning import Optimized, OptimizerOptions, optimize, plan_cost, plan_estimates
+from optimizer.costmodel import PlanCoster
+from optimizer.estimate import estimate
 from optimizer.ir.cost import Cost
+from optimizer.ir.costing import CostModel
 from optimizer.ir.errors import OptionError
 from optimizer.ir.measured import MeasuredStatistics
 from optimizer.ir.plan import Join, LogicalPlan, Select
@@ -70,6 +86,9 @@ class Policy:
     """Event-seconds the monitor must have measured before the first decision."""
     strategy: str = "auto"
     """The strategy named in the requests (the driver resolves ``auto``)."""
+    correct: bool = True
+    """Correct the cost model by the running plan's measured busy time (module docstring);
+    False prices plans with the model alone (tests of drift in the statistics only)."""
 
     def __post_init__(self) -> None:
         for name in ("margin", "settle", "min_spacing_s", "horizon_s", "warmup_s"):
@@ -174,6 +193,9 @@ class AdaptiveController:
         self._streak = 0
         self._savings: list[float] = []
         self.decisions: list[dict[str, Any]] = []
+        self.correction: dict[str, float] = {}
+        """Measured-over-predicted busy time per engine (module docstring)."""
+        self._base_model: CostModel | None = None
 
     # -- the driver's calls -------------------------------------------------------------------
 
@@ -207,8 +229,10 @@ class AdaptiveController:
         if missing:
             record["why"] = f"no arrival rate measured yet for {', '.join(missing)}"
             return None
-        best = optimize(self.query, self.options, measured=measured)
         run = self.running
+        self._correct(now_tick, measured, monitor, record)
+        options = replace(self.options, correction=tuple(sorted(self.correction.items())))
+        best = optimize(self.query, options, measured=measured)
         run_cost = plan_cost(best, run.plan, run.placement)
         target = _target(best.plan, best.placement)
         record.update(
@@ -263,6 +287,40 @@ class AdaptiveController:
         self.last_migration = now_tick
         self._streak_target, self._streak, self._savings = None, 0, []
         return request
+
+    def _correct(
+        self,
+        now_tick: int,
+        measured: MeasuredStatistics,
+        monitor: RuntimeMonitor,
+        record: dict[str, Any],
+    ) -> None:
+        """Update the per-engine correction factors from the running plan's measured busy
+        time (module docstring); the figures compared go into ``record``."""
+        if self._base_model is None:
+            from cost_models.registry import load_cost_model
+            from engines import registry
+
+            self._base_model = uncorrected(
+                load_cost_model(self.options.cost_model, registry.cost_defaults())
+            )
+        run = self.running
+        since = None if self.last_migration is None else (now_tick - self.last_migration)
+        fresh = since is None or since >= self.policy.warmup_s * self.tps
+        busy = _measured_by_engine(monitor, run.placement)
+        if busy and fresh and self.policy.correct:
+            est = estimate(run.plan, self.query.catalog, rates=self.options.rate, measured=measured)
+            coster = PlanCoster(est, self._base_model, self.options.row_core == "shared")
+            predicted = coster.utilization_by_engine(run.placement)
+            record["predicted_u"] = {e: _num(u) for e, u in predicted.items()}
+            for engine, m in busy.items():
+                p = predicted.get(engine)
+                if p is None or not math.isfinite(p) or p < MIN_PREDICTED_U or m <= 0:
+                    continue
+                lo, hi = 1.0 / CORRECTION_LIMIT, CORRECTION_LIMIT
+                self.correction[engine] = min(hi, max(lo, m / p))
+        record["measured_u_by_engine"] = {e: _num(u) for e, u in busy.items()}
+        record["correction"] = dict(self.correction)
 
     # -- the policy -------------------------------------------------------------------------
 
@@ -374,6 +432,32 @@ def _measured_utilization(monitor: Any) -> float | None:
     us = [f.get("u") for f in figures().values()]
     known = [float(u) for u in us if isinstance(u, int | float)]
     return sum(known) if known else None
+
+
+#: Predicted busy core-seconds per second an engine must have in the running plan for its
+#: measured busy time to update that engine's correction factor (less is mostly noise).
+MIN_PREDICTED_U = 0.002
+#: The correction factors stay within [1/CORRECTION_LIMIT, CORRECTION_LIMIT].
+CORRECTION_LIMIT = 20.0
+
+
+def _measured_by_engine(monitor: Any, placement: Mapping[str, str]) -> dict[str, float]:
+    """The running plan's smoothed busy time per event-second per engine: a MIG operator
+    (``mig[<top>]``) counts for the engine of its group's top, every other operator for
+    the row engine. {} before anything was measured."""
+    figures = getattr(monitor, "operator_figures", None)
+    if figures is None:
+        return {}
+    out: dict[str, float] = {}
+    for op_id, f in figures().items():
+        u = f.get("u")
+        if not isinstance(u, int | float):
+            continue
+        engine = "row"
+        if f.get("kind") == "mig" and op_id.startswith("mig[") and op_id.endswith("]"):
+            engine = placement.get(op_id[4:-1], "row")
+        out[engine] = out.get(engine, 0.0) + float(u)
+    return out
 
 
 def _figures(opt: Optimized, plan: LogicalPlan) -> MeasuredStatistics:

@@ -62,6 +62,9 @@ class OptimizerOptions:
     join_order: tuple[tuple[str, ...], ...] | None = None
     """A fixed left-deep order per join chain (FROM aliases, ``--join-order``): Phase One
     then only rewires the joins (optimizer.phase_one.fixed_join_order) instead of searching."""
+    correction: tuple[tuple[str, float], ...] = ()
+    """Per-engine factors on the cost model's costs (engine, factor), measured by ``hycq run
+    --adapt`` on the running plan (cost_models.corrected.CorrectedModel); () = none."""
 
 
 @dataclass(frozen=True)
@@ -219,6 +222,7 @@ def optimize(
     its rates, selectivities and distinct counts win over the catalog's and the defaults
     (see :func:`optimizer.estimate.estimate`); what it lacks is estimated as usual.
     """
+    from cost_models.corrected import CorrectedModel
     from cost_models.registry import load_cost_model
     from engines import registry
 
@@ -229,6 +233,8 @@ def optimize(
             f"unknown row-core mode '{opts.row_core}'", hint=f"use {' or '.join(ROW_CORE_MODES)}"
         )
     model = load_cost_model(opts.cost_model, registry.cost_defaults())
+    if opts.correction:
+        model = CorrectedModel(model, dict(opts.correction))
     shared = opts.row_core == "shared"
     stats: SampleStatistics | None = None
     note = "none (defaults and catalog statistics)"

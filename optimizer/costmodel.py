@@ -121,6 +121,16 @@ class PlanCoster:
     def r2r_cost(self, placement: Mapping[str, str]) -> Cost:
         """Cost of the R2R operators of a placement (row operators plus groups)."""
         total = ZERO
+        for op_id in self.plan.r2r_ids():
+            if placement.get(op_id, ROW) == ROW:
+                total = total + self.row_cost(op_id)
+        for engine, ops in self.groups(placement):
+            total = total + self.columnar_cost(engine, ops)
+        return total
+
+    def groups(self, placement: Mapping[str, str]) -> list[tuple[str, list[str]]]:
+        """The columnar groups of a placement: (engine, operators) per maximal connected
+        set of R2R operators placed on the same columnar engine."""
         parent: dict[str, str] = {}
 
         def find(x: str) -> str:
@@ -129,11 +139,9 @@ class PlanCoster:
                 x = parent[x]
             return x
 
-        r2r = self.plan.r2r_ids()
-        for op_id in r2r:
+        for op_id in self.plan.r2r_ids():
             engine = placement.get(op_id, ROW)
             if engine == ROW:
-                total = total + self.row_cost(op_id)
                 continue
             parent[op_id] = op_id
             for i in self.plan.inputs(op_id):
@@ -142,6 +150,16 @@ class PlanCoster:
         members: dict[str, list[str]] = {}
         for op_id in parent:
             members.setdefault(find(op_id), []).append(op_id)
-        for ops in members.values():
-            total = total + self.columnar_cost(placement[ops[0]], ops)
-        return total
+        return [(placement[ops[0]], ops) for ops in members.values()]
+
+    def utilization_by_engine(self, placement: Mapping[str, str]) -> dict[str, float]:
+        """Predicted busy core-seconds per second of a placement, per engine: ``row`` (the
+        gateway operators and the row-placed R2R operators) and each columnar engine (its
+        groups). What ``hycq run --adapt`` compares with the measured busy time."""
+        out = {ROW: self.fixed.utilization}
+        for op_id in self.plan.r2r_ids():
+            if placement.get(op_id, ROW) == ROW:
+                out[ROW] += self.row_cost(op_id).utilization
+        for engine, ops in self.groups(placement):
+            out[engine] = out.get(engine, 0.0) + self.columnar_cost(engine, ops).utilization
+        return out

@@ -196,3 +196,56 @@ def test_a_plan_measured_to_fall_behind_is_infeasible_whatever_the_model_says() 
     assert req is not None
     assert req.reason["trigger"] == "infeasible"
     assert ctl.decisions[-1]["measured_u"] == pytest.approx(1.6)
+
+
+class RowBusy(Figures):
+    """Every operator of the running (all-row) plan measured at ``u`` core-seconds per
+    event-second in total, spread over the plan's operators."""
+
+    u = 0.0
+    ops: tuple[str, ...] = ()
+
+    def operator_figures(self) -> dict[str, dict[str, object]]:
+        return {o: {"kind": "x", "u": self.u / len(self.ops)} for o in self.ops}
+
+
+def test_the_model_is_corrected_by_the_running_plans_measured_busy_time() -> None:
+    """The optimizer on measured statistics calls the running all-row plan the best one;
+    uncorrected, the controller would stay on it however far it falls behind (the ramp of
+    experiments/README.md). Measured at several times its predicted busy time, the row
+    engine's costs are scaled by measured/predicted for every candidate: the best plan
+    moves work to DuckDB, and the measured overload migrates to it."""
+    ctl, q = controller(500.0, dwell_checks=1)
+    assert set(ctl.running.placement.values()) == {"row"}
+    fig = RowBusy(rate=1000.0)
+    fig.ops = tuple(o.id for o in q.plan.operators())
+    fig.u = 0.004  # about what the model predicts: no reason to move
+    assert ctl.check(100, fig) is None  # type: ignore[arg-type]
+    first = ctl.decisions[-1]
+    assert first["why"] == "the running plan is the best plan"
+    predicted = first["predicted_u"]["row"]
+    assert ctl.correction["row"] == pytest.approx(0.004 / predicted)
+    fig.u = 1.6  # falls behind: far more than predicted
+    req = ctl.check(101, fig)  # type: ignore[arg-type]
+    last = ctl.decisions[-1]
+    assert last["correction"]["row"] == pytest.approx(min(20.0, 1.6 / last["predicted_u"]["row"]))
+    assert req is not None, last
+    assert req.reason["trigger"] == "infeasible"
+    assert "duckdb" in req.placement.values()
+
+
+def test_a_correction_needs_enough_predicted_work_and_waits_after_a_migration() -> None:
+    """An engine the running plan barely uses, or a reading just after a migration (the
+    replay's work), leaves the factors alone."""
+    ctl, q = controller(500.0, dwell_checks=1)
+    fig = RowBusy(rate=1.0)  # next to no predicted work
+    fig.ops = tuple(o.id for o in q.plan.operators())
+    fig.u = 0.5
+    ctl.check(100, fig)  # type: ignore[arg-type]
+    assert ctl.correction == {}
+    ctl.adopt(ctl.running.plan, ctl.running.placement, 200)
+    fig.rate, fig.u = 1000.0, 1.6
+    ctl.check(205, fig)  # type: ignore[arg-type]  # within warmup_s (10) of the migration
+    assert ctl.correction == {}
+    ctl.check(211, fig)  # type: ignore[arg-type]
+    assert ctl.correction["row"] > 1.0
