@@ -158,13 +158,29 @@ class MigratingExecutor:
         taken = 0
         while batch.num_rows:
             at = self._next_at()
-            if at is None:
+            check_at = self._next_check()
+            if at is None and check_at is None:
                 taken += self._ingest(stream, batch, time_column)
                 break
             ts = np.asarray(batch.column(time_column).to_numpy(zero_copy_only=False), np.int64)
             keys = np.maximum.accumulate(ts)
             if stream in self.progress:
                 keys = np.maximum(keys, self.progress[stream])
+            if check_at is not None and (at is None or check_at < at):
+                # A batch spanning a check is cut there, so the controller looks every
+                # ``check_every`` ticks, not once per input batch (a file batch holds
+                # 65,536 rows: 33 event-seconds at 2k tuples/s).
+                cut = int(np.searchsorted(keys, check_at, side="left"))
+                if cut == 0:  # no instant came at the boundary: one interval further
+                    cut = int(np.searchsorted(keys, keys[0] + self.check_every, side="left"))
+                if 0 < cut < batch.num_rows:
+                    taken += self._ingest(stream, batch.slice(0, cut), time_column)
+                    batch = batch.slice(cut)
+                    continue
+                if at is None:
+                    taken += self._ingest(stream, batch, time_column)
+                    break
+            assert at is not None
             cut = int(np.searchsorted(keys, at, side="left"))
             if cut:
                 taken += self._ingest(stream, batch.slice(0, cut), time_column)
@@ -173,6 +189,15 @@ class MigratingExecutor:
             self._scheduled_due()
             batch = batch.slice(cut)
         return taken
+
+    def _next_check(self) -> int | None:
+        """Where to cut the input for the controller's next check (ticks): the instant
+        ``check_every`` after the last check fires once a stream has a tuple past it, so
+        the cut is two ticks later (tuples before it go in first)."""
+        if self.controller is None or self.check_every is None or self.origin is None:
+            return None
+        base = self._last_check if self._last_check is not None else self.origin
+        return base + self.check_every + 2
 
     def _ingest(self, stream: str, batch: pa.RecordBatch, time_column: int) -> int:
         if self.active is not None:
