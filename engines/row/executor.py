@@ -41,7 +41,7 @@ from engines.row.arrow_window import ArrowWindow
 from engines.row.base import Delta, Rows
 from engines.row.clock import EventClock, OnLate
 from engines.row.conversion import batch_to_rows, int64, is_sorted, min_max, row_at
-from engines.row.lowering import MakeGroup, lower_plan
+from engines.row.lowering import MakeGroup, Node, lower_plan
 from engines.row.r2s import RStreamOp
 from engines.row.windows import _WindowBase
 from optimizer.ir.errors import PlanError
@@ -297,19 +297,18 @@ class RowExecutor:
         deltas: list[Delta] = []
         perf = time.perf_counter
         for node in self.nodes:
-            op = node.op
             inputs = [deltas[i] for i in node.inputs]
             t0 = perf()
-            out = op.step(instant, inputs)
-            m = op.metrics
-            m.busy_s += perf() - t0
-            m.steps += 1
-            if node.counts:
-                if inputs:
-                    m.tuples_in += sum(len(d) for d in inputs)
-                m.tuples_out += len(out)
+            out = node.op.step(instant, inputs)
+            charge_step(node, inputs, out, t0)
             deltas.append(out)
-        self.clock.fired(instant)  # before emitting: a stop raised there leaves it fired
+        self.fired_emit(instant, deltas)
+
+    def fired_emit(self, instant: int, deltas: Sequence[Delta]) -> None:
+        """``instant`` has been stepped (``deltas``: every node's output, in node order):
+        tell the clock, then emit the R2S operator's output (a stop raised while emitting
+        leaves the instant fired)."""
+        self.clock.fired(instant)
         out = deltas[self.r2s_pos]
         self.emit(instant, out.table if out.table is not None else out.ins)
 
@@ -391,3 +390,17 @@ def _push_timed(
         if pm is not None:
             spent -= pm.busy_s - before
         w.metrics.busy_s += extra_s + spent
+
+
+def charge_step(node: Node, inputs: Sequence[Delta], out: Delta, started: float) -> None:
+    """Charge one step of ``node``'s operator to its metrics: the busy time since
+    ``started`` (a ``time.perf_counter()`` reading), one step and, for a counted node, the
+    tuples in and out. Every loop that steps row operators (the executor's, and the
+    migrations' that step two plans at once) charges through here."""
+    m = node.op.metrics
+    m.busy_s += time.perf_counter() - started
+    m.steps += 1
+    if node.counts:
+        if inputs:
+            m.tuples_in += sum(len(d) for d in inputs)
+        m.tuples_out += len(out)

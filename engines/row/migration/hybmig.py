@@ -60,11 +60,10 @@ from collections import deque
 from collections.abc import Callable, Hashable
 from typing import Any
 
-import pyarrow as pa
-
 from engines.row.base import NO_CHANGE, Delta, Row, RowOperator, Rows
-from engines.row.executor import RowExecutor
+from engines.row.executor import RowExecutor, charge_step
 from engines.row.join import HashJoinOp, _Store
+from engines.row.migration.forwarding import ForwardsToNew
 from engines.row.migration.jisc import JiscJoinOp, join_rows
 from engines.row.migration.signature import key_descriptor, permutation, permute, require
 from engines.row.migration.transfer import ExecutorView
@@ -88,7 +87,7 @@ _EXPIRING = (SlidingRangeWindow, TumblingWindow, RowsWindow)
 OnResult = Callable[[int, str, Delta], None]
 
 
-class HybridMigration:
+class HybridMigration(ForwardsToNew):
     """Runs ``old`` restricted to ``C`` and ``new`` on shared leaf states (see the module
     docstring); a PlanExecutor. ``on_result`` sees each plan's contribution per instant."""
 
@@ -179,43 +178,6 @@ class HybridMigration:
             w.op_id = op_id
         new.clock.step = self._step
         self._maybe_drop(None)
-
-    # -- the PlanExecutor protocol (everything goes through the new executor) ---------------
-
-    def ingest(self, stream: str, batch: pa.RecordBatch | pa.Table, time_column: int) -> int:
-        return self.new.ingest(stream, batch, time_column)
-
-    def advance_stream(self, stream: str, ts: int) -> None:
-        self.new.advance_stream(stream, ts)
-
-    def end_stream(self, stream: str) -> None:
-        self.new.end_stream(stream)
-
-    def finish(self) -> None:
-        self.new.finish()
-
-    @property
-    def successor(self) -> RowExecutor:
-        """The executor that continues alone once ``done``."""
-        return self.new
-
-    @property
-    def late_count(self) -> int:
-        return self.new.late_count
-
-    @property
-    def instants_fired(self) -> int:
-        return self.new.instants_fired
-
-    @property
-    def last_fired(self) -> int | None:
-        return self.new.last_fired
-
-    def watermark(self) -> int | None:
-        return self.new.watermark()
-
-    def operator_metrics(self) -> dict[str, dict[str, Any]]:
-        return self.new.operator_metrics()
 
     # -- set-up -----------------------------------------------------------------------------
 
@@ -439,17 +401,9 @@ class HybridMigration:
                     self.on_result(instant, "new", out)
                     self.on_result(instant, "old", od)
                 out = self._merge(out, od)
-            m = op.metrics
-            m.busy_s += perf() - t0
-            m.steps += 1
-            if node.counts:
-                if inputs:
-                    m.tuples_in += sum(len(d) for d in inputs)
-                m.tuples_out += len(out)
+            charge_step(node, inputs, out, t0)
             deltas.append(out)
-        new.clock.fired(instant)
-        res = deltas[new.r2s_pos]
-        new.emit(instant, res.table if res.table is not None else res.ins)
+        new.fired_emit(instant, deltas)
         self._maybe_drop(instant)
         if self.bsc and not self.done and not self.replace:
             self._bsc_stage(instant)

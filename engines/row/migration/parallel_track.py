@@ -31,11 +31,10 @@ import time
 from collections.abc import Hashable
 from typing import Any
 
-import pyarrow as pa
-
 from engines.row.base import NO_CHANGE, Delta, Row, Rows
-from engines.row.executor import RowExecutor
+from engines.row.executor import RowExecutor, charge_step
 from engines.row.join import HashJoinOp
+from engines.row.migration.forwarding import ForwardsToNew
 from engines.row.migration.jisc import JiscJoinOp, join_rows
 from engines.row.migration.signature import permutation, permute, require
 from engines.row.migration.transfer import ExecutorView
@@ -67,7 +66,7 @@ class _Tee(_WindowBase):
         raise AssertionError("the PT tee is not an operator")
 
 
-class ParallelTrack:
+class ParallelTrack(ForwardsToNew):
     """Runs ``old`` and ``new`` side by side (see the module docstring); a PlanExecutor."""
 
     def __init__(self, old: RowExecutor, new: RowExecutor) -> None:
@@ -144,43 +143,6 @@ class ParallelTrack:
             return best
 
         return due
-
-    # -- the PlanExecutor protocol (everything goes through the new executor) ---------------
-
-    def ingest(self, stream: str, batch: pa.RecordBatch | pa.Table, time_column: int) -> int:
-        return self.new.ingest(stream, batch, time_column)
-
-    def advance_stream(self, stream: str, ts: int) -> None:
-        self.new.advance_stream(stream, ts)
-
-    def end_stream(self, stream: str) -> None:
-        self.new.end_stream(stream)
-
-    def finish(self) -> None:
-        self.new.finish()
-
-    @property
-    def successor(self) -> RowExecutor:
-        """The executor that continues alone once ``done``."""
-        return self.new
-
-    @property
-    def late_count(self) -> int:
-        return self.new.late_count
-
-    @property
-    def instants_fired(self) -> int:
-        return self.new.instants_fired
-
-    @property
-    def last_fired(self) -> int | None:
-        return self.new.last_fired
-
-    def watermark(self) -> int | None:
-        return self.new.watermark()
-
-    def operator_metrics(self) -> dict[str, dict[str, Any]]:
-        return self.new.operator_metrics()
 
     # -- set-up -----------------------------------------------------------------------------
 
@@ -322,23 +284,14 @@ class ParallelTrack:
         new = self.new
         deltas: list[Delta] = []
         for k, node in enumerate(new.nodes):
-            op = node.op
             inputs = [deltas[i] for i in node.inputs]
             t0 = perf()
-            out = op.step(instant, inputs)
+            out = node.op.step(instant, inputs)
             if k == self.new_top:
                 out = self._merge(out, od)
-            m = op.metrics
-            m.busy_s += perf() - t0
-            m.steps += 1
-            if node.counts:
-                if inputs:
-                    m.tuples_in += sum(len(d) for d in inputs)
-                m.tuples_out += len(out)
+            charge_step(node, inputs, out, t0)
             deltas.append(out)
-        new.clock.fired(instant)
-        res = deltas[new.r2s_pos]
-        new.emit(instant, res.table if res.table is not None else res.ins)
+        new.fired_emit(instant, deltas)
         self._maybe_drop(instant)
 
     def _maybe_drop(self, instant: int | None) -> None:
