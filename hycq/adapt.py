@@ -24,9 +24,10 @@ engine are scaled by the ratio for every candidate (cost_models.corrected.Correc
 A model fitted on other rates and window sizes can be several times optimistic about a
 plan (Q2 all-row at 20k tuples/s: 3x); uncorrected, the optimizer keeps choosing that plan
 while it falls behind. A factor is updated only from an engine the running plan gives at
-least ``MIN_PREDICTED_U`` of predicted work, not within ``warmup_s`` of a migration (the
-replay's work is not the plan's), and clamped to ``[1/CORRECTION_LIMIT, CORRECTION_LIMIT]``;
-an engine never measured keeps factor 1.
+least ``MIN_PREDICTED_U`` of predicted work, not within ``warmup_s`` event-seconds of a
+migration being asked for or completed (the monitor's figures of the new plan restart when
+it completes; the replay's work is not the plan's), and clamped to
+``[1/CORRECTION_LIMIT, CORRECTION_LIMIT]``; an engine never measured keeps factor 1.
 
 Hysteresis: a target is adopted only once the same target (join orders and placement) has
 won ``dwell_checks`` consecutive checks, not before ``warmup_s`` event-seconds were
@@ -307,6 +308,9 @@ class AdaptiveController:
         run = self.running
         since = None if self.last_migration is None else (now_tick - self.last_migration)
         fresh = since is None or since >= self.policy.warmup_s * self.tps
+        # the monitor's figures of the plan running now (they restart when a migration
+        # completes, which may be long after it was asked for)
+        fresh = fresh and getattr(monitor, "plan_seconds", math.inf) >= self.policy.warmup_s
         busy = _measured_by_engine(monitor, run.placement)
         if busy and fresh and self.policy.correct:
             est = estimate(run.plan, self.query.catalog, rates=self.options.rate, measured=measured)

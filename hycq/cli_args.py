@@ -239,7 +239,8 @@ def _migration_flags(p: argparse.ArgumentParser) -> None:
         "result from one), hybmig / hybmig-lazy (shared leaf states, the old plan restricted "
         "to its share; with / without background state computation). auto: no change -> "
         "none; a join-order change of an all-row plan -> jisc; a placement change -> gpt "
-        "(gms with a ROWS window, or when --adapt finds the running plan cannot keep up); an "
+        "(gms with a ROWS window, or when --adapt asks: GPT would keep the old plan, and "
+        "the controller waiting, for a window horizon); an "
         "UNBOUNDED window or a tuple-count slide -> jisc or ms only",
     )
     g.add_argument(

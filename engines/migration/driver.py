@@ -336,7 +336,11 @@ class MigratingExecutor:
         if name == "auto":
             overloaded = request.reason.get("trigger") == "infeasible"
             name, why = choose_auto(
-                old_pp, new_pp, self.same_order(old_pp[0], new_pp[0]), overloaded
+                old_pp,
+                new_pp,
+                self.same_order(old_pp[0], new_pp[0]),
+                overloaded,
+                adaptive=meta.get("by") == "controller",
             )
         label_from = request.label_from or old.label
         label_to = request.label_to or self.label_of(request.plan)

@@ -148,15 +148,22 @@ class RuntimeMonitor:
         self._timeline: deque[dict[str, Any]] = deque(maxlen=timeline_limit)
         self.timeline_dropped = 0
         self.seconds = 0  # event-seconds closed
-        self.set_plan(plan)
+        self.set_plan(plan, counters_from_zero=True)
 
     # -- feeding ----------------------------------------------------------------------------
 
-    def set_plan(self, plan: LogicalPlan) -> None:
-        """The query now runs ``plan`` (after a migration): operator figures restart."""
+    def set_plan(self, plan: LogicalPlan, counters_from_zero: bool = False) -> None:
+        """The query now runs ``plan`` (after a migration): operator figures restart.
+
+        The executor's counters already hold the migration's work (a replay, a parallel
+        track): the first reading is only the base the next ones are measured from, unless
+        ``counters_from_zero`` (a fresh executor that has done nothing yet)."""
         self.plan = plan
         self.ops: dict[str, _OpFigures] = {}
         self._base: dict[str, tuple[float, ...]] | None = None
+        self._zero_base = counters_from_zero
+        self.plan_seconds = 0
+        """Event-seconds closed since the running plan was set."""
         self._sizes: dict[str, tuple[float, float]] = {}  # join -> (|L|, |R|) last read
         self._plan_info = _PlanInfo(plan)
         self._kinds: dict[str, str] = {}  # op id -> the kind the executor reports
@@ -213,7 +220,7 @@ class RuntimeMonitor:
             delta = {
                 k: tuple(a - b for a, b in zip(v, base[k], strict=True)) for k, v in reading.items()
             }
-        elif base is None:
+        elif base is None and self._zero_base:
             delta = reading  # counters of a fresh executor start at zero
         self._base = reading
         n = end - first
@@ -245,6 +252,7 @@ class RuntimeMonitor:
                 self.timeline_dropped += 1
             self._timeline.append(entry)
             self.seconds += 1
+            self.plan_seconds += 1
         self._sizes = sizes
 
     def _join_sizes(

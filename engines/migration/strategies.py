@@ -15,7 +15,8 @@ is registered; wiring one is one call, e.g.::
 * nothing: no migration (recorded as ``none``);
 * a placement change (any operator moved between engines, with or without a new join
   order): **gms** when the running plan cannot keep up (the controller's ``infeasible``
-  trigger: GPT would keep it running for a window horizon); else **gpt** when every window
+  trigger: GPT would keep it running for a window horizon) or when ``--adapt`` asked (GPT
+  would keep the controller waiting for a window horizon); else **gpt** when every window
   is time-based (no output gap, nothing replayed: the
   old plan keeps answering while the new one fills its windows, for one window horizon);
   **gms** when a ROWS window makes GPT inapplicable;
@@ -185,6 +186,7 @@ def choose_auto(
     new: tuple[LogicalPlan, dict[str, str]],
     same_order: bool,
     overloaded: bool = False,
+    adaptive: bool = False,
 ) -> tuple[str, str]:
     """(strategy name, why) for ``auto`` (see the module docstring); ``none`` when the two
     plans are the same. PlanError when no available strategy applies.
@@ -193,6 +195,11 @@ def choose_auto(
     adaptive controller's ``infeasible`` trigger). GPT would keep that plan running for a
     whole window horizon, so a placement change then replays instead (GMS: one output gap
     while the buffered horizon is recomputed by the new plan, then only the new plan runs).
+    ``adaptive``: the controller of ``--adapt`` asked (for any trigger). GMS is preferred
+    for the same reason: while a migration runs the controller does not look, and GPT
+    would tie it for a window horizon (Q2's 5-minute windows under a 1k -> 20k ramp: the
+    whole 20k phase passed inside one GPT migration); and the controller priced the move
+    as a replay of the horizon, which GMS is.
     """
     same_placement = old[1] == new[1]
     if same_order and same_placement:
@@ -208,6 +215,14 @@ def choose_auto(
                 "gms",
                 "the running plan cannot keep up: GMS replaces it at once (GPT would "
                 "keep it running for a window horizon)",
+            )
+        )
+    elif adaptive:
+        order.append(
+            (
+                "gms",
+                "asked by --adapt: GMS replaces the plan at once (GPT would keep the old "
+                "plan running, and the controller waiting, for a window horizon)",
             )
         )
     order += [

@@ -28,5 +28,8 @@ def test_auto_choices() -> None:
     assert strategies.choose_auto(row, col, True)[0] == "gpt"  # type: ignore[arg-type]
     # the running plan cannot keep up: do not keep it running for a horizon
     assert strategies.choose_auto(row, col, True, overloaded=True)[0] == "gms"  # type: ignore[arg-type]
+    # asked by --adapt: replay at once rather than tie the controller up for a horizon
+    assert strategies.choose_auto(row, col, True, adaptive=True)[0] == "gms"  # type: ignore[arg-type]
+    assert strategies.choose_auto(row, row2, False, adaptive=True)[0] == "jisc"  # type: ignore[arg-type]
     # a join-order change of an all-row plan stays JISC even when overloaded
     assert strategies.choose_auto(row, row2, False, overloaded=True)[0] == "jisc"  # type: ignore[arg-type]

@@ -85,3 +85,24 @@ def test_a_new_executor_restarts_operator_figures() -> None:
     m.set_plan(PLAN)
     assert m.statistics().selectivities == {}  # restarted: nothing measured on it yet
     assert abs(m.statistics().rates["r"] - 100) < 1e-9  # rates carry on
+
+
+def test_after_a_migration_the_new_executors_counters_are_a_base_not_one_seconds_work() -> None:
+    """A migrated-to executor's counters already hold the migration's work (a replay, a
+    parallel track): the first reading after ``set_plan`` is only the base, so that work is
+    not charged to one event-second (it made the adaptive controller read a plan at 60
+    core-seconds per second on the ramp)."""
+    m = RuntimeMonitor(PLAN, tps=1)
+    m.on_input("r", 100, 0, 0)
+    m.on_instant(0, counters(100, 50))
+    m.set_plan(PLAN)
+    assert m.plan_seconds == 0
+    m.on_input("r", 100, 1, 1)
+    m.on_instant(1, counters(1_000_000, 10))  # the replay's work
+    for sec in range(2, 6):
+        m.on_input("r", 100, sec, sec)
+        m.on_instant(sec, counters(1_000_000 + 100 * (sec - 1), 10 + 20 * (sec - 1)))
+    assert m.plan_seconds == 5  # seconds 0-4 closed (0 by the base reading)
+    figures = m.operator_figures()
+    assert all(abs(f["tuples_in"] - 100) < 1e-9 for f in figures.values() if f["kind"] == "select")
+    assert abs(m.statistics().selectivities["v > 0.5"] - 0.2) < 1e-9
