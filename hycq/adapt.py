@@ -311,7 +311,7 @@ class AdaptiveController:
         # the monitor's figures of the plan running now (they restart when a migration
         # completes, which may be long after it was asked for)
         fresh = fresh and getattr(monitor, "plan_seconds", math.inf) >= self.policy.warmup_s
-        busy = _measured_by_engine(monitor, run.placement)
+        busy = _measured_by_engine(monitor, run.placement, _engine_u(monitor))
         if busy and fresh and self.policy.correct:
             est = estimate(run.plan, self.query.catalog, rates=self.options.rate, measured=measured)
             coster = PlanCoster(est, self._base_model, self.options.row_core == "shared")
@@ -428,14 +428,19 @@ OVERLOAD_U = 1.05
 
 
 def _measured_utilization(monitor: Any) -> float | None:
-    """The running plan's smoothed busy time per event-second, summed over its operators
-    (None before anything was measured)."""
+    """The running plan's smoothed busy time per event-second: the engine thread's whole
+    time where the driver measures it, else its operators' sum (None before anything was
+    measured)."""
     figures = getattr(monitor, "operator_figures", None)
     if figures is None:
         return None
     us = [f.get("u") for f in figures().values()]
     known = [float(u) for u in us if isinstance(u, int | float)]
-    return sum(known) if known else None
+    ops = sum(known) if known else None
+    whole = _engine_u(monitor)
+    if whole is None:
+        return ops
+    return whole if ops is None else max(whole, ops)
 
 
 #: Predicted busy core-seconds per second an engine must have in the running plan for its
@@ -445,10 +450,30 @@ MIN_PREDICTED_U = 0.002
 CORRECTION_LIMIT = 20.0
 
 
-def _measured_by_engine(monitor: Any, placement: Mapping[str, str]) -> dict[str, float]:
+def _engine_u(monitor: Any) -> float | None:
+    """The engine thread's smoothed busy time per event-second, if the monitor has it."""
+    get = getattr(monitor, "engine_utilization", None)
+    return get() if get is not None else None
+
+
+def _measured_by_engine(
+    monitor: Any, placement: Mapping[str, str], engine_u: float | None = None
+) -> dict[str, float]:
     """The running plan's smoothed busy time per event-second per engine: a MIG operator
     (``mig[<top>]``) counts for the engine of its group's top, every other operator for
-    the row engine. {} before anything was measured."""
+    the row engine, and so does the engine thread's time outside every operator
+    (``engine_u``, the driver's measure of the whole thread, minus the operators' sum):
+    the clock, the deltas between operators, the output. {} before anything was
+    measured."""
+    out = _operator_busy(monitor, placement)
+    if engine_u is not None and out:
+        outside = engine_u - sum(out.values())
+        if outside > 0:
+            out["row"] = out.get("row", 0.0) + outside
+    return out
+
+
+def _operator_busy(monitor: Any, placement: Mapping[str, str]) -> dict[str, float]:
     figures = getattr(monitor, "operator_figures", None)
     if figures is None:
         return {}

@@ -152,6 +152,15 @@ class MigratingExecutor:
     def ingest(self, stream: str, batch: pa.RecordBatch, time_column: int) -> int:
         if batch.num_rows == 0:
             return 0
+        return self._ingest_cut(stream, batch, time_column)
+
+    def _charge(self, started: float) -> None:
+        """Tell the monitor how long the engine worked on a call (all of it: operators,
+        clock, deltas, output, migrations), for the engine thread's load."""
+        if self.monitor is not None:
+            self.monitor.engine_busy_s += time.perf_counter() - started
+
+    def _ingest_cut(self, stream: str, batch: pa.RecordBatch, time_column: int) -> int:
         if self.origin is None:
             self.origin = int(batch.column(time_column)[0].as_py())
         self.time_columns[stream] = time_column
@@ -200,6 +209,7 @@ class MigratingExecutor:
         return base + self.check_every + 2
 
     def _ingest(self, stream: str, batch: pa.RecordBatch, time_column: int) -> int:
+        started = time.perf_counter()
         if self.active is not None:
             acc = self.active.ingest(stream, batch, time_column)
         else:
@@ -216,7 +226,10 @@ class MigratingExecutor:
             if self.monitor is not None:
                 alo, ahi = _bounds(acc, time_column)
                 self.monitor.on_input(stream, n, alo, ahi)
+        self._charge(started)  # before the instants it fired are closed
+        started = time.perf_counter()
         self._after_call()
+        self._charge(started)
         return n
 
     def advance_stream(self, stream: str, ts: int) -> None:

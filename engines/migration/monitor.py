@@ -148,6 +148,12 @@ class RuntimeMonitor:
         self._timeline: deque[dict[str, Any]] = deque(maxlen=timeline_limit)
         self.timeline_dropped = 0
         self.seconds = 0  # event-seconds closed
+        self._recent: dict[str, deque[float]] = {}  # arrivals per second over a window span
+        self.engine_busy_s = 0.0
+        """Wall seconds the engine spent on the query so far (the driver adds them): its
+        operators, and everything between them (clock, deltas, output) that they do not
+        time. Its increase per event-second is the load of the one engine thread."""
+        self._engine_base = 0.0
         self.set_plan(plan, counters_from_zero=True)
 
     # -- feeding ----------------------------------------------------------------------------
@@ -167,6 +173,12 @@ class RuntimeMonitor:
         self._sizes: dict[str, tuple[float, float]] = {}  # join -> (|L|, |R|) last read
         self._plan_info = _PlanInfo(plan)
         self._kinds: dict[str, str] = {}  # op id -> the kind the executor reports
+        spans = _window_spans(plan, self.tps)
+        for stream in self.streams:
+            span = max(1, spans.get(stream, 1))
+            old = self._recent.get(stream, deque())
+            self._recent[stream] = deque(old, maxlen=span)
+        self.engine_u = Ewma(self.alpha)
 
     def on_input(self, stream: str, n_rows: int, lo_ts: int, hi_ts: int) -> None:
         """``n_rows`` tuples of ``stream`` with timestamps in ``lo_ts..hi_ts`` were accepted."""
@@ -254,6 +266,7 @@ class RuntimeMonitor:
             self.seconds += 1
             self.plan_seconds += 1
         self._sizes = sizes
+        self._engine_base = self.engine_busy_s
 
     def _join_sizes(
         self, states: Mapping[str, Mapping[str, Any]]
@@ -278,7 +291,12 @@ class RuntimeMonitor:
         for stream in self.streams:
             n = arrivals.get(stream, 0.0)
             self.rates[stream].update(n)
+            self._recent[stream].append(n)
             streams[stream] = {"rows": n, "rate": self.rates[stream].value}
+        busy = self.engine_busy_s - self._engine_base
+        if delta is not None or self._zero_base:
+            self.engine_u.update(busy * share)
+        ops_engine = {"engine_busy_s": busy * share, "engine_u_smoothed": self.engine_u.value}
         ops: dict[str, Any] = {}
         if delta is not None:
             info = self._plan_info
@@ -317,7 +335,7 @@ class RuntimeMonitor:
                 if keys:
                     row["keys"] = keys
                 ops[op_id] = row
-        return {"second": sec, "streams": streams, "operators": ops}
+        return {"second": sec, "streams": streams, "operators": ops, **ops_engine}
 
     def _figures(self, op_id: str) -> _OpFigures:
         f = self.ops.get(op_id)
@@ -362,6 +380,11 @@ class RuntimeMonitor:
         smoothed; the rest that second's own figures)."""
         return [_json_safe(e) for e in self._timeline]
 
+    def engine_utilization(self) -> float | None:
+        """The engine thread's smoothed busy seconds per event-second (``engine_busy_s``
+        as the driver reports it; None before anything was measured)."""
+        return self.engine_u.value
+
     def operator_figures(self) -> dict[str, dict[str, Any]]:
         """Smoothed per-operator figures now: kind, tuples in/out per second, u, and where
         measured selectivity, key counts and MIG slide time (ms)."""
@@ -391,7 +414,18 @@ class RuntimeMonitor:
         if not self.seconds:
             return MeasuredStatistics()
         info = self._plan_info
-        rates = {s: float(e.value) for s, e in self.rates.items() if e.value is not None}
+        rates = {}
+        for s, ewma in self.rates.items():
+            if ewma.value is None:
+                continue
+            # A window holds what arrived over its span: right after a rate drop it still
+            # holds the higher rate's tuples, and what costs the window's content (a MIG
+            # re-running its SQL, replaying it to another plan) costs that. So the rate the
+            # optimizer gets is the larger of the smoothed arrivals and the average over
+            # the largest window's span (a rise shows in the former at once).
+            recent = self._recent[s]
+            average = sum(recent) / len(recent) if recent else 0.0
+            rates[s] = max(float(ewma.value), average)
         sel: dict[str, float] = {}
         distinct: dict[tuple[str, tuple[str, ...]], float] = {}
         for op_id, f in self.ops.items():
@@ -408,6 +442,19 @@ class RuntimeMonitor:
                 if e is not None and e.value is not None and e.value >= 1.0:
                     distinct[key] = max(distinct.get(key, 0.0), float(e.value))
         return MeasuredStatistics(rates, sel, distinct, float(self.seconds))
+
+
+def _window_spans(plan: LogicalPlan, tps: int) -> dict[str, int]:
+    """Stream -> the largest time-based window span over it, in whole event-seconds."""
+    out: dict[str, int] = {}
+    for op in plan.operators():
+        if isinstance(op, Window) and op.window is WindowKind.RANGE and op.size is not None:
+            (src,) = plan.inputs(op.id)
+            source = plan.op(src)
+            if isinstance(source, Source):
+                span = -(-int(op.size) // tps)
+                out[source.stream] = max(out.get(source.stream, 0), span)
+    return out
 
 
 class _PlanInfo:

@@ -50,7 +50,10 @@ class RuntimeMonitorHook(Protocol):
     [lo, hi] (ticks of the query's time base) went into the running plan. ``on_instant``:
     instant ``instant`` has fired in the running plan ``executor`` (its
     ``operator_metrics()`` may be read). Called between calls into the executor.
+    ``engine_busy_s``: the driver adds the wall time each call kept the engine busy.
     """
+
+    engine_busy_s: float
 
     def on_input(self, stream: str, n_rows: int, lo: int, hi: int) -> None: ...
 

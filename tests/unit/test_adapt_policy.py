@@ -249,3 +249,30 @@ def test_a_correction_needs_enough_predicted_work_and_waits_after_a_migration() 
     assert ctl.correction == {}
     ctl.check(211, fig)  # type: ignore[arg-type]
     assert ctl.correction["row"] > 1.0
+
+
+def test_the_engine_threads_whole_time_counts_not_only_its_operators() -> None:
+    """The operators time their own steps; the clock, the deltas between them and the
+    output are the engine thread's too. Q2 all-row at 20k tuples/s: operators 0.5-0.9
+    core-seconds per event-second, the thread over 1 (it fell behind). The driver's
+    measure of the whole thread decides, and the time outside the operators is the row
+    engine's."""
+
+    class Thread(RowBusy):
+        whole = 0.0
+
+        def engine_utilization(self) -> float:
+            return self.whole
+
+    ctl, q = controller(500.0, dwell_checks=1, correct=False)
+    fig = Thread(rate=1000.0)
+    fig.ops = tuple(o.id for o in q.plan.operators())
+    fig.u, fig.whole = 0.6, 1.4
+    ctl.check(100, fig)  # type: ignore[arg-type]
+    last = ctl.decisions[-1]
+    assert last["measured_u_by_engine"] == {"row": pytest.approx(1.4)}
+    from hycq.adapt import _measured_utilization
+
+    assert _measured_utilization(fig) == pytest.approx(1.4)
+    fig.whole = 0.3  # a thread reading below its operators' sum: the operators' sum
+    assert _measured_utilization(fig) == pytest.approx(0.6)

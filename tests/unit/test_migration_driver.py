@@ -51,6 +51,7 @@ class _Monitor:
     def __init__(self) -> None:
         self.rows = 0
         self.instants: list[int] = []
+        self.engine_busy_s = 0.0
 
     def on_input(self, stream: str, n_rows: int, lo: int, hi: int) -> None:
         assert lo <= hi
@@ -106,6 +107,7 @@ def test_controller_request_migrates_and_monitor_is_fed() -> None:
     gaps = [b - a for a, b in zip(controller.calls, controller.calls[1:], strict=False)]
     assert all(g >= 3 for g in gaps)
     assert monitor.rows == sum(t.num_rows for t in _data().values())
+    assert monitor.engine_busy_s > 0  # the driver timed its calls
     assert monitor.instants == sorted(monitor.instants) and len(monitor.instants) == len(out)
     rows = [(t, *r) for t, rs in out for r in _tuples(rs)]
     assert rows  # the emitted stream equals the oracle's
