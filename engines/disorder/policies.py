@@ -9,11 +9,15 @@ quality target; the fixed policies take none). Another module adds a policy with
     register_policy("quality", lambda spec, tps, params: MyPolicy(...))
 
 and ``--disorder quality`` then builds it; until one is registered, ``quality`` is an
-OptionError (exit 2) that says so.
+OptionError (exit 2) that says so. A module ``engines.disorder.<name>`` (e.g.
+``engines/disorder/quality.py``) is imported the first time ``--disorder <name>`` is asked
+for, so a policy module that registers itself on import needs no other wiring.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -86,6 +90,9 @@ def make_policy(
     if spec.kind == "none":
         return None
     factory = _REGISTRY.get(spec.kind)
+    if factory is None and importlib.util.find_spec(f"engines.disorder.{spec.kind}") is not None:
+        importlib.import_module(f"engines.disorder.{spec.kind}")  # registers itself
+        factory = _REGISTRY.get(spec.kind)
     if factory is not None:
         return factory(spec, tps, params)
     if spec.kind == "kslack":

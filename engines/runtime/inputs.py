@@ -14,6 +14,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engines.arrow_types import arrow_schema
+from engines.disorder.kslack import KSlackBuffer, released
+from engines.disorder.policies import make_policy
+from engines.disorder.spec import DisorderSpec
 from engines.defaults import DEFAULT_DURATION_S
 from engines.runtime.dead_letters import DeadLetters, validate
 from engines.runtime.engine import PlanExecutor
@@ -283,6 +286,8 @@ class MergedInputs:
         inputs: list[StreamInput],
         duration: float | None,
         dead: DeadLetters,
+        disorder: DisorderSpec | None = None,
+        disorder_params: dict[str, Any] | None = None,
     ) -> None:
         reads = {op.stream for op in plan.operators() if isinstance(op, SourceOp)}
         # Inputs of streams the plan does not read (an API caller's extra tables) are skipped.
@@ -294,10 +299,22 @@ class MergedInputs:
         self.progress_bar: dict[str, int] = {}
         # Streams the plan reads without an input have ended from the start.
         self._ended: list[str] = sorted(reads - {i.stream.name for i in inputs})
+        #: The run's K-slack buffers, one per stream (none without ``disorder``).
+        self.policy = make_policy(disorder, self.tps, disorder_params) if disorder else None
+        self.buffers: dict[str, KSlackBuffer] = {}
+        streams: list[tuple[Iterator[pa.RecordBatch], int]] = []
+        for index, inp in enumerate(inputs):
+            prepared = self._prepared(index, inp.batches)
+            if self.policy is None:
+                streams.append((inp.batches, inp.stream.time_index))
+                continue
+            buf = KSlackBuffer(inp.stream.name, inp.stream.time_index, self.policy, self.tps)
+            self.buffers[inp.stream.name] = buf
+            streams.append((released(buf, prepared), inp.stream.time_index))
         self.merge = TimeMerge(
-            [(i.batches, i.stream.time_index) for i in inputs],
+            streams,
             grid=plan_slides(plan),
-            prepare=self._prepare,
+            prepare=self._prepare if self.policy is None else None,
             span=duration * self.tps if duration is not None else None,
             on_progress=self._on_progress,
             on_end=self._on_end,
@@ -306,6 +323,30 @@ class MergedInputs:
     def __iter__(self) -> Iterator[tuple[StreamInput, pa.RecordBatch]]:
         for index, batch in self.merge:
             yield self.inputs[index], batch
+
+    def arrival_wall(self) -> float | None:
+        """Wall time (``perf_counter``) of the latest arrival that released tuples from a
+        K-slack buffer: what completed whatever fires next (None without buffers)."""
+        if not self.buffers:
+            return None
+        return max(b.last_release_wall for b in self.buffers.values())
+
+    def late_note(self, stream: str) -> str:
+        """What a late tuple's dead letter adds about the buffer of ``stream``."""
+        buf = self.buffers.get(stream)
+        if buf is None:
+            return ""
+        tps = self.tps
+        return (
+            f"; its delay exceeded the K-slack of stream '{stream}' "
+            f"(K = {buf.k() / tps:g} s, --disorder {self.policy.name if self.policy else ''})"
+        )
+
+    def disorder_metrics(self) -> dict[str, Any] | None:
+        """Per stream what its buffer measured (docs/disorder.md), None without buffers."""
+        if self.policy is None:
+            return None
+        return {name: b.stats.metrics(b.k()) for name, b in sorted(self.buffers.items())}
 
     def tell(self, engine: PlanExecutor) -> None:
         """Pass the progress and ends reported since the last call on to ``engine``."""
@@ -321,6 +362,12 @@ class MergedInputs:
 
     def _on_end(self, index: int) -> None:
         self._ended.append(self.inputs[index].stream.name)
+
+    def _prepared(
+        self, index: int, batches: Iterator[pa.RecordBatch]
+    ) -> Iterator[pa.RecordBatch]:
+        for b in batches:
+            yield self._prepare(index, b)
 
     def _prepare(self, index: int, batch: pa.RecordBatch) -> pa.RecordBatch:
         stream = self.inputs[index].stream

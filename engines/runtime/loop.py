@@ -95,7 +95,12 @@ def run_plan(
 
     columns = {s.name: [c.name for c in s.columns] for s in catalog.streams.values()}
 
+    merged: MergedInputs | None = None
+
     def on_late(stream: str, row: tuple[Any, ...], reason: str) -> None:
+        if merged is not None and stream in merged.buffers:
+            merged.buffers[stream].stats.late_dropped += 1
+            reason += merged.late_note(stream)
         dead.add(stream, dict(zip(columns.get(stream, []), row, strict=False)), reason, "late")
 
     engine: PlanExecutor
@@ -107,7 +112,14 @@ def run_plan(
         stop.restore()
         sink.abort()
         raise
-    merged = MergedInputs(plan, inputs, options.duration, dead)
+    try:
+        merged = MergedInputs(
+            plan, inputs, options.duration, dead, options.disorder, options.disorder_params
+        )
+    except BaseException:
+        stop.restore()
+        sink.abort()
+        raise
     inputs = merged.inputs  # the streams the plan reads
     tps = merged.tps  # ticks per second of the query's time base
     timeline.tps = tps
@@ -158,7 +170,10 @@ def run_plan(
                         lag_max = max(lag_max, now - due)
                 if stop.requested:
                     break
-                arrival[0] = time.perf_counter()
+                # End-to-end latency counts from the arrival that released the tuples from a
+                # K-slack buffer (docs/disorder.md), else from when the loop took them.
+                released_at = merged.arrival_wall()
+                arrival[0] = released_at if released_at is not None else time.perf_counter()
                 timeline.tuples(batch.column(t_index), lo, hi)
                 try:
                     merged.tell(engine)
@@ -247,6 +262,17 @@ def run_plan(
         "rss_mb_timeline": rss_timeline,
         "operators": ops,
     }
+    disorder = merged.disorder_metrics()
+    if disorder is not None:
+        metrics["disorder"] = {
+            "policy": options.disorder.text(),
+            "streams": disorder,
+            "latency_ms": {
+                "p50": metrics["latency_ms"]["p50"],
+                "p99": metrics["latency_ms"]["p99"],
+                "max": float(max(latencies)) if latencies else None,
+            },
+        }
     if extra_metrics is not None:
         metrics.update(extra_metrics())
     plans: Any = metrics.get("plans")  # a migrating run's plans: who emitted when
