@@ -274,7 +274,14 @@ def _run(args: argparse.Namespace) -> int:
 
         check_out_path(args.report, "--report")
     data = _parse_data(args.data)
+    from engines.disorder.policies import check_available
+    from engines.disorder.spec import parse_disorder
+
+    disorder = parse_disorder(args.disorder)
+    check_available(disorder)
     options = RunOptions(
+        disorder=disorder,
+        idle_timeout=args.idle_timeout,
         rate=args.rate,
         duration=args.duration,
         pace=args.pace,

@@ -174,9 +174,7 @@ class KSlackBuffer:
         return table.take(pa.array(order)).combine_chunks().to_batches()[0]
 
 
-def released(
-    buffer: KSlackBuffer, batches: Iterator[pa.RecordBatch]
-) -> Iterator[pa.RecordBatch]:
+def released(buffer: KSlackBuffer, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The stream ``batches`` as its K-slack buffer releases it (flushed at the end)."""
     for b in batches:
         out = buffer.push(b, time.perf_counter())

@@ -82,27 +82,34 @@ def registered() -> list[str]:
     return sorted({"kslack", "max", *_REGISTRY})
 
 
+def check_available(spec: DisorderSpec) -> None:
+    """OptionError (exit 2) unless ``--disorder`` names a policy this build has."""
+    if spec.kind == "none" or _factory(spec.kind) is not None:
+        return
+    raise OptionError(
+        f"--disorder {spec.kind}: no {spec.kind} policy is available in this build",
+        hint="use --disorder kslack:K (e.g. kslack:2s), max, or none",
+    )
+
+
+def _factory(kind: str) -> PolicyFactory | None:
+    factory = _REGISTRY.get(kind)
+    if factory is None and importlib.util.find_spec(f"engines.disorder.{kind}") is not None:
+        importlib.import_module(f"engines.disorder.{kind}")  # registers itself
+        factory = _REGISTRY.get(kind)
+    return factory
+
+
 def make_policy(
     spec: DisorderSpec, tps: int, params: Mapping[str, Any] | None = None
 ) -> SlackPolicy | None:
     """The policy of a run (None for ``none``: no buffers, today's behaviour)."""
-    params = params or {}
     if spec.kind == "none":
         return None
-    factory = _REGISTRY.get(spec.kind)
-    if factory is None and importlib.util.find_spec(f"engines.disorder.{spec.kind}") is not None:
-        importlib.import_module(f"engines.disorder.{spec.kind}")  # registers itself
-        factory = _REGISTRY.get(spec.kind)
-    if factory is not None:
-        return factory(spec, tps, params)
-    if spec.kind == "kslack":
-        return FixedSlack(spec.k_ticks(tps))
-    if spec.kind == "max":
-        return MaxSlack()
-    raise OptionError(
-        f"--disorder {spec.kind}: no quality-driven policy is available in this build",
-        hint="use --disorder kslack:K (e.g. kslack:2s) or --disorder max",
-    )
+    check_available(spec)
+    factory = _factory(spec.kind)
+    assert factory is not None
+    return factory(spec, tps, params or {})
 
 
 register_policy("kslack", lambda spec, tps, params: FixedSlack(spec.k_ticks(tps)))

@@ -14,10 +14,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engines.arrow_types import arrow_schema
+from engines.defaults import DEFAULT_DURATION_S
 from engines.disorder.kslack import KSlackBuffer, released
 from engines.disorder.policies import make_policy
 from engines.disorder.spec import DisorderSpec
-from engines.defaults import DEFAULT_DURATION_S
 from engines.runtime.dead_letters import DeadLetters, validate
 from engines.runtime.engine import PlanExecutor
 from engines.runtime.options import OptionNames, RunOptions
@@ -288,6 +288,7 @@ class MergedInputs:
         dead: DeadLetters,
         disorder: DisorderSpec | None = None,
         disorder_params: dict[str, Any] | None = None,
+        idle_timeout: float | None = None,
     ) -> None:
         reads = {op.stream for op in plan.operators() if isinstance(op, SourceOp)}
         # Inputs of streams the plan does not read (an API caller's extra tables) are skipped.
@@ -297,6 +298,12 @@ class MergedInputs:
         self.tps = 1000 // TIME_UNITS_MS[self.time_unit]
         self.dead = dead
         self.progress_bar: dict[str, int] = {}
+        #: ``--idle-timeout`` in ticks, each live stream's progress as last told, the streams
+        #: ended so far, and per stream how often the rule moved it (docs/disorder.md).
+        self.idle_ticks = round(idle_timeout * self.tps) if idle_timeout is not None else None
+        self.known: dict[str, int] = {}
+        self.gone: set[str] = set()
+        self.idle_advanced: dict[str, int] = {}
         # Streams the plan reads without an input have ended from the start.
         self._ended: list[str] = sorted(reads - {i.stream.name for i in inputs})
         #: The run's K-slack buffers, one per stream (none without ``disorder``).
@@ -332,14 +339,19 @@ class MergedInputs:
         return max(b.last_release_wall for b in self.buffers.values())
 
     def late_note(self, stream: str) -> str:
-        """What a late tuple's dead letter adds about the buffer of ``stream``."""
+        """What a late tuple's dead letter adds about the buffer of ``stream`` (and the
+        idle-stream rule, if it moved the stream)."""
+        idle = ""
+        if stream in self.idle_advanced:
+            idle = f"; stream '{stream}' was idle and moved on by --idle-timeout"
         buf = self.buffers.get(stream)
         if buf is None:
-            return ""
+            return idle
         tps = self.tps
         return (
             f"; its delay exceeded the K-slack of stream '{stream}' "
             f"(K = {buf.k() / tps:g} s, --disorder {self.policy.name if self.policy else ''})"
+            + idle
         )
 
     def disorder_metrics(self) -> dict[str, Any] | None:
@@ -352,10 +364,16 @@ class MergedInputs:
         """Pass the progress and ends reported since the last call on to ``engine``."""
         for name, key in self.progress_bar.items():
             engine.advance_stream(name, key)
+            self.known[name] = max(key, self.known.get(name, key))
         self.progress_bar.clear()
         for name in self._ended:
             engine.end_stream(name)
+            self.gone.add(name)
         self._ended.clear()
+        for name, floor in idle_floor(self.known, self.gone, self.idle_ticks).items():
+            engine.advance_stream(name, floor)
+            self.known[name] = floor
+            self.idle_advanced[name] = self.idle_advanced.get(name, 0) + 1
 
     def _on_progress(self, index: int, key: int) -> None:
         self.progress_bar[self.inputs[index].stream.name] = key
@@ -363,9 +381,7 @@ class MergedInputs:
     def _on_end(self, index: int) -> None:
         self._ended.append(self.inputs[index].stream.name)
 
-    def _prepared(
-        self, index: int, batches: Iterator[pa.RecordBatch]
-    ) -> Iterator[pa.RecordBatch]:
+    def _prepared(self, index: int, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for b in batches:
             yield self._prepare(index, b)
 
@@ -373,6 +389,22 @@ class MergedInputs:
         stream = self.inputs[index].stream
         batch = validate(batch, stream.name, self.dead)
         return to_time_base(batch, stream, self.time_unit, self.dead)
+
+
+def idle_floor(
+    progress: dict[str, int], ended: Collection[str], idle_ticks: int | None
+) -> dict[str, int]:
+    """The idle-stream rule (``--idle-timeout``), in event time: a live stream whose progress
+    is more than ``idle_ticks`` behind the leading live stream counts as progressed to the
+    lead minus ``idle_ticks``. Returns the streams it moves and where to. This is the one
+    place the rule lives; a live source's wall-clock silence would feed the same progress."""
+    if idle_ticks is None:
+        return {}
+    live = {n: p for n, p in progress.items() if n not in ended}
+    if len(live) < 2:
+        return {}
+    floor = max(live.values()) - idle_ticks
+    return {n: floor for n, p in live.items() if p < floor}
 
 
 def to_time_base(

@@ -98,8 +98,9 @@ def run_plan(
     merged: MergedInputs | None = None
 
     def on_late(stream: str, row: tuple[Any, ...], reason: str) -> None:
-        if merged is not None and stream in merged.buffers:
-            merged.buffers[stream].stats.late_dropped += 1
+        if merged is not None:
+            if stream in merged.buffers:
+                merged.buffers[stream].stats.late_dropped += 1
             reason += merged.late_note(stream)
         dead.add(stream, dict(zip(columns.get(stream, []), row, strict=False)), reason, "late")
 
@@ -114,7 +115,13 @@ def run_plan(
         raise
     try:
         merged = MergedInputs(
-            plan, inputs, options.duration, dead, options.disorder, options.disorder_params
+            plan,
+            inputs,
+            options.duration,
+            dead,
+            options.disorder,
+            options.disorder_params,
+            options.idle_timeout,
         )
     except BaseException:
         stop.restore()
@@ -237,7 +244,7 @@ def run_plan(
         # (busy seconds per event-second), the dissertation's utilisation (Eq. 6.4).
         m["u"] = m["busy_s"] / event_s if event_s else None
     kept_up = lag_max <= max(1.0, 0.1 * event_s) if realtime else throughput >= rate
-    metrics = {
+    metrics: dict[str, Any] = {
         "tuples_in": tuples_in,
         "wall_s": wall_s,
         "throughput": throughput,
@@ -263,13 +270,15 @@ def run_plan(
         "operators": ops,
     }
     disorder = merged.disorder_metrics()
-    if disorder is not None:
+    if disorder is not None or options.idle_timeout is not None:
         metrics["disorder"] = {
             "policy": options.disorder.text(),
-            "streams": disorder,
+            "streams": disorder or {},
+            "idle_timeout_s": options.idle_timeout,
+            "idle_advanced": dict(merged.idle_advanced),
             "latency_ms": {
-                "p50": metrics["latency_ms"]["p50"],
-                "p99": metrics["latency_ms"]["p99"],
+                "p50": float(np.percentile(latencies, 50)) if latencies else None,
+                "p99": float(np.percentile(latencies, 99)) if latencies else None,
                 "max": float(max(latencies)) if latencies else None,
             },
         }

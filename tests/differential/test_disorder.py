@@ -25,7 +25,6 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from engines.disorder.spec import DisorderSpec
 from engines.runtime.options import RunOptions
 from engines.sources.keyed import KeyedGenerator, KeyedStream
 from hycq.api import execute
