@@ -270,12 +270,18 @@ def run_plan(
         "operators": ops,
     }
     disorder = merged.disorder_metrics()
-    if disorder is not None or options.idle_timeout is not None:
+    inserted: dict[str, int] = getattr(getattr(engine, "clock", None), "late_inserted", {})
+    for name, count in inserted.items():
+        if disorder is not None and name in disorder:
+            disorder[name]["late_inserted"] = count
+    if disorder is not None or options.idle_timeout is not None or inserted:
         metrics["disorder"] = {
             "policy": options.disorder.text(),
             "streams": disorder or {},
             "idle_timeout_s": options.idle_timeout,
             "idle_advanced": dict(merged.idle_advanced),
+            "late": "insert" if options.late_insert else "drop",
+            "late_inserted": sum(inserted.values()),
             "latency_ms": {
                 "p50": float(np.percentile(latencies, 50)) if latencies else None,
                 "p99": float(np.percentile(latencies, 99)) if latencies else None,

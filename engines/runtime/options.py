@@ -60,3 +60,12 @@ class RunOptions:
     #: ``--idle-timeout``: event-seconds a silent stream may hold the clock back while the
     #: others progress (docs/disorder.md, "Idle streams"); None: wait for it forever.
     idle_timeout: float | None = None
+    #: ``--late``: ``insert`` (a late tuple that still falls into a row window with results
+    #: to come enters it), ``drop`` (every late tuple is dead-lettered), or None: ``insert``
+    #: when ``disorder`` buffers, ``drop`` without (docs/disorder.md).
+    late: str | None = None
+
+    @property
+    def late_insert(self) -> bool:
+        """Whether late tuples may enter open windows in this run."""
+        return self.late == "insert" or (self.late is None and self.disorder.buffered)

@@ -13,6 +13,10 @@ streams in some cases.
   (tests/lateness.py); the tuples it marks are the expected dead letters, and the oracle over
   the others is the expected result.
 * With K at least the largest delay, that expectation is the truth itself (checked too).
+* With late insertion (``--late insert``, the row engine's windows), a late tuple that falls
+  into a window at an instant after the one that had fired when it arrived counts from then
+  on: the expected result at instant T is the oracle over the on-time tuples plus the late
+  ones that arrived before T fired; only the late tuples in no later window are dead letters.
 """
 
 from __future__ import annotations
@@ -34,8 +38,8 @@ from optimizer.sql.catalog import load_catalog
 from tests.differential.test_engines import random_placements
 from tests.engines import marks_of
 from tests.kslack_reference import delays, released_order
-from tests.lateness import late_in_own_stream
-from tests.oracle import assert_same_stream, oracle
+from tests.lateness import late_in_own_stream, late_instants
+from tests.oracle import TS, assert_same_stream, oracle, parse_windows, time_base
 
 ROOT = Path(__file__).resolve().parents[2]
 CATALOG = load_catalog(ROOT / "queries" / "keyed" / "catalog.toml")
@@ -96,6 +100,72 @@ def _expected(
     return oracle(QUERIES[query], CATALOG, kept), sum(sum(v) for v in late.values())
 
 
+def _expected_insert(
+    query: str, data: dict[str, pa.Table], k_by_stream: dict[str, int]
+) -> tuple[pa.Table, int]:
+    """(result, dead letters) with late insertion (module docstring), from the definitions:
+    a late tuple counts when some window over its stream holds it at an instant after the
+    one fired at its arrival (brute force over the window's instants)."""
+    from optimizer.ir.catalog import TIME_UNITS_MS
+    from optimizer.ir.errors import Source as Text
+    from optimizer.sql.parse import parse_select
+
+    tree = parse_select(Text(QUERIES[query]))
+    windows = parse_windows(tree, CATALOG)
+    base = time_base(tree, CATALOG)
+    reads = _reads(query)
+    released = {}
+    for name in reads:
+        t = data[name]
+        order = released_order(t.column("ts").to_pylist(), k_by_stream[name])
+        released[name] = t.take(pa.array(order, pa.int64()))
+    fired = late_instants(QUERIES[query], CATALOG, released)
+    on_time: dict[str, list[bool]] = {}
+    inserted: list[tuple[int, str, int]] = []  # (fired, stream, row)
+    dead = 0
+    for name in reads:
+        factor = TIME_UNITS_MS[CATALOG.get(name).time_unit] // TIME_UNITS_MS[base]
+        ts = released[name].column("ts").to_pylist()
+        on_time[name] = [f is None for f in fired[name]]
+        for i, f in enumerate(fired[name]):
+            if f is None:
+                continue
+            t = ts[i] * factor
+            counts = False
+            for w in (w for w in windows if w.stream == name):
+                if w.kind == "unbounded":
+                    counts = True
+                elif w.kind in ("range", "now"):
+                    assert w.size is not None
+                    first = (f // w.slide + 1) * w.slide
+                    counts |= any(
+                        big - w.size < t <= big
+                        for big in range(first, first + w.size + w.slide, w.slide)
+                    )
+            if counts:
+                inserted.append((f, name, i))
+            else:
+                dead += 1
+
+    def tables(upto: int | None) -> dict[str, pa.Table]:
+        keep = {n: list(v) for n, v in on_time.items()}
+        for f, n, i in inserted:
+            if upto is not None and f <= upto:
+                keep[n][i] = True
+        return {n: released[n].filter(pa.array(keep[n], pa.bool_())) for n in reads}
+
+    pieces = []
+    bounds = sorted({f for f, _, _ in inserted})
+    edges = [None, *bounds]
+    for k, lo in enumerate(edges):
+        out = oracle(QUERIES[query], CATALOG, tables(lo))
+        ts_col = out.column(TS).to_pylist()
+        hi = edges[k + 1] if k + 1 < len(edges) else None
+        mask = [(lo is None or x > lo) and (hi is None or x <= hi) for x in ts_col]
+        pieces.append(out.filter(pa.array(mask, pa.bool_())))
+    return pa.concat_tables(pieces), dead
+
+
 @functools.cache
 def _truth(query: str, key: tuple[tuple[str, int], ...]) -> pa.Table:
     data = _workload(key)
@@ -109,6 +179,7 @@ def _run(
     placement: str | dict[str, str] = "row",
     engine: str = "duckdb",
     batch_rows: int | None = None,
+    late: str | None = "drop",
 ) -> Any:
     from engines.disorder.spec import parse_disorder
 
@@ -118,7 +189,7 @@ def _run(
         for n, t in data.items()
         if n in _reads(query)
     }
-    options = RunOptions(keep_results=True, disorder=parse_disorder(disorder))
+    options = RunOptions(keep_results=True, disorder=parse_disorder(disorder), late=late)
     return execute(
         plan, CATALOG, inputs, placement=placement, column_engine=engine, options=options
     )
@@ -218,6 +289,43 @@ def test_max_k_slack_loses_only_before_the_largest_delay_is_seen() -> None:
     assert d["k_s"] == d["max_delay_s"] == max(delays(data["r"].column("ts").to_pylist()))
     none = _run("agg", data, "none")
     assert result.dead_letter < none.dead_letter
+
+
+@pytest.mark.parametrize("query", sorted(QUERIES))
+@pytest.mark.parametrize("k_s", [0, 1])
+def test_late_insertion_into_open_row_windows(query: str, k_s: int) -> None:
+    data = _workload(DISORDER)
+    result = _run(query, data, f"kslack:{k_s}s", late="insert")
+    expected, dead = _expected_insert(query, data, _k_ticks(query, k_s))
+    _, dropped = _expected(query, data, _k_ticks(query, k_s))
+    assert dead < dropped  # the case has late tuples that still count
+    assert result.dead_letter == dead
+    assert_same_stream(result.table, expected)
+    d = result.metrics["disorder"]
+    assert d["late_inserted"] == dropped - dead
+    assert sum(s["late_inserted"] for s in d["streams"].values()) == dropped - dead
+
+
+@pytest.mark.parametrize("batch_rows", [1, 13])
+def test_late_insertion_does_not_depend_on_batch_sizes(batch_rows: int) -> None:
+    data = _workload(DISORDER)
+    result = _run("j2", data, "kslack:0s", batch_rows=batch_rows, late="insert")
+    expected, dead = _expected_insert("j2", data, _k_ticks("j2", 0))
+    assert result.dead_letter == dead
+    assert_same_stream(result.table, expected)
+
+
+@pytest.mark.parametrize("query", ["agg", "j2"])
+def test_late_insertion_is_the_default_with_buffers_and_columnar_windows_still_drop(
+    query: str,
+) -> None:
+    """Streams read by an Arrow window (a MIG) drop late tuples even with insertion on."""
+    data = _workload(DISORDER)
+    result = _run(query, data, "kslack:1s", "column", "duckdb", late=None)
+    expected, dead = _expected(query, data, _k_ticks(query, 1))
+    assert result.dead_letter == dead
+    assert_same_stream(result.table, expected)
+    assert result.metrics["disorder"]["late"] == "insert"
 
 
 MIXED = [("row", "duckdb")]
