@@ -282,6 +282,7 @@ def _run(args: argparse.Namespace) -> int:
     options = RunOptions(
         disorder=disorder,
         idle_timeout=args.idle_timeout,
+        late=args.late,
         rate=args.rate,
         duration=args.duration,
         pace=args.pace,

@@ -324,6 +324,14 @@ def build_parser() -> argparse.ArgumentParser:
         "adapted to a result-quality target, when that policy is installed)",
     )
     rn.add_argument(
+        "--late",
+        choices=("insert", "drop"),
+        help="a late tuple (not after an instant already emitted) that still falls into an "
+        "open row-engine window: insert it so later results count it, or drop it to the dead "
+        "letters (default: insert with a --disorder buffer, drop with none; windows feeding a "
+        "columnar engine, and runs with --migrate/--adapt, always drop)",
+    )
+    rn.add_argument(
         "--idle-timeout",
         type=positive_float,
         metavar="S",

@@ -280,7 +280,7 @@ def run_plan(
             "streams": disorder or {},
             "idle_timeout_s": options.idle_timeout,
             "idle_advanced": dict(merged.idle_advanced),
-            "late": "insert" if options.late_insert else "drop",
+            "late": "insert" if getattr(engine, "late_insert", False) else "drop",
             "late_inserted": sum(inserted.values()),
             "latency_ms": {
                 "p50": float(np.percentile(latencies, 50)) if latencies else None,

@@ -49,10 +49,19 @@ def test_kslack_covering_the_delays(tmp_path: Path) -> None:
     assert dis["streams"]["s"]["max_delay_s"] == max(delays(data["s"].column("ts").to_pylist()))
     assert dis["streams"]["s"]["k_timeline"] and dis["streams"]["r"]["buffered_peak"] > 0
     assert dis["latency_ms"]["max"] >= dis["latency_ms"]["p99"] >= dis["latency_ms"]["p50"] > 0
-    small = hycq(*args, "--disorder", "kslack:1s")
+    small = hycq(*args, "--disorder", "kslack:1s", "--late", "drop")
     assert small.returncode == 0, small.stderr
     m = json.loads(metrics.read_text())
-    assert m["dead_letter"] > 0
+    assert m["dead_letter"] > 0 and m["disorder"]["late"] == "drop"
+    dropped = m["dead_letter"]
+    insert = hycq(*args, "--disorder", "kslack:1s")  # insert: the default with a buffer
+    assert insert.returncode == 0, insert.stderr
+    mi = json.loads(metrics.read_text())
+    assert mi["disorder"]["late"] == "insert"
+    assert mi["disorder"]["late_inserted"] > 0
+    assert mi["dead_letter"] + mi["disorder"]["late_inserted"] == dropped
+    small = hycq(*args, "--disorder", "kslack:1s", "--late", "drop")
+    m = json.loads(metrics.read_text())
     assert m["disorder"]["streams"]["s"]["late_dropped"] == m["dead_letter"]
     reasons = [json.loads(line)["reason"] for line in dead.read_text().splitlines()]
     assert all("K-slack of stream 's' (K = 1 s" in r for r in reasons)
