@@ -318,6 +318,7 @@ def _run(args: argparse.Namespace) -> int:
         cost_model=args.cost_model,
         row_core=args.row_core,
         join_order=join_order,
+        disorder=disorder.buffered,
     )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RuntimeWarning)
