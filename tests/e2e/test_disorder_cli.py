@@ -38,8 +38,11 @@ def test_kslack_covering_the_delays(tmp_path: Path) -> None:
     args = ["run", q, "--catalog", CATALOG, "--data", f"r={d / 'r.csv'}",
             "--data", f"s={d / 's.csv'}", "--placement", "row", "--output", out,
             "--metrics", metrics, "--dead-letter", dead]  # fmt: skip
-    run = hycq(*args, "--disorder", "kslack:5s", "--idle-timeout", "30")
+    report = tmp_path / "r.html"
+    run = hycq(*args, "--disorder", "kslack:5s", "--idle-timeout", "30", "--report", report)
     assert run.returncode == 0, run.stderr
+    page = report.read_text()
+    assert "Disorder: --disorder kslack:5000ms" in page and "peak buffered" in page
     truth = oracle(QUERIES["j2"], load_catalog(CATALOG), {n: data[n] for n in "rs"})
     assert_same_stream(pq.read_table(out), truth)
     m = json.loads(metrics.read_text())
