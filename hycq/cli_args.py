@@ -335,9 +335,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--idle-timeout",
         type=positive_float,
         metavar="S",
-        help="event-seconds a silent stream may hold the others back: once the others are S "
-        "past its progress it counts as progressed to their minimum minus S, and its tuples "
-        "behind that are late (docs/disorder.md, default: wait for it)",
+        help="event-seconds a silent stream may hold the others back: once the most advanced "
+        "stream is more than S past its progress it counts as progressed to that stream's "
+        "progress minus S, and its tuples behind that are late (docs/disorder.md; default: "
+        "wait for it)",
     )
     rn.add_argument(
         "--placement",
