@@ -17,8 +17,13 @@ from collections.abc import Sequence
 
 def released_order(ts: Sequence[int], k: int | Sequence[int]) -> list[int]:
     """Arrival positions of ``ts`` in the order a K-slack buffer releases them."""
+    return [i for i, _ in released_with_tops(ts, k)]
+
+
+def released_with_tops(ts: Sequence[int], k: int | Sequence[int]) -> list[tuple[int, int]]:
+    """As :func:`released_order`, each position with ``T`` when it was released."""
     heap: list[tuple[int, int]] = []
-    out: list[int] = []
+    out: list[tuple[int, int]] = []
     top: int | None = None
     bound: int | None = None
     for i, t in enumerate(ts):
@@ -27,9 +32,9 @@ def released_order(ts: Sequence[int], k: int | Sequence[int]) -> list[int]:
         bound = top - kk if bound is None else max(bound, top - kk)
         heapq.heappush(heap, (t, i))
         while heap and heap[0][0] <= bound:
-            out.append(heapq.heappop(heap)[1])
+            out.append((heapq.heappop(heap)[1], top))
     while heap:
-        out.append(heapq.heappop(heap)[1])
+        out.append((heapq.heappop(heap)[1], top if top is not None else 0))
     return out
 
 

@@ -29,6 +29,7 @@ seen). The peak is reported (``buffered_peak``).
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -98,6 +99,24 @@ class KSlackBuffer:
         self._held_ts = np.empty(0, dtype=np.int64)
         #: Wall time (perf_counter) of the arrival that released the last batch.
         self.last_release_wall = 0.0
+        #: Chunks of (released timestamp where the released progress moved up, the stream's
+        #: largest arrived timestamp then): what :meth:`arrived_when_past` looks up.
+        self._progress: deque[tuple[np.ndarray, np.ndarray]] = deque()
+
+    def arrived_when_past(self, instant: int) -> int | None:
+        """The stream's largest arrived timestamp at the arrival that released its first
+        tuple after ``instant`` (None if none is released yet). Calls must come with
+        non-decreasing instants: what lies at or before one is forgotten."""
+        chunks = self._progress
+        while chunks:
+            ts, tops = chunks[0]
+            i = int(np.searchsorted(ts, instant, side="right"))
+            if i < len(ts):
+                if i:
+                    chunks[0] = (ts[i:], tops[i:])
+                return int(tops[i])
+            chunks.popleft()
+        return None
 
     @property
     def held(self) -> int:
@@ -152,23 +171,33 @@ class KSlackBuffer:
         self.last_release_wall = wall if wall is not None else time.perf_counter()
         # By release arrival, then timestamp, then arrival (``go`` is in arrival order).
         order = go[np.lexsort((go, all_ts[go], at[go]))]
-        return self._emit(table, order, all_ts[order])
+        return self._emit(table, order, all_ts[order], running[at[order]])
 
     def flush(self) -> pa.RecordBatch | None:
         """End of the stream: release everything held, in timestamp order."""
         if self._held is None or not self.held:
             return None
         order = np.argsort(self._held_ts, kind="stable")
-        out = self._emit(self._held, order, self._held_ts[order])
+        assert self.top is not None
+        tops = np.full(len(order), self.top, dtype=np.int64)
+        out = self._emit(self._held, order, self._held_ts[order], tops)
         self._held, self._held_ts = None, np.empty(0, dtype=np.int64)
         self.last_release_wall = time.perf_counter()
         return out
 
-    def _emit(self, table: pa.Table, order: np.ndarray, ts: np.ndarray) -> pa.RecordBatch:
+    def _emit(
+        self, table: pa.Table, order: np.ndarray, ts: np.ndarray, tops: np.ndarray
+    ) -> pa.RecordBatch:
+        """The released rows ``order`` of ``table`` (timestamps ``ts``, and the stream's
+        largest timestamp when each was released, ``tops``)."""
         # Released behind a larger timestamp released before it: out of order downstream.
         first = self.released_top if self.released_top is not None else ts[0]
         prior = np.maximum(np.concatenate([[first], np.maximum.accumulate(ts)[:-1]]), first)
         self.stats.released_behind += int((ts < prior).sum())
+        # Where the released progress moves up, and the arrival top that moved it there.
+        up = ts > prior if self.released_top is not None else np.r_[True, ts[1:] > prior[1:]]
+        if up.any():
+            self._progress.append((ts[up], tops[up]))
         top = int(ts.max())
         self.released_top = top if self.released_top is None else max(self.released_top, top)
         return table.take(pa.array(order)).combine_chunks().to_batches()[0]

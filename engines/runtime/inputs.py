@@ -338,6 +338,14 @@ class MergedInputs:
             return None
         return max(b.last_release_wall for b in self.buffers.values())
 
+    def arrived_when_past(self, instant: int) -> int | None:
+        """The largest timestamp that had arrived (at its buffer) when the last stream to
+        release a tuple after ``instant`` did so: how far input had to go before the instant
+        could fire (ticks; None when no stream has released past it, e.g. at the end)."""
+        tops = [b.arrived_when_past(instant) for b in self.buffers.values()]
+        known = [t for t in tops if t is not None]
+        return max(known) if known else None
+
     def late_note(self, stream: str) -> str:
         """What a late tuple's dead letter adds about the buffer of ``stream`` (and the
         idle-stream rule, if it moved the stream)."""

@@ -83,19 +83,25 @@ def run_plan(
     last_instant: list[int | None] = [None]
     timeline = Timeline(1)  # its time base is set once the inputs are merged
 
+    merged: MergedInputs | None = None
+    #: Per emitted instant with buffers: the arrival that let it fire, minus the instant.
+    event_lags: list[int] = []
+
     def emit(instant: int, rows: Rows | pa.Table) -> None:
         sink.write(instant, rows)
         now = time.perf_counter()
         latency = (now - arrival[0]) * 1e3
         latencies.append(latency)
+        if merged is not None and merged.buffers:
+            needed = merged.arrived_when_past(instant)
+            if needed is not None:
+                event_lags.append(max(0, needed - instant))
         timeline.emitted(instant, len(rows), latency, now)
         last_instant[0] = instant
         if stop.requested:  # checked at every instant: one input batch may fire millions
             raise StopRequested
 
     columns = {s.name: [c.name for c in s.columns] for s in catalog.streams.values()}
-
-    merged: MergedInputs | None = None
 
     def on_late(stream: str, row: tuple[Any, ...], reason: str) -> None:
         if merged is not None:
@@ -286,6 +292,11 @@ def run_plan(
                 "p50": float(np.percentile(latencies, 50)) if latencies else None,
                 "p99": float(np.percentile(latencies, 99)) if latencies else None,
                 "max": float(max(latencies)) if latencies else None,
+            },
+            "event_latency_s": {
+                "p50": float(np.percentile(event_lags, 50)) / tps if event_lags else None,
+                "p99": float(np.percentile(event_lags, 99)) / tps if event_lags else None,
+                "max": max(event_lags) / tps if event_lags else None,
             },
         }
     if extra_metrics is not None:

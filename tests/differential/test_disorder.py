@@ -278,6 +278,11 @@ def test_two_streams_with_very_different_delays() -> None:
     assert d["s"]["max_delay_s"] == max(delays(data["s"].column("ts").to_pylist()))
     assert d["r"]["max_delay_s"] == 0 and d["s"]["k_s"] == 9
     assert 0 < d["s"]["buffered_peak"] <= 10 * 6 * 2  # within K (+1 s) of the stream's rate
+    # An instant's results wait until a tuple K past it has arrived: 9 s in event time.
+    lag = result.metrics["disorder"]["event_latency_s"]
+    assert lag["max"] >= lag["p50"] >= 9
+    short = _run("j2", data, "kslack:2s").metrics["disorder"]["event_latency_s"]
+    assert 2 <= short["p50"] < 9
     none = _run("j2", data, "none")
     assert none.dead_letter > data["s"].num_rows // 4
 

@@ -16,7 +16,7 @@ from engines.disorder.policies import FixedSlack, MaxSlack, make_policy, registe
 from engines.disorder.policy import SlackPolicy
 from engines.disorder.spec import DisorderSpec, parse_disorder
 from optimizer.ir.errors import OptionError
-from tests.kslack_reference import delays, released_order
+from tests.kslack_reference import delays, released_order, released_with_tops
 from tests.kslack_reference import released_order as reference
 
 
@@ -63,6 +63,20 @@ def test_fixed_k_releases_as_the_reference(ts: list[int], k: int, cuts: list[int
     assert buf.stats.buffered_peak <= max(
         sum(1 for t in ts[: j + 1] if t > max(ts[: j + 1]) - k) for j in range(len(ts))
     )
+
+
+@settings(max_examples=100, deadline=None)
+@given(disordered(), st.integers(0, 20), st.lists(st.integers(0, 200), max_size=8))
+def test_arrival_that_moved_progress_past_an_instant(
+    ts: list[int], k: int, cuts: list[int]
+) -> None:
+    """``arrived_when_past(T)``: the stream's largest timestamp when the first tuple after T
+    was released (reference: tuple by tuple), for increasing T."""
+    _, buf = _run(ts, FixedSlack(k), cuts)
+    ref = released_with_tops(ts, k)
+    for instant in range(min(ts) - 1, max(ts) + 2):
+        want = next((top for i, top in ref if ts[i] > instant), None)
+        assert buf.arrived_when_past(instant) == want
 
 
 @settings(max_examples=100, deadline=None)
