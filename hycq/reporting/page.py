@@ -602,6 +602,7 @@ def _disorder(d: Any) -> str:
     if not isinstance(d, dict):
         return ""
     lat = d.get("latency_ms") or {}
+    ev = d.get("event_latency_s") or {}
     rows = [
         [
             html_escape(name),
@@ -620,7 +621,10 @@ def _disorder(d: Any) -> str:
     note = (
         '<p class="note">End-to-end result latency (arrival of the tuple that completed an '
         f"instant to its results), ms: p50 {html_escape(fmt(lat.get('p50')))}, p99 "
-        f"{html_escape(fmt(lat.get('p99')))}, max {html_escape(fmt(lat.get('max')))}.</p>"
+        f"{html_escape(fmt(lat.get('p99')))}, max {html_escape(fmt(lat.get('max')))}. "
+        "Event-time latency (input that had to arrive before an instant could fire, beyond "
+        f"it), s: p50 {html_escape(fmt(ev.get('p50')))}, p99 {html_escape(fmt(ev.get('p99')))}, "
+        f"max {html_escape(fmt(ev.get('max')))}.</p>"
     )
     table = _table(
         ["stream", "K (s)", "max delay (s)", "peak buffered", "late dropped", "late inserted"],
