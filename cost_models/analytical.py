@@ -85,6 +85,10 @@ class AnalyticalCostModel:
     ingest: float = 0.55 * US
     """Arrow -> tuple conversion of each arrival read by a row operator through a window
     (charged by ``PlanCoster``; the calibrated model uses its measured ``from_arrow``)."""
+    buffering: float = 0.0
+    """Per source tuple through a K-slack buffer, charged by ``PlanCoster`` to the gateway
+    only in runs with ``--disorder`` other than none (``optimizer.costmodel.with_buffering``
+    sets it then: this value if a cost-model file gives one, else 0.3 us)."""
     engines: dict[str, ColumnarConstants] = field(default_factory=dict)
     """Constants per columnar engine name (see :meth:`with_engines`)."""
 

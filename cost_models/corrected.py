@@ -47,6 +47,11 @@ class CorrectedModel:
         """The gateway's per-tuple conversion cost: row-engine work, scaled with it."""
         return float(getattr(self.base, "ingest", 0.0)) * self.factors.get(ROW, 1.0)
 
+    @property
+    def buffering(self) -> float:
+        """The K-slack buffers' per-tuple cost (``--disorder``): row-engine work too."""
+        return float(getattr(self.base, "buffering", 0.0)) * self.factors.get(ROW, 1.0)
+
     def unit_cost(self, op: Operator, engine: str, estimates: OpEstimate) -> float:
         return self.base.unit_cost(op, engine, estimates) * self.factors.get(engine, 1.0)
 

@@ -301,10 +301,10 @@ class AdaptiveController:
         if self._base_model is None:
             from cost_models.registry import load_cost_model
             from engines import registry
+            from optimizer.costmodel import with_buffering
 
-            self._base_model = uncorrected(
-                load_cost_model(self.options.cost_model, registry.cost_defaults())
-            )
+            loaded = load_cost_model(self.options.cost_model, registry.cost_defaults())
+            self._base_model = uncorrected(with_buffering(loaded, self.options.disorder))
         run = self.running
         since = None if self.last_migration is None else (now_tick - self.last_migration)
         fresh = since is None or since >= self.policy.warmup_s * self.tps

@@ -468,10 +468,12 @@ class Assembly:
         placement: dict[str, str],
         settings: EngineSettings | None = None,
         pool: _Engines | None = None,
+        late_insert: bool = False,
     ) -> None:
         from engines.mig import MigOp
         from optimizer.ir.placement import groups
 
+        self.late_insert = late_insert
         self.plan = plan
         self.placement = placement
         self.groups = groups(plan, placement)
@@ -517,7 +519,12 @@ class Assembly:
         from engines.row.executor import RowExecutor
 
         self.executor = RowExecutor(
-            self.plan, emit, on_late=on_late, groups=self.groups, make_group=self.make_group
+            self.plan,
+            emit,
+            on_late=on_late,
+            groups=self.groups,
+            make_group=self.make_group,
+            late_insert=self.late_insert,
         )
         return self.executor
 
@@ -558,7 +565,7 @@ def _run(
     engines = resolve_placement(plan, placement, column_engine)
     if migration is not None:
         return _run_migrating(plan, catalog, options, engines, inputs, settings, extra, migration)
-    asm = Assembly(plan, engines, settings)
+    asm = Assembly(plan, engines, settings, late_insert=options.late_insert)
     try:
         result = run_plan(
             plan,

@@ -274,7 +274,15 @@ def _run(args: argparse.Namespace) -> int:
 
         check_out_path(args.report, "--report")
     data = _parse_data(args.data)
+    from engines.disorder.policies import check_available
+    from engines.disorder.spec import parse_disorder
+
+    disorder = parse_disorder(args.disorder)
+    check_available(disorder)
     options = RunOptions(
+        disorder=disorder,
+        idle_timeout=args.idle_timeout,
+        late=args.late,
         rate=args.rate,
         duration=args.duration,
         pace=args.pace,
@@ -310,6 +318,7 @@ def _run(args: argparse.Namespace) -> int:
         cost_model=args.cost_model,
         row_core=args.row_core,
         join_order=join_order,
+        disorder=disorder.buffered,
     )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RuntimeWarning)

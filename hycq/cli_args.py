@@ -315,6 +315,33 @@ def build_parser() -> argparse.ArgumentParser:
         "time against the wall clock",
     )
     rn.add_argument(
+        "--disorder",
+        default="none",
+        metavar="none|kslack:K|max|quality",
+        help="disorder handling in front of the windows (docs/disorder.md): none (default: no "
+        "buffer; a tuple not after an instant already fired is late and dead-lettered), "
+        "kslack:K (each stream held back K, e.g. kslack:2s or kslack:500ms, released in "
+        "timestamp order), max (K = the largest delay seen so far per stream), quality (K "
+        "adapted to a result-quality target, when that policy is installed)",
+    )
+    rn.add_argument(
+        "--late",
+        choices=("insert", "drop"),
+        help="a late tuple (not after an instant already emitted) that still falls into an "
+        "open row-engine window: insert it so later results count it, or drop it to the dead "
+        "letters (default: insert with a --disorder buffer, drop with none; windows feeding a "
+        "columnar engine, and runs with --migrate/--adapt, always drop)",
+    )
+    rn.add_argument(
+        "--idle-timeout",
+        type=positive_float,
+        metavar="S",
+        help="event-seconds a silent stream may hold the others back: once the most advanced "
+        "stream is more than S past its progress it counts as progressed to that stream's "
+        "progress minus S, and its tuples behind that are late (docs/disorder.md; default: "
+        "wait for it)",
+    )
+    rn.add_argument(
         "--placement",
         default="auto",
         metavar="auto|row|column|FILE.json",

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from optimizer.costmodel import PlanCoster
+from optimizer.costmodel import PlanCoster, with_buffering
 from optimizer.estimate import estimate
 from optimizer.ir.cost import Cost
 from optimizer.ir.costing import CostModel, Estimates
@@ -59,6 +59,9 @@ class OptimizerOptions:
     sample: bool = True
     data: Mapping[str, Path] = field(default_factory=dict)
     """Files to sample streams from (the run's ``--data``); else the catalog's sources."""
+    disorder: bool = False
+    """The run puts K-slack buffers in front of the windows (``--disorder`` other than
+    none): the gateway's cost includes their per-tuple work."""
     join_order: tuple[tuple[str, ...], ...] | None = None
     """A fixed left-deep order per join chain (FROM aliases, ``--join-order``): Phase One
     then only rewires the joins (optimizer.phase_one.fixed_join_order) instead of searching."""
@@ -233,6 +236,7 @@ def optimize(
             f"unknown row-core mode '{opts.row_core}'", hint=f"use {' or '.join(ROW_CORE_MODES)}"
         )
     model = load_cost_model(opts.cost_model, registry.cost_defaults())
+    model = with_buffering(model, opts.disorder)
     if opts.correction:
         model = CorrectedModel(model, dict(opts.correction))
     shared = opts.row_core == "shared"

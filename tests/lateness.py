@@ -35,7 +35,7 @@ from optimizer.ir.errors import Source
 from optimizer.sql.parse import parse_select
 from tests.oracle import parse_windows, row_is_well_formed, time_base
 
-__all__ = ["dead_letter_count", "late_in_own_stream", "without_late"]
+__all__ = ["dead_letter_count", "late_in_own_stream", "late_instants", "without_late"]
 
 
 def _ceil_to(x: int, s: int) -> int:
@@ -46,7 +46,15 @@ def _late_in_sequence(ts: Sequence[int], slides: Sequence[int]) -> list[bool]:
     """Lateness along one arrival sequence already in progress order (see the module
     docstring): a tuple is late when its timestamp is not after a plan instant below the
     largest timestamp accepted before it."""
-    late = []
+    return [f is not None for f in _fired_at_late(ts, slides)]
+
+
+def _fired_at_late(ts: Sequence[int], slides: Sequence[int]) -> list[int | None]:
+    """Per tuple of the sequence: None when it is on time, else the last instant that had
+    fired when it arrived. (A late tuple kept for late insertion changes neither the
+    smallest nor the largest timestamp accepted before the first instant fires, so this
+    holds whether late tuples are dropped or inserted.)"""
+    late: list[int | None] = []
     lo: int | None = None
     hi: int | None = None
     for t in ts:
@@ -55,9 +63,9 @@ def _late_in_sequence(ts: Sequence[int], slides: Sequence[int]) -> list[bool]:
             below = [last for s in slides if (last := ((hi - 1) // s) * s) >= _ceil_to(lo, s)]
             fired = max(below) if below else None
         if fired is not None and t <= fired:
-            late.append(True)
+            late.append(fired)
             continue
-        late.append(False)
+        late.append(None)
         if fired is None:
             lo = t if lo is None else min(lo, t)  # the first instant follows the minimum
         hi = t if hi is None else max(hi, t)
@@ -69,12 +77,21 @@ def late_in_own_stream(
 ) -> dict[str, list[bool]]:
     """Per stream the query reads, per input row (arrival order): is it dropped as late?
     Malformed rows are False here (they are rejected as invalid, not as late)."""
+    fired = late_instants(query_text, catalog, inputs)
+    return {name: [f is not None for f in v] for name, v in fired.items()}
+
+
+def late_instants(
+    query_text: str, catalog: Catalog, inputs: dict[str, pa.Table]
+) -> dict[str, list[int | None]]:
+    """As :func:`late_in_own_stream`, but per late row the last instant that had fired when
+    it arrived (query time base), None for a row on time."""
     tree = parse_select(Source(query_text))
     windows = parse_windows(tree, catalog)
     base = time_base(tree, catalog)
     by_name = {k.lower(): v for k, v in inputs.items()}
     streams = sorted({w.stream for w in windows})
-    out: dict[str, list[bool]] = {}
+    out: dict[str, list[int | None]] = {}
     # (progress, stream number, position, timestamp) of every well-formed tuple.
     merged: list[list[tuple[int, int, int, int]]] = []
     for k, name in enumerate(streams):
@@ -82,7 +99,7 @@ def late_in_own_stream(
         assert stream is not None
         table = by_name.get(name)
         n = table.num_rows if table is not None else 0
-        out[name] = [False] * n
+        out[name] = [None] * n
         if table is None:
             merged.append([])
             continue
@@ -102,10 +119,9 @@ def late_in_own_stream(
     if any(w.count_slide for w in windows):
         return out
     order = list(heapq.merge(*merged))
-    late = _late_in_sequence([t for _, _, _, t in order], sorted({w.slide for w in windows}))
-    for (_, k, i, _), is_late in zip(order, late, strict=True):
-        if is_late:
-            out[streams[k]][i] = True
+    late = _fired_at_late([t for _, _, _, t in order], sorted({w.slide for w in windows}))
+    for (_, k, i, _), fired in zip(order, late, strict=True):
+        out[streams[k]][i] = fired
     return out
 
 

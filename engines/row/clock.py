@@ -48,6 +48,10 @@ _NO_TS = 2**62
 
 #: ``on_late(stream, row, reason)``: a late tuple was rejected.
 OnLate = Callable[[str, tuple[Any, ...], str], None]
+#: ``rescue(at, ts, fired)``: of the late tuples at positions ``at`` of a batch (their
+#: timestamps, and the instant fired when each arrived), which still fall into a window that
+#: will produce results (late insertion): a boolean mask over them.
+Rescue = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 #: ``due(after, last)``: the earliest instant after ``after`` at which some window changes
 #: (window ``k`` only up to ``last[k]`` when ``last`` is given), or None.
 Due = Callable[[int, Sequence[int] | None], int | None]
@@ -90,6 +94,9 @@ class EventClock:
         #: Instants stepped (with ``due``, the instants that passed idle are not counted).
         self.instants_fired = 0
         self.late_count = 0
+        #: Late tuples kept because they still count in a future window (``rescue``), per
+        #: stream.
+        self.late_inserted: dict[str, int] = {}
         #: The input streams, their event-time progress (None until a stream shows its first
         #: tuple) and the ones that have ended.
         self.streams = sorted(streams)
@@ -152,7 +159,11 @@ class EventClock:
     # -- the late rule ----------------------------------------------------------------------
 
     def late_mask(
-        self, stream: str, ts: np.ndarray, row_at: Callable[[int], tuple[Any, ...]]
+        self,
+        stream: str,
+        ts: np.ndarray,
+        row_at: Callable[[int], tuple[Any, ...]],
+        rescue: Rescue | None = None,
     ) -> np.ndarray:
         """Which tuples of a batch of ``stream`` to keep (vectorised; Python runs only per
         late tuple, to report it).
@@ -163,7 +174,9 @@ class EventClock:
         tuples before it in this batch) and the other live streams' progress, so only a tuple
         out of order in its own stream can be late. Until the first instant fires, the first
         instant follows the smallest timestamp seen (as ``_init`` does). Late tuples are
-        counted and reported to ``on_late`` with the reason.
+        counted and reported to ``on_late`` with the reason. With ``rescue``, the late tuples
+        it marks are kept instead (counted in ``late_inserted``): they still fall into a
+        window that has results to come (docs/disorder.md, "Late tuples inside open windows").
         """
         n = len(ts)
         keep = np.ones(n, dtype=bool)
@@ -194,6 +207,14 @@ class EventClock:
         late = (fired != _NO_INSTANT) & (ts <= fired)
         if not late.any():
             return keep
+        if rescue is not None:
+            at = np.flatnonzero(late)
+            saved = at[rescue(at, ts[at], fired[at])]
+            if len(saved):
+                late[saved] = False
+                self.late_inserted[stream] = self.late_inserted.get(stream, 0) + len(saved)
+                if not late.any():
+                    return keep
         for idx in np.flatnonzero(late).tolist():
             self.late_count += 1
             if self.on_late is not None:

@@ -39,7 +39,7 @@ import pyarrow as pa
 
 from engines.row.arrow_window import ArrowWindow
 from engines.row.base import Delta, Rows
-from engines.row.clock import EventClock, OnLate
+from engines.row.clock import EventClock, OnLate, Rescue
 from engines.row.conversion import batch_to_rows, int64, is_sorted, min_max, row_at
 from engines.row.lowering import MakeGroup, Node, lower_plan
 from engines.row.r2s import RStreamOp
@@ -63,10 +63,14 @@ class RowExecutor:
         groups: Sequence[Group] = (),
         make_group: MakeGroup | None = None,
         dense: bool = False,
+        late_insert: bool = False,
     ) -> None:
         self.plan = plan
         self.emit = emit
-        lowered = lower_plan(plan, panes, groups, make_group)
+        #: Late tuples that still fall into a row window with results to come enter it
+        #: (``--late insert``, docs/disorder.md); the others are dropped as late.
+        self.late_insert = late_insert
+        lowered = lower_plan(plan, panes, groups, make_group, late_insert)
         self.nodes = lowered.nodes
         self.windows = lowered.windows
         self.windows_by_stream = lowered.windows_by_stream
@@ -161,14 +165,25 @@ class RowExecutor:
         ts_sorted = is_sorted(ts_col)
         lo, hi = min_max(ts_col)
         clock = self.clock
+        # Rows of late tuples kept for late insertion, and per row window which of them it
+        # takes (only when some window does not take them all).
+        saved: list[np.ndarray] = []
         if not (ts_sorted and (clock.last_fired is None or lo > clock.last_fired)):
-            keep = clock.late_mask(stream, int64(ts_col), lambda idx: row_at(batch, idx))
+            rescue = self._rescuer(row_ws, arrow_ws, saved) if self.late_insert else None
+            keep = clock.late_mask(stream, int64(ts_col), lambda idx: row_at(batch, idx), rescue)
+            if saved:
+                ts_sorted = False
             if not keep.all():
+                if saved:  # the saved rows' positions in the kept batch
+                    saved[0] = np.cumsum(keep)[saved[0]] - 1
                 batch = batch.filter(pa.array(keep, pa.bool_()))
                 if batch.num_rows == 0:
                     return batch
                 lo, hi = min_max(batch.column(time_column))
                 ts_sorted = False
+        if saved and len(saved[0]):
+            self._ingest_with_late(stream, batch, time_column, row_ws, saved)
+            return batch
         if row_ws:
             t0 = time.perf_counter()
             rows = batch_to_rows(batch)
@@ -179,6 +194,57 @@ class RowExecutor:
             aw.metrics.busy_s += time.perf_counter() - t0
         clock.advance(stream, lo, hi)
         return batch
+
+    def _ingest_with_late(
+        self,
+        stream: str,
+        batch: pa.RecordBatch | pa.Table,
+        time_column: int,
+        row_ws: list[_WindowBase],
+        saved: list[np.ndarray],
+    ) -> None:
+        """Push ``batch`` (rows already accepted) tuple order kept: the on-time rows between
+        two late rows kept for insertion go in and fire what they make due, then the late
+        row enters the windows that take it. So a late row counts from the first instant
+        after the one that had fired when it arrived, whatever the batch sizes."""
+        clock = self.clock
+        start = 0
+        at = saved[0].tolist()
+        for j, pos in enumerate([*at, batch.num_rows]):
+            if pos > start:
+                part = batch.slice(start, pos - start)
+                rows = batch_to_rows(part)
+                for w in row_ws:
+                    w.push(rows, ts_sorted=False)
+                lo, hi = min_max(part.column(time_column))
+                clock.advance(stream, lo, hi)
+            if pos == batch.num_rows:
+                break
+            late = batch_to_rows(batch.slice(pos, 1))
+            for k, w in enumerate(row_ws):
+                if saved[k + 1][j]:
+                    w.push(late, ts_sorted=False)
+            start = pos + 1
+
+    @staticmethod
+    def _rescuer(
+        row_ws: list[_WindowBase], arrow_ws: list[ArrowWindow], saved: list[np.ndarray]
+    ) -> Rescue | None:
+        """The clock's ``rescue`` for a stream: a late tuple is kept when one of its row
+        windows still shows it at an instant to come (``_WindowBase.counts_late``). Streams
+        read by an Arrow window (a MIG) keep dropping late tuples: the columnar side takes
+        its windows in timestamp order. ``saved`` receives the positions kept and, per
+        window, which of them it takes."""
+        if arrow_ws or not row_ws:
+            return None
+
+        def rescue(at: np.ndarray, ts: np.ndarray, fired: np.ndarray) -> np.ndarray:
+            masks = [w.counts_late(ts, fired) for w in row_ws]
+            anywhere = np.logical_or.reduce(masks)
+            saved[:] = [at[anywhere], *(m[anywhere] for m in masks)]
+            return anywhere
+
+        return rescue
 
     # -- rebuilding state from another plan's input (engines.migration) -------------------
 

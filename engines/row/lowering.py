@@ -133,6 +133,9 @@ class Lowering:
     panes: bool = True
     groups: Sequence[Group] = ()
     make_group: MakeGroup | None = None
+    #: Late tuples may enter open windows (``--late insert``): window deltas are then not
+    #: FIFO (a late tuple expires before tuples inserted ahead of it).
+    late_insert: bool = False
     nodes: list[Node] = field(default_factory=list)
     windows: list[_WindowBase | ArrowWindow] = field(default_factory=list)
     windows_by_stream: dict[str, list[_WindowBase]] = field(default_factory=dict)
@@ -283,10 +286,12 @@ def lower_plan(
     panes: bool = True,
     groups: Sequence[Group] = (),
     make_group: MakeGroup | None = None,
+    late_insert: bool = False,
 ) -> Lowering:
     """Lower ``plan`` to row operators in step (topological) order; ``groups`` run as MIGs
-    built by ``make_group``; ``panes=False`` disables the pane rewrite."""
-    return Lowering(plan, panes, groups, make_group).run()
+    built by ``make_group``; ``panes=False`` disables the pane rewrite; ``late_insert``: late
+    tuples may enter open windows (no panes, no FIFO deltas)."""
+    return Lowering(plan, panes and not late_insert, groups, make_group, late_insert).run()
 
 
 # -- one lowering per logical operator kind ---------------------------------------------------
@@ -311,7 +316,7 @@ def _window(op: Window, ins: list[Port], lowering: Lowering) -> Lowered:
         node,
         ins[0].nullable,
         ins[0].finite,
-        fifo=True,
+        fifo=not lowering.late_insert,
         expiring=op.window is not WindowKind.UNBOUNDED,
         stream=stream.stream,
     )

@@ -28,12 +28,15 @@ non-empty relation is replaced. At every other instant the step returns ``NO_CHA
 
 from __future__ import annotations
 
+import heapq
 from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable
 from operator import itemgetter
 from time import perf_counter
 from typing import Any
+
+import numpy as np
 
 from engines.row.base import NO_CHANGE, Delta, OperatorMetrics, RowOperator, Rows
 
@@ -106,6 +109,18 @@ class _WindowBase(RowOperator):
     def own_instant(self, instant: int) -> bool:
         return self.count_mode or instant % self.slide == 0
 
+    def counts_late(self, ts: np.ndarray, fired: np.ndarray) -> np.ndarray:
+        """Of late tuples (timestamps ``ts``, each not after the instant ``fired`` when it
+        arrived), which fall into this window at one of its instants still to come. A
+        window over arrival order (ROWS) or without contents to insert into takes none."""
+        return np.zeros(len(ts), dtype=bool)
+
+    def _in_next_window(self, ts: np.ndarray, fired: np.ndarray, size: int) -> np.ndarray:
+        """``ts`` inside the window of range ``size`` at the first own instant after
+        ``fired`` (every later one starts later)."""
+        nxt = (fired // self.slide + 1) * self.slide
+        return ts > nxt - size
+
     # -- the next change (event-driven clock) -----------------------------------------------
 
     def next_change(self, after: int) -> int | None:
@@ -153,6 +168,9 @@ class SlidingRangeWindow(_WindowBase):
         self.size = size
         self.contents: deque[Any] = deque()
 
+    def counts_late(self, ts: np.ndarray, fired: np.ndarray) -> np.ndarray:
+        return self._in_next_window(ts, fired, self.size)
+
     def step(self, instant: int, inputs: list[Delta]) -> Delta:
         if not self.own_instant(instant):
             return NO_CHANGE
@@ -165,7 +183,13 @@ class SlidingRangeWindow(_WindowBase):
             # none of them, so they are never shown (``visible`` is in timestamp order).
             visible = visible[bisect_right(visible, bound, key=self._ts_of) :]
         contents = self.contents
-        contents.extend(visible)
+        if visible and contents and visible[0][ts] < contents[-1][ts]:
+            # Late tuples (``--late insert``): keep the contents in timestamp order.
+            merged = list(heapq.merge(contents, visible, key=self._ts_of))
+            contents.clear()
+            contents.extend(merged)
+        else:
+            contents.extend(visible)
         dels: Rows = []
         if contents and contents[0][ts] <= bound:
             popleft = contents.popleft
@@ -208,6 +232,9 @@ class TumblingWindow(_WindowBase):
         super().__init__(op_id, time_column, slide, replace_out=True)
         self._nonempty = False
 
+    def counts_late(self, ts: np.ndarray, fired: np.ndarray) -> np.ndarray:
+        return self._in_next_window(ts, fired, self.slide)
+
     def step(self, instant: int, inputs: list[Delta]) -> Delta:
         if not self.own_instant(instant):
             return NO_CHANGE
@@ -243,6 +270,9 @@ class UnboundedWindow(_WindowBase):
     def __init__(self, op_id: str, time_column: int, slide: int) -> None:
         super().__init__(op_id, time_column, slide, replace_out=False)
         self.shown = 0
+
+    def counts_late(self, ts: np.ndarray, fired: np.ndarray) -> np.ndarray:
+        return np.ones(len(ts), dtype=bool)  # every later instant shows every tuple
 
     def step(self, instant: int, inputs: list[Delta]) -> Delta:
         if not self.own_instant(instant):

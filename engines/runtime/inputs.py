@@ -15,6 +15,9 @@ import pyarrow.compute as pc
 
 from engines.arrow_types import arrow_schema
 from engines.defaults import DEFAULT_DURATION_S
+from engines.disorder.kslack import KSlackBuffer, released
+from engines.disorder.policies import make_policy
+from engines.disorder.spec import DisorderSpec
 from engines.runtime.dead_letters import DeadLetters, validate
 from engines.runtime.engine import PlanExecutor
 from engines.runtime.options import OptionNames, RunOptions
@@ -283,6 +286,9 @@ class MergedInputs:
         inputs: list[StreamInput],
         duration: float | None,
         dead: DeadLetters,
+        disorder: DisorderSpec | None = None,
+        disorder_params: dict[str, Any] | None = None,
+        idle_timeout: float | None = None,
     ) -> None:
         reads = {op.stream for op in plan.operators() if isinstance(op, SourceOp)}
         # Inputs of streams the plan does not read (an API caller's extra tables) are skipped.
@@ -292,12 +298,30 @@ class MergedInputs:
         self.tps = 1000 // TIME_UNITS_MS[self.time_unit]
         self.dead = dead
         self.progress_bar: dict[str, int] = {}
+        #: ``--idle-timeout`` in ticks, each live stream's progress as last told, the streams
+        #: ended so far, and per stream how often the rule moved it (docs/disorder.md).
+        self.idle_ticks = round(idle_timeout * self.tps) if idle_timeout is not None else None
+        self.known: dict[str, int] = {}
+        self.gone: set[str] = set()
+        self.idle_advanced: dict[str, int] = {}
         # Streams the plan reads without an input have ended from the start.
         self._ended: list[str] = sorted(reads - {i.stream.name for i in inputs})
+        #: The run's K-slack buffers, one per stream (none without ``disorder``).
+        self.policy = make_policy(disorder, self.tps, disorder_params) if disorder else None
+        self.buffers: dict[str, KSlackBuffer] = {}
+        streams: list[tuple[Iterator[pa.RecordBatch], int]] = []
+        for index, inp in enumerate(inputs):
+            prepared = self._prepared(index, inp.batches)
+            if self.policy is None:
+                streams.append((inp.batches, inp.stream.time_index))
+                continue
+            buf = KSlackBuffer(inp.stream.name, inp.stream.time_index, self.policy, self.tps)
+            self.buffers[inp.stream.name] = buf
+            streams.append((released(buf, prepared), inp.stream.time_index))
         self.merge = TimeMerge(
-            [(i.batches, i.stream.time_index) for i in inputs],
+            streams,
             grid=plan_slides(plan),
-            prepare=self._prepare,
+            prepare=self._prepare if self.policy is None else None,
             span=duration * self.tps if duration is not None else None,
             on_progress=self._on_progress,
             on_end=self._on_end,
@@ -307,14 +331,57 @@ class MergedInputs:
         for index, batch in self.merge:
             yield self.inputs[index], batch
 
+    def arrival_wall(self) -> float | None:
+        """Wall time (``perf_counter``) of the latest arrival that released tuples from a
+        K-slack buffer: what completed whatever fires next (None without buffers)."""
+        if not self.buffers:
+            return None
+        return max(b.last_release_wall for b in self.buffers.values())
+
+    def arrived_when_past(self, instant: int) -> int | None:
+        """The largest timestamp that had arrived (at its buffer) when the last stream to
+        release a tuple after ``instant`` did so: how far input had to go before the instant
+        could fire (ticks; None when no stream has released past it, e.g. at the end)."""
+        tops = [b.arrived_when_past(instant) for b in self.buffers.values()]
+        known = [t for t in tops if t is not None]
+        return max(known) if known else None
+
+    def late_note(self, stream: str) -> str:
+        """What a late tuple's dead letter adds about the buffer of ``stream`` (and the
+        idle-stream rule, if it moved the stream)."""
+        idle = ""
+        if stream in self.idle_advanced:
+            idle = f"; stream '{stream}' was idle and moved on by --idle-timeout"
+        buf = self.buffers.get(stream)
+        if buf is None:
+            return idle
+        tps = self.tps
+        return (
+            f"; its delay exceeded the K-slack of stream '{stream}' "
+            f"(K = {buf.k() / tps:g} s, --disorder {self.policy.name if self.policy else ''})"
+            + idle
+        )
+
+    def disorder_metrics(self) -> dict[str, Any] | None:
+        """Per stream what its buffer measured (docs/disorder.md), None without buffers."""
+        if self.policy is None:
+            return None
+        return {name: b.stats.metrics(b.k()) for name, b in sorted(self.buffers.items())}
+
     def tell(self, engine: PlanExecutor) -> None:
         """Pass the progress and ends reported since the last call on to ``engine``."""
         for name, key in self.progress_bar.items():
             engine.advance_stream(name, key)
+            self.known[name] = max(key, self.known.get(name, key))
         self.progress_bar.clear()
         for name in self._ended:
             engine.end_stream(name)
+            self.gone.add(name)
         self._ended.clear()
+        for name, floor in idle_floor(self.known, self.gone, self.idle_ticks).items():
+            engine.advance_stream(name, floor)
+            self.known[name] = floor
+            self.idle_advanced[name] = self.idle_advanced.get(name, 0) + 1
 
     def _on_progress(self, index: int, key: int) -> None:
         self.progress_bar[self.inputs[index].stream.name] = key
@@ -322,10 +389,30 @@ class MergedInputs:
     def _on_end(self, index: int) -> None:
         self._ended.append(self.inputs[index].stream.name)
 
+    def _prepared(self, index: int, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for b in batches:
+            yield self._prepare(index, b)
+
     def _prepare(self, index: int, batch: pa.RecordBatch) -> pa.RecordBatch:
         stream = self.inputs[index].stream
         batch = validate(batch, stream.name, self.dead)
         return to_time_base(batch, stream, self.time_unit, self.dead)
+
+
+def idle_floor(
+    progress: dict[str, int], ended: Collection[str], idle_ticks: int | None
+) -> dict[str, int]:
+    """The idle-stream rule (``--idle-timeout``), in event time: a live stream whose progress
+    is more than ``idle_ticks`` behind the leading live stream counts as progressed to the
+    lead minus ``idle_ticks``. Returns the streams it moves and where to. This is the one
+    place the rule lives; a live source's wall-clock silence would feed the same progress."""
+    if idle_ticks is None:
+        return {}
+    live = {n: p for n, p in progress.items() if n not in ended}
+    if len(live) < 2:
+        return {}
+    floor = max(live.values()) - idle_ticks
+    return {n: floor for n, p in live.items() if p < floor}
 
 
 def to_time_base(

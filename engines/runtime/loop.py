@@ -83,11 +83,19 @@ def run_plan(
     last_instant: list[int | None] = [None]
     timeline = Timeline(1)  # its time base is set once the inputs are merged
 
+    merged: MergedInputs | None = None
+    #: Per emitted instant with buffers: the arrival that let it fire, minus the instant.
+    event_lags: list[int] = []
+
     def emit(instant: int, rows: Rows | pa.Table) -> None:
         sink.write(instant, rows)
         now = time.perf_counter()
         latency = (now - arrival[0]) * 1e3
         latencies.append(latency)
+        if merged is not None and merged.buffers:
+            needed = merged.arrived_when_past(instant)
+            if needed is not None:
+                event_lags.append(max(0, needed - instant))
         timeline.emitted(instant, len(rows), latency, now)
         last_instant[0] = instant
         if stop.requested:  # checked at every instant: one input batch may fire millions
@@ -96,6 +104,10 @@ def run_plan(
     columns = {s.name: [c.name for c in s.columns] for s in catalog.streams.values()}
 
     def on_late(stream: str, row: tuple[Any, ...], reason: str) -> None:
+        if merged is not None:
+            if stream in merged.buffers:
+                merged.buffers[stream].stats.late_dropped += 1
+            reason += merged.late_note(stream)
         dead.add(stream, dict(zip(columns.get(stream, []), row, strict=False)), reason, "late")
 
     engine: PlanExecutor
@@ -107,7 +119,20 @@ def run_plan(
         stop.restore()
         sink.abort()
         raise
-    merged = MergedInputs(plan, inputs, options.duration, dead)
+    try:
+        merged = MergedInputs(
+            plan,
+            inputs,
+            options.duration,
+            dead,
+            options.disorder,
+            options.disorder_params,
+            options.idle_timeout,
+        )
+    except BaseException:
+        stop.restore()
+        sink.abort()
+        raise
     inputs = merged.inputs  # the streams the plan reads
     tps = merged.tps  # ticks per second of the query's time base
     timeline.tps = tps
@@ -158,7 +183,10 @@ def run_plan(
                         lag_max = max(lag_max, now - due)
                 if stop.requested:
                     break
-                arrival[0] = time.perf_counter()
+                # End-to-end latency counts from the arrival that released the tuples from a
+                # K-slack buffer (docs/disorder.md), else from when the loop took them.
+                released_at = merged.arrival_wall()
+                arrival[0] = released_at if released_at is not None else time.perf_counter()
                 timeline.tuples(batch.column(t_index), lo, hi)
                 try:
                     merged.tell(engine)
@@ -222,7 +250,7 @@ def run_plan(
         # (busy seconds per event-second), the dissertation's utilisation (Eq. 6.4).
         m["u"] = m["busy_s"] / event_s if event_s else None
     kept_up = lag_max <= max(1.0, 0.1 * event_s) if realtime else throughput >= rate
-    metrics = {
+    metrics: dict[str, Any] = {
         "tuples_in": tuples_in,
         "wall_s": wall_s,
         "throughput": throughput,
@@ -247,6 +275,30 @@ def run_plan(
         "rss_mb_timeline": rss_timeline,
         "operators": ops,
     }
+    disorder = merged.disorder_metrics()
+    inserted: dict[str, int] = getattr(getattr(engine, "clock", None), "late_inserted", {})
+    for name, count in inserted.items():
+        if disorder is not None and name in disorder:
+            disorder[name]["late_inserted"] = count
+    if disorder is not None or options.idle_timeout is not None or inserted:
+        metrics["disorder"] = {
+            "policy": options.disorder.text(),
+            "streams": disorder or {},
+            "idle_timeout_s": options.idle_timeout,
+            "idle_advanced": dict(merged.idle_advanced),
+            "late": "insert" if getattr(engine, "late_insert", False) else "drop",
+            "late_inserted": sum(inserted.values()),
+            "latency_ms": {
+                "p50": float(np.percentile(latencies, 50)) if latencies else None,
+                "p99": float(np.percentile(latencies, 99)) if latencies else None,
+                "max": float(max(latencies)) if latencies else None,
+            },
+            "event_latency_s": {
+                "p50": float(np.percentile(event_lags, 50)) / tps if event_lags else None,
+                "p99": float(np.percentile(event_lags, 99)) / tps if event_lags else None,
+                "max": max(event_lags) / tps if event_lags else None,
+            },
+        }
     if extra_metrics is not None:
         metrics.update(extra_metrics())
     plans: Any = metrics.get("plans")  # a migrating run's plans: who emitted when

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from engines.disorder.spec import DisorderSpec
 
 
 @dataclass(frozen=True)
@@ -49,3 +52,20 @@ class RunOptions:
     #: RSS in MB above which the run stops with an error (a window of rate x range tuples
     #: that does not fit); None: 90% of the memory available when the run starts.
     memory_limit_mb: float | None = None
+    #: ``--disorder``: K-slack buffers in front of the windows (docs/disorder.md); the
+    #: default ``none`` buffers nothing (tuples out of order follow the late rule alone).
+    disorder: DisorderSpec = field(default_factory=DisorderSpec)
+    #: Parameters of a registered policy (e.g. a quality target); the fixed ones take none.
+    disorder_params: dict[str, Any] = field(default_factory=dict)
+    #: ``--idle-timeout``: event-seconds a silent stream may hold the clock back while the
+    #: others progress (docs/disorder.md, "Idle streams"); None: wait for it forever.
+    idle_timeout: float | None = None
+    #: ``--late``: ``insert`` (a late tuple that still falls into a row window with results
+    #: to come enters it), ``drop`` (every late tuple is dead-lettered), or None: ``insert``
+    #: when ``disorder`` buffers, ``drop`` without (docs/disorder.md).
+    late: str | None = None
+
+    @property
+    def late_insert(self) -> bool:
+        """Whether late tuples may enter open windows in this run."""
+        return self.late == "insert" or (self.late is None and self.disorder.buffered)

@@ -593,7 +593,44 @@ def _run(r: Report) -> str:
         ),
         '<p class="note">Measured u is busy seconds per event-second of input; at max pace '
         "the run is not throttled, so it measures cost, not load.</p>",
+        _disorder(m.get("disorder")),
     )
+
+
+def _disorder(d: Any) -> str:
+    """The run's K-slack buffers (docs/disorder.md), when it had any."""
+    if not isinstance(d, dict):
+        return ""
+    lat = d.get("latency_ms") or {}
+    ev = d.get("event_latency_s") or {}
+    rows = [
+        [
+            html_escape(name),
+            _g(s.get("k_s")),
+            _g(s.get("max_delay_s")),
+            _n(s.get("buffered_peak")),
+            _n(s.get("late_dropped")),
+            _n(s.get("late_inserted")),
+        ]
+        for name, s in sorted((d.get("streams") or {}).items())
+    ]
+    head = (
+        f"<h3>Disorder: --disorder {html_escape(str(d.get('policy')))}, late tuples "
+        f"{html_escape(str(d.get('late')))}</h3>"
+    )
+    note = (
+        '<p class="note">End-to-end result latency (arrival of the tuple that completed an '
+        f"instant to its results), ms: p50 {html_escape(fmt(lat.get('p50')))}, p99 "
+        f"{html_escape(fmt(lat.get('p99')))}, max {html_escape(fmt(lat.get('max')))}. "
+        "Event-time latency (input that had to arrive before an instant could fire, beyond "
+        f"it), s: p50 {html_escape(fmt(ev.get('p50')))}, p99 {html_escape(fmt(ev.get('p99')))}, "
+        f"max {html_escape(fmt(ev.get('max')))}.</p>"
+    )
+    table = _table(
+        ["stream", "K (s)", "max delay (s)", "peak buffered", "late dropped", "late inserted"],
+        rows,
+    )
+    return head + table + note
 
 
 def _query(r: Report) -> str:
