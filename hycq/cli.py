@@ -486,6 +486,7 @@ def _data_generate(args: argparse.Namespace) -> int:
     if args.generator == "keyed":
         return _generate_keyed(args)
     from engines.output_files import check_writable
+    from engines.sources.delays import parse_delay
     from engines.sources.smartplug import generate_to_file
     from optimizer.ir.profile import parse_profile
 
@@ -520,6 +521,9 @@ def _data_generate(args: argparse.Namespace) -> int:
         if args.rate is not None:
             raise OptionError("--rate and --rate-profile exclude each other", hint="drop one")
         profile = parse_profile(args.rate_profile, "--rate-profile", positive_somewhere=True)
+    delay = None if args.delay is None else parse_delay(args.delay, "--delay")
+    if delay is not None:
+        delay.max_ticks(1)  # the smart-plug stream is in whole seconds
     check_writable(args.out, "--out")
     rows = generate_to_file(
         args.out,
@@ -528,12 +532,21 @@ def _data_generate(args: argparse.Namespace) -> int:
         houses=args.houses if args.houses is not None else 40,
         seed=args.seed,
         rate_profile=profile,
+        delay=delay,
     )
     sys.stderr.write(f"wrote {rows} rows to {args.out}\n")
+    if delay is not None:
+        from engines.output_files import write_bytes
+        from engines.sources.delays import readme_text
+
+        note = Path(f"{args.out}.README.md")
+        write_bytes(note, readme_text(args.out.name, {"readings": delay}, "s", args.seed), "--out")
+        sys.stderr.write(f"wrote {note} (the delay parameters)\n")
     return 0
 
 
 def _generate_keyed(args: argparse.Namespace) -> int:
+    from engines.sources.delays import parse_delay
     from engines.sources.joins import join_workload
     from engines.sources.keyed import DEFAULT_ORIGIN, KeyedStream, parse_stream_spec, write_workload
     from optimizer.ir.profile import parse_profile
@@ -555,6 +568,9 @@ def _generate_keyed(args: argparse.Namespace) -> int:
         profile = parse_profile(args.rate_profile, "--rate-profile", positive_somewhere=True)
     if args.join_streams is None and (args.shift_at is not None or args.uniform):
         raise OptionError("--shift-at and --uniform go with --join-streams N")
+    delay = None if args.delay is None else parse_delay(args.delay, "--delay")
+    if delay is not None:
+        delay.max_ticks(1 if args.time_unit == "s" else 1000)  # whole ticks of --time-unit
     if args.join_streams is not None:
         if args.stream:
             raise OptionError(
@@ -571,6 +587,8 @@ def _generate_keyed(args: argparse.Namespace) -> int:
         )
         if profile is not None:
             streams = [dataclasses.replace(s, rate_profile=profile) for s in streams]
+        if delay is not None:
+            streams = [dataclasses.replace(s, delay=delay) for s in streams]
     else:
         defaults = KeyedStream(
             "x",
@@ -579,6 +597,7 @@ def _generate_keyed(args: argparse.Namespace) -> int:
             skew=args.skew,
             time_unit=args.time_unit,
             rate_profile=profile,
+            delay=delay,
         )
         specs = args.stream or ["r", "s", "t"]
         streams = [parse_stream_spec(spec, defaults) for spec in specs]

@@ -515,6 +515,15 @@ def build_parser() -> argparse.ArgumentParser:
         "joined by ',' (hold, then step) or '~' (linear ramp), the first at 0, e.g. "
         "0:1000,60:40000,120:5000 or 0:1000~60:40000; keyed: every stream's default",
     )
+    gen.add_argument(
+        "--delay",
+        metavar="zipf:MAX,SKEW",
+        help="induced disorder (Ji's synthetic method): rows are written in arrival order and "
+        "each timestamp is its arrival instant minus a delay drawn from Zipf over 0..MAX "
+        "ticks with exponent SKEW (P(d) ~ (d+1)^-SKEW), e.g. zipf:20s,2; keyed: every "
+        "stream's default (per stream: --stream r:delay=zipf:20s,3); recorded in the "
+        "catalog (keyed) or in OUT.README.md (smartplug)",
+    )
     gen.add_argument("--houses", type=_positive_int, help="smartplug: number of houses (40)")
     gen.add_argument("--seed", type=_non_negative_int, default=42, help="random seed (42)")
     keyed = gen.add_argument_group("keyed streams (--generator keyed)")
@@ -527,6 +536,7 @@ def build_parser() -> argparse.ArgumentParser:
         "seconds), silent=FROM-TO[+FROM-TO], unit=s|ms, hot (an offset added to every key: "
         "moves the hot key), sel (fraction of tuples with v < 10; default 0.1); rate, keys, "
         "skew, hot and sel also take a profile, e.g. rate=0:10,60:400 or sel=0:0.1~30:0.9; "
+        "delay=zipf:MAX,SKEW (induced disorder, as --delay); "
         "repeat for each stream (default: r, s, t with the settings below)",
     )
     keyed.add_argument(
