@@ -111,6 +111,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _bench(args)
     if args.command == "report":
         return _report(args)
+    if args.command == "quality":
+        return _quality(args)
     raise OptionError(f"unknown command {args.command}")  # pragma: no cover
 
 
@@ -607,6 +609,66 @@ def _generate_keyed(args: argparse.Namespace) -> int:
     files = ", ".join(f"{name}.{args.format} ({n} rows)" for name, n in counts.items())
     sys.stderr.write(f"wrote {files} and catalog.toml to {out}\n")
     return 0
+
+
+def _quality(args: argparse.Namespace) -> int:
+    from hycq.quality import QualitySpec, measure_quality, read_result_file
+
+    ticks = {"s": 1, "ms": 1000, "us": 1_000_000}[args.time_unit]
+    period = round(args.recall_period * ticks)
+    if period < 1:
+        raise OptionError(
+            f"--recall-period {args.recall_period:g} is below one tick ({args.time_unit})"
+        )
+    spec = QualitySpec(
+        recall_period=period,
+        max_error=args.max_error,
+        min_recall=args.min_recall,
+        keys=args.key,
+        values=args.value,
+        count=args.count,
+    )
+    result = read_result_file(args.result, "RESULT")
+    truth = read_result_file(args.truth, "--truth")
+    q = measure_quality(result, truth, spec)
+    if args.json:
+        _print_json(q)
+        return 0
+    r = q["recall"]
+    lines = [f"{q['results']} result rows, {q['truth_rows']} true rows"]
+    overall = "n/a" if r["overall"] is None else f"{r['overall']:.6f}"
+    lines.append(
+        f"recall {overall} ({r['matched']} matched, {r['missing']} missing, {r['extra']} "
+        f"extra); gamma over {args.recall_period:g} s: {r['measurements']} measurements, "
+        f"min {_fmt(r['min_gamma'])}"
+    )
+    if "phi_gamma" in r:
+        lines.append(
+            f"Phi({r['gamma']:g}) = {_fmt(r['phi_gamma'])}, "
+            f"Phi(0.99*{r['gamma']:g}) = {_fmt(r['phi_099_gamma'])}"
+        )
+    if "error" in q:
+        e = q["error"]
+        lines.append(
+            f"relative error over {e['true_results']} true results "
+            f"({', '.join(q['columns']['values'])}): "
+            f"mean {_fmt(e['mean'])}, p95 {_fmt(e['p95'])}, max {_fmt(e['max'])}, "
+            f"{e['wrong']} wrong, {e['missing']} missing, {e['extra']} extra"
+        )
+        if "phi_eps" in e:
+            lines.append(f"Phi({e['max_error']:g}) = {_fmt(e['phi_eps'])}")
+        c = q.get("coverage")
+        if c is not None:
+            lines.append(
+                f"coverage ({c['column']}): mean {_fmt(c['mean'])}, min {_fmt(c['min'])}, "
+                f"full in {_fmt(c['full'])} of results"
+            )
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 0
+
+
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.6g}"
 
 
 def _inputs(

@@ -468,6 +468,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--quick", action="store_true", help="smaller data and fewer points (about 10 s)"
     )
 
+    _quality_parser(sub)
+
     data = sub.add_parser("data", help="synthetic data: smart-plug readings, keyed streams")
     data_sub = data.add_subparsers(dest="data_command", metavar="ACTION", parser_class=_DebugParser)
     data_sub.required = True
@@ -577,6 +579,83 @@ def build_parser() -> argparse.ArgumentParser:
         "--format", choices=("csv", "parquet"), default="csv", help="file format (csv, with header)"
     )
     return parser
+
+
+def _fraction(text: str) -> float:
+    """A number in (0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got '{text}'") from None
+    if not (math.isfinite(value) and 0 < value <= 1):
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1], got '{text}'")
+    return value
+
+
+def _names(text: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    if not names and text.strip():
+        raise argparse.ArgumentTypeError(f"expected column names, got '{text}'")
+    return names
+
+
+def _quality_parser(sub: Any) -> None:
+    qp = sub.add_parser(
+        "quality",
+        help="measure a result file's quality against the true result stream",
+        description="Compare RESULT (a 'hycq run --output' file of a run with a disorder "
+        "buffer) with TRUTH (the same query's result stream over the in-order input, or with "
+        "a buffer >= the largest delay): recall per period and Phi(Gamma) (joins; Eqs. 4.3, "
+        "4.11), relative error per result and Phi(eps) (aggregates; Eq. 4.10), and window "
+        "coverage from a COUNT column. Rows are matched by _ts and the group key. "
+        "docs/disorder-quality.md has the definitions.",
+    )
+    qp.add_argument("result", type=Path, metavar="RESULT", help=".parquet, .csv or .jsonl")
+    qp.add_argument("--truth", type=Path, required=True, metavar="TRUTH", help="the true results")
+    qp.add_argument(
+        "--recall-period",
+        type=positive_float,
+        default=60.0,
+        metavar="S",
+        help="P_meas, seconds: recall is measured over the last P at every true instant, and "
+        "per tumbling period of P (default 60, Table 4.2)",
+    )
+    qp.add_argument(
+        "--time-unit",
+        choices=("s", "ms", "us"),
+        default="s",
+        help="the unit of _ts (the query's time base; default s)",
+    )
+    qp.add_argument(
+        "--max-error",
+        type=positive_float,
+        metavar="EPS",
+        help="Phi(EPS): share of results with relative error <= EPS",
+    )
+    qp.add_argument(
+        "--min-recall",
+        type=_fraction,
+        metavar="GAMMA",
+        help="Phi(GAMMA) and Phi(0.99 GAMMA): share of recall measurements >= the value",
+    )
+    qp.add_argument(
+        "--key",
+        type=_names,
+        metavar="COLS",
+        help="group-key columns (default: the columns that are not --value)",
+    )
+    qp.add_argument(
+        "--value",
+        type=_names,
+        metavar="COLS",
+        help="aggregate columns (default: the floating-point ones)",
+    )
+    qp.add_argument(
+        "--count",
+        metavar="COL",
+        help="a COUNT column among the values: window coverage = produced / true count",
+    )
+    qp.add_argument("--json", action="store_true", help="print one JSON object")
 
 
 def _default_duration() -> float:
