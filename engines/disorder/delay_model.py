@@ -114,7 +114,9 @@ def expected_coverage(
     return np.asarray(f @ share)
 
 
-def in_order_share(cdf: np.ndarray, granularity: int, ks: np.ndarray, k_sync: int = 0) -> np.ndarray:
+def in_order_share(
+    cdf: np.ndarray, granularity: int, ks: np.ndarray, k_sync: int = 0
+) -> np.ndarray:
     """``f_{D^K}(0)`` for each K in ``ks``: the share of tuples in order after the buffer."""
     shift = (np.asarray(ks, dtype=np.int64) + int(k_sync)) // granularity
     return np.asarray(cdf[np.minimum(shift, len(cdf) - 1)])

@@ -42,4 +42,4 @@ class PDController:
     def slack(self, max_delay: int, granularity: int = 1) -> int:
         """K = alpha * MaxD, rounded up to the granularity (ticks)."""
         k = self.alpha * max(0, max_delay)
-        return int(-(-int(round(k)) // granularity) * granularity)
+        return int(-(-round(k) // granularity) * granularity)

@@ -61,7 +61,7 @@ class DelaySpec:
                 f"delay maximum {self.max_s:g} s is not a whole number of ticks ({unit})",
                 hint="give a maximum in the stream's time unit, e.g. zipf:20s,2",
             )
-        return int(round(ticks))
+        return round(ticks)
 
     def pmf(self, ticks_per_second: int) -> np.ndarray:
         """P(delay = d) for d = 0 .. MAX ticks."""
