@@ -8,8 +8,9 @@ the slide instant. The measures are those of Ji's dissertation (section 4.3):
 
 * **Recall** (Eq. 4.3), for window joins: of the true result rows with ``_ts`` in a period,
   the share the run produced (rows matched as multisets per instant, on every column;
-  floating-point values compared to 9 significant digits). ``gamma(P)`` is measured at every
-  true instant ``T`` over ``(T - P, T]``; **Phi(Gamma)** (Eq. 4.11) is the share of those
+  floating-point values compared to 30 significant bits, about 9 digits). ``gamma(P)`` is
+  measured at every true instant ``T`` over ``(T - P, T]``; **Phi(Gamma)** (Eq. 4.11) is the
+  share of those
   measurements with ``gamma >= Gamma``, leaving out those of the first ``P`` (the
   dissertation's warm-up). Recall per tumbling period ``[kP, (k+1)P)`` is listed as well.
 * **Relative error** (section 4.1), for windowed aggregates: for every true result (an instant
@@ -23,8 +24,9 @@ the slide instant. The measures are those of Ji's dissertation (section 4.3):
   (``count``), the produced count over the true count per true result.
 
 Which columns are the group key and which the aggregate values: ``keys`` and ``values``, by
-default the floating-point columns are the values and the others the key (so give
-``values=["n"]`` for an integer COUNT). ``_ts`` is always part of the match.
+default the floating-point columns (in either file) are the values and the others the key (so
+give ``values=["n"]`` for an integer COUNT, and name the values of CSV files, which read
+whole-number doubles back as integers). ``_ts`` is always part of the match.
 """
 
 from __future__ import annotations
@@ -41,8 +43,9 @@ import pyarrow.compute as pc
 
 from optimizer.ir.errors import DataError, OptionError
 
-#: Significant digits to which floating-point values are compared in the recall match.
-MATCH_DIGITS = 9
+#: Significant bits to which floating-point values are compared in the recall match (30
+#: bits: about 9 decimal digits).
+MATCH_BITS = 30
 #: The instant column of a result file.
 TS = "_ts"
 
@@ -109,7 +112,7 @@ def measure_quality(result: pa.Table, truth: pa.Table, spec: QualitySpec) -> dic
     if spec.recall_period <= 0:
         raise OptionError(f"the recall period must be positive, got {spec.recall_period}")
     _check_columns(result, truth)
-    keys, values = _roles(truth, spec)
+    keys, values = _roles(truth, result, spec)
     out: dict[str, Any] = {
         "results": result.num_rows,
         "truth_rows": truth.num_rows,
@@ -130,7 +133,9 @@ def _check_columns(result: pa.Table, truth: pa.Table) -> None:
         )
 
 
-def _roles(truth: pa.Table, spec: QualitySpec) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _roles(
+    truth: pa.Table, result: pa.Table, spec: QualitySpec
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
     names = [n for n in truth.column_names if n != TS]
     for given, flag in ((spec.keys, "--key"), (spec.values, "--value")):
         for name in given or ():
@@ -140,8 +145,12 @@ def _roles(truth: pa.Table, spec: QualitySpec) -> tuple[tuple[str, ...], tuple[s
                 )
     if spec.values is not None:
         values = spec.values
-    else:
-        values = tuple(n for n in names if pa.types.is_floating(truth.schema.field(n).type))
+    else:  # a CSV file reads whole-number doubles back as integers: float in either file
+        values = tuple(
+            n
+            for n in names
+            if any(pa.types.is_floating(t.schema.field(n).type) for t in (truth, result))
+        )
     for name in values:
         if not (
             pa.types.is_integer(truth.schema.field(name).type)
@@ -155,15 +164,15 @@ def _roles(truth: pa.Table, spec: QualitySpec) -> tuple[tuple[str, ...], tuple[s
 
 
 def _normalized(column: pa.ChunkedArray) -> pa.Array:
-    """The column as strings for matching: floats to ``MATCH_DIGITS`` significant digits,
+    """The column as strings for matching: floats to ``MATCH_BITS`` significant bits,
     nulls as a marker (so they match each other)."""
     arr = column.combine_chunks()
     if pa.types.is_floating(arr.type):
         x = arr.to_numpy(zero_copy_only=False).astype(np.float64)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            mag = np.where(np.isfinite(x) & (x != 0), np.floor(np.log10(np.abs(x))), 0.0)
-            scale = 10.0 ** (MATCH_DIGITS - 1 - mag)
-            r = np.where(np.isfinite(x), np.round(x * scale) / scale, x)
+        mantissa, exponent = np.frexp(np.where(np.isfinite(x), x, 0.0))
+        r = np.where(
+            np.isfinite(x), np.ldexp(np.round(mantissa * 2.0**MATCH_BITS), exponent - MATCH_BITS), x
+        )
         arr = pa.array(r, pa.float64(), mask=np.asarray(arr.is_null()))
     return pc.fill_null(pc.cast(arr, pa.string()), "\x00null")
 
@@ -290,7 +299,7 @@ def relative_errors(true: np.ndarray, produced: np.ndarray) -> np.ndarray:
     true = true.astype(np.float64)
     produced = produced.astype(np.float64)
     diff = np.abs(true - produced)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         eps = diff / np.abs(true)
     return np.where(true == 0, np.where(diff == 0, 0.0, math.inf), eps)
 
