@@ -17,7 +17,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hycq.cli_args import build_parser, engine_names, positive_float, settings_of
+from hycq.cli_args import (
+    build_parser,
+    engine_names,
+    positive_float,
+    quality_options,
+    settings_of,
+)
 from optimizer.ir.errors import HycqError, OptionError, UserError, did_you_mean
 
 
@@ -288,6 +294,7 @@ def _run(args: argparse.Namespace) -> int:
         stop_on_signal=True,
         memory_limit_mb=args.memory_limit,
         names=CLI_OPTION_NAMES,
+        quality=quality_options(args),
     )
     from engines import registry
 

@@ -324,6 +324,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _optimizer_flags(rn, placement=True, join_order=True)
     _migration_flags(rn)
+    _quality_flags(rn)
     rn.add_argument(
         "--output",
         metavar="PATH",
@@ -597,6 +598,87 @@ def _names(text: str) -> tuple[str, ...]:
     if not names and text.strip():
         raise argparse.ArgumentTypeError(f"expected column names, got '{text}'")
     return names
+
+
+def _open_fraction(text: str) -> float:
+    """A number in (0, 1)."""
+    value = _fraction(text)
+    if value >= 1:
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1), got '{text}'")
+    return value
+
+
+def _quality_flags(p: argparse.ArgumentParser) -> None:
+    """The result-quality target of quality-driven disorder handling (docs/disorder-quality.md)."""
+    g = p.add_argument_group("result-quality target (--disorder quality; docs/disorder-quality.md)")
+    g.add_argument(
+        "--max-error",
+        type=positive_float,
+        metavar="EPS",
+        help="windowed aggregates (SUM, COUNT, AVG): keep each window's relative error "
+        "|A - A^| / |A| at most EPS with probability --confidence",
+    )
+    g.add_argument(
+        "--confidence",
+        type=_open_fraction,
+        metavar="1-DELTA",
+        help="with --max-error: P(error <= EPS) >= 1-DELTA (default 0.95, Table 4.2)",
+    )
+    g.add_argument(
+        "--min-recall",
+        type=_fraction,
+        metavar="GAMMA",
+        help="window joins: produce at least a share GAMMA of the true results of every "
+        "--recall-period",
+    )
+    g.add_argument(
+        "--recall-period",
+        type=positive_float,
+        metavar="S",
+        help="with --min-recall: the period P_meas recall is measured over, seconds (default "
+        "60, Table 4.2)",
+    )
+    g.add_argument(
+        "--adapt-method",
+        choices=("am", "pd"),
+        default=None,
+        help="how K adapts: am (the analytical model, default) or pd (the PD controller)",
+    )
+    g.add_argument(
+        "--quality-param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override a model parameter (Table 4.2 defaults): b=0.01 (basic window, s), "
+        "g=0.01 (K step, s), q=0.99 (retrospect quantile), up / ud (PD gains; aggregates "
+        "0.2 / 4, joins 0.6 / 0.8), p_meas=60, l_adt=1 (adaptation interval, s), "
+        "stat_window=20000 (delays kept per stream), warmup=1, recalc=1 (s); repeatable",
+    )
+
+
+def quality_options(args: argparse.Namespace) -> Any:
+    """The run's QualityOptions from the parsed flags, None when none was given (exit 2 on
+    a bad combination or parameter)."""
+    from engines.disorder.params import parse_overrides
+    from engines.disorder.quality_options import QualityOptions
+
+    given = (
+        args.max_error,
+        args.confidence,
+        args.min_recall,
+        args.recall_period,
+        args.adapt_method,
+    )
+    if all(v is None for v in given) and not args.quality_param:
+        return None
+    return QualityOptions(
+        max_error=args.max_error,
+        confidence=args.confidence,
+        min_recall=args.min_recall,
+        recall_period=args.recall_period,
+        method=args.adapt_method or "am",
+        params=parse_overrides(args.quality_param),
+    )
 
 
 def _quality_parser(sub: Any) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from engines.disorder.quality_options import QualityOptions
+
 
 @dataclass(frozen=True)
 class OptionNames:
@@ -49,3 +51,7 @@ class RunOptions:
     #: RSS in MB above which the run stops with an error (a window of rate x range tuples
     #: that does not fit); None: 90% of the memory available when the run starts.
     memory_limit_mb: float | None = None
+    #: The result-quality target of ``--disorder quality`` (``--max-error``/``--confidence``
+    #: or ``--min-recall``/``--recall-period``, ``--adapt-method``, ``--quality-param``);
+    #: None when none was given.
+    quality: QualityOptions | None = None

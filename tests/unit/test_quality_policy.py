@@ -207,3 +207,47 @@ def test_options_are_validated() -> None:
     assert p.g == 1  # never below one tick
     with pytest.raises(KeyError):
         p.k("nope")
+
+
+def test_run_flags_build_quality_options() -> None:
+    from hycq.cli_args import build_parser, quality_options
+
+    def opts(*flags: str) -> QualityOptions | None:
+        return quality_options(build_parser().parse_args(["run", "q.sql", *flags]))
+
+    assert opts() is None
+    q = opts("--min-recall", "0.99", "--recall-period", "30", "--adapt-method", "pd",
+             "--quality-param", "ud=2", "--quality-param", "g=0.02")  # fmt: skip
+    assert q is not None and q.target == "recall" and q.method == "pd"
+    assert q.recall_period == 30 and q.params.gains("join") == (0.6, 2.0) and q.params.g == 0.02
+    e = opts("--max-error", "0.01")
+    assert e is not None and e.method == "am" and e.delta == pytest.approx(0.05)
+    assert opts("--max-error", "0.01", "--confidence", "0.99").delta == pytest.approx(0.01)
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--max-error", "0"], "positive"),
+        (["--confidence", "1"], "(0, 1)"),
+        (["--max-error", "0.01", "--min-recall", "0.9"], "exclude each other"),
+        (["--confidence", "0.9"], "goes with --max-error"),
+        (["--recall-period", "5"], "goes with --min-recall"),
+        (["--min-recall", "0"], "(0, 1]"),
+        (["--quality-param", "q=2"], "q must be"),
+        (["--adapt-method", "pid"], "invalid choice"),
+    ],
+)
+def test_bad_run_flags_exit_2(flags: list[str], message: str) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run(
+        [sys.executable, "-m", "hycq.cli", "run", "queries/keyed/j2.sql", "--duration", "1",
+         *flags],
+        capture_output=True, text=True, cwd=root, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2 and proc.stderr.startswith("error: "), proc.stderr
+    assert message in proc.stderr and "Traceback" not in proc.stderr
