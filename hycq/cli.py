@@ -494,6 +494,8 @@ def _calibrate(args: argparse.Namespace) -> int:
 def _data_generate(args: argparse.Namespace) -> int:
     if args.generator == "keyed":
         return _generate_keyed(args)
+    if args.generator in ("x3", "x4"):
+        return _generate_qddh(args)
     from engines.output_files import check_writable
     from engines.sources.delays import parse_delay
     from engines.sources.smartplug import generate_to_file
@@ -551,6 +553,47 @@ def _data_generate(args: argparse.Namespace) -> int:
         note = Path(f"{args.out}.README.md")
         write_bytes(note, readme_text(args.out.name, {"readings": delay}, "s", args.seed), "--out")
         sys.stderr.write(f"wrote {note} (the delay parameters)\n")
+    return 0
+
+
+def _generate_qddh(args: argparse.Namespace) -> int:
+    from engines.sources.keyed import DEFAULT_ORIGIN
+    from engines.sources.qddh_joins import RATE, write_workload
+
+    fixed = [
+        flag
+        for flag, given in (
+            ("--stream", bool(args.stream)),
+            ("--join-streams", args.join_streams is not None),
+            ("--shift-at", args.shift_at is not None),
+            ("--uniform", args.uniform),
+            ("--keys", args.keys != 100),
+            ("--skew", args.skew != 0.0),
+            ("--time-unit", args.time_unit != "s"),
+            ("--houses", args.houses is not None),
+            ("--rate-profile", args.rate_profile is not None),
+            ("--delay", args.delay is not None),
+        )
+        if given
+    ]
+    if fixed:
+        raise OptionError(
+            f"{', '.join(fixed)}: not for --generator {args.generator} (its streams, keys and "
+            "delays are fixed by the dissertation; --seconds, --rate, --seed, --origin and "
+            "--format apply)",
+            hint="drop the option, or use --generator keyed",
+        )
+    out: Path = args.out
+    if out.exists() and not out.is_dir():
+        raise OptionError(f"--out {out} is a file; --generator {args.generator} writes a folder")
+    if not out.parent.exists():
+        raise OptionError(f"output folder does not exist: {out.parent}")
+    out.mkdir(exist_ok=True)
+    origin = args.origin if args.origin is not None else DEFAULT_ORIGIN
+    rate = args.rate if args.rate is not None else RATE
+    counts = write_workload(out, args.generator, args.seconds, args.seed, origin, args.format, rate)
+    files = ", ".join(f"{name}.{args.format} ({n} rows)" for name, n in counts.items())
+    sys.stderr.write(f"wrote {files}, catalog.toml and README.md to {out}\n")
     return 0
 
 

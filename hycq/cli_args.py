@@ -494,9 +494,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     gen.add_argument(
         "--generator",
-        choices=("smartplug", "keyed"),
+        choices=("smartplug", "keyed", "x3", "x4"),
         default="smartplug",
-        help="what to generate (default smartplug)",
+        help="what to generate (default smartplug); x3, x4: Ji's out-of-order join workloads "
+        "(section 4.3: 100 tuples/s per stream, ms timestamps, Zipf delays up to 20 s, join "
+        "values Zipf over 1..100 with drifting skew; x3 3 streams, x4 a 4-stream star) into "
+        "the folder --out with catalog.toml and README.md, for queries/qddh (the "
+        "dissertation's 30 minutes: --seconds 1800)",
     )
     gen.add_argument(
         "--out",
