@@ -152,3 +152,37 @@ def test_cli_smartplug_delay_note_and_bad_delay(tmp_path: Path) -> None:
     bad = _hycq("data", "generate", "--out", tmp_path / "x.csv", "--delay", "zipf:1.5s,2")
     assert bad.returncode == 2 and bad.stderr.startswith("error: ") and "ticks" in bad.stderr
     assert not (tmp_path / "x.csv").exists()
+
+
+def test_skew_schedule_redraws_within_bounds() -> None:
+    from engines.sources.qddh_joins import skew_schedule
+
+    p = skew_schedule(42, "s1_a1", 6 * 3600.0)
+    assert p.values[0] == 1.0 and p.times[0] == 0.0
+    gaps = np.diff(p.times)
+    assert len(gaps) > 10 and gaps.min() >= 60 and gaps.max() <= 600
+    assert all(0 <= v <= 5 for v in p.values[1:])
+    assert skew_schedule(42, "s1_a1", 3600.0).values == skew_schedule(42, "s1_a1", 3600.0).values
+
+
+def test_cli_x4_workload(tmp_path: Path) -> None:
+    from optimizer.sql.catalog import load_catalog
+
+    out = tmp_path / "x4"
+    proc = _hycq("data", "generate", "--generator", "x4", "--out", out, "--seconds", "30")
+    assert proc.returncode == 0, proc.stderr
+    cat = load_catalog(out / "catalog.toml")
+    assert sorted(cat.streams) == ["t1", "t2", "t3", "t4"]
+    t1 = pacsv.read_csv(out / "t1.csv")
+    assert t1.column_names == ["ts", "a1", "a2", "a3"] and t1.num_rows == 3000
+    for name in ("a1", "a2", "a3"):
+        values = t1.column(name).to_numpy()
+        assert values.min() >= 1 and values.max() <= 100
+    arrival = 1_400_000_000_000 + np.arange(3000) * 10
+    d = arrival - t1.column("ts").to_numpy()
+    assert d.min() >= 0 and d.max() <= 20000
+    readme = (out / "README.md").read_text()
+    assert "zipf:20s,4" in readme and "t1.a3" in readme
+    bad = _hycq("data", "generate", "--generator", "x3", "--out", tmp_path / "y", "--delay",
+                "zipf:2s,2")  # fmt: skip
+    assert bad.returncode == 2 and "--delay" in bad.stderr and not (tmp_path / "y").exists()
