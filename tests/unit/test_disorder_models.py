@@ -323,3 +323,25 @@ def test_params_defaults_and_overrides() -> None:
     for bad in ("g=0", "q=1.5", "nope=1", "b", "g=x", "stat_window=2.5", "up=-1"):
         with pytest.raises(OptionError):
             parse_overrides([bad])
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    counts=st.lists(st.integers(0, 50), min_size=1, max_size=40),
+    window=st.integers(1, 300),
+    basic_steps=st.integers(1, 5),
+    g=st.integers(1, 7),
+    ks=st.lists(st.integers(0, 400), min_size=1, max_size=10),
+    k_sync=st.integers(0, 30),
+)
+def test_fast_coverage_equals_the_term_by_term_sum(
+    counts: list[int], window: int, basic_steps: int, g: int, ks: list[int], k_sync: int
+) -> None:
+    """The running-sum path (b a multiple of g) against Eq. 3.5 summed term by term."""
+    c = np.asarray(counts, dtype=float) + 1e-3
+    cdf = np.cumsum(c) / c.sum()
+    b = basic_steps * g
+    k = np.asarray(ks)
+    fast = expected_coverage(cdf, window, b, g, k, k_sync)
+    slow = delay_model.coverage_direct(cdf, window, b, g, k, k_sync)
+    assert np.allclose(fast, slow, rtol=1e-12, atol=1e-12)
