@@ -36,9 +36,10 @@ SUM whose values have sigma = mu doubles the variance term (a = 0.0277): x = 0.0
 from __future__ import annotations
 
 import math
+from functools import cache
+from statistics import NormalDist
 
 import numpy as np
-from scipy.stats import norm
 
 from engines.disorder.delay_model import expected_coverage
 
@@ -46,11 +47,12 @@ from engines.disorder.delay_model import expected_coverage
 AGGREGATES = ("sum", "count", "avg")
 
 
+@cache
 def critical_value(delta: float) -> float:
     """c_delta: the two-sided standard normal critical value, ``Phi^-1(1 - delta / 2)``."""
     if not 0 < delta < 1:
         raise ValueError(f"delta must be in (0, 1), got {delta}")
-    return float(norm.ppf(1.0 - delta / 2.0))
+    return NormalDist().inv_cdf(1.0 - delta / 2.0)
 
 
 def error_bound(c: float, eps_delta: float, n: float, mu: float, var: float) -> float:

@@ -169,7 +169,6 @@ class AggregateQualityPolicy(_Base):
         self.monitors = {
             s: CoverageMonitor(w, max(1, shape.slide), p.q) for s, w in shape.windows.items()
         }
-        self.late: dict[str, deque[int]] = {s: deque(maxlen=p.stat_window) for s in shape.windows}
         self._measured: dict[str, float | None] = dict.fromkeys(shape.windows)
         self._next: dict[str, int] = {}
         self._thr: dict[str, tuple[int, float]] = {}
@@ -177,8 +176,6 @@ class AggregateQualityPolicy(_Base):
 
     def observe(self, stream: str, delays: np.ndarray, now: int) -> None:
         self._seen(stream, delays, now)
-        d = np.asarray(delays, dtype=np.int64)
-        self.late[stream].extend(d[d > 0].tolist())
         nxt = self._next.setdefault(stream, self._first[stream] + self.warmup)
         if now >= nxt:
             self._next[stream] = now + self.l_adt
@@ -219,9 +216,8 @@ class AggregateQualityPolicy(_Base):
             k = am_slack(st.cdf(), thr, self.shape.windows[stream], self.b, self.g, st.max_recent)
         else:
             measured = self._measured[stream]
-            own = self.monitors[stream].measure(
-                now, np.fromiter(self.late[stream], np.int64), st.max_ever
-            )
+            recent = st.latest()
+            own = self.monitors[stream].measure(now, recent[recent > 0], st.max_ever)
             if measured is None:
                 measured = own
             if measured is None:
