@@ -43,6 +43,19 @@ class DelayStats:
         self._ring = np.zeros(capacity, dtype=np.int64)
         self._count = 0  # delays ever added
         self.max_ever = 0
+        #: Counts of coarse delays in the window, kept up to date by add() (so cdf() costs
+        #: the number of coarse delays, not the window's size).
+        self._hist = np.zeros(1, dtype=np.int64)
+
+    def _count_in(self, delays: np.ndarray, sign: int) -> None:
+        if not len(delays):
+            return
+        counts = np.bincount(self.coarse(delays))
+        if len(counts) > len(self._hist):
+            self._hist = np.concatenate(
+                [self._hist, np.zeros(len(counts) - len(self._hist), np.int64)]
+            )
+        self._hist[: len(counts)] += sign * counts
 
     def add(self, delays: np.ndarray) -> None:
         """Record delays (ticks, >= 0) in arrival order."""
@@ -52,15 +65,23 @@ class DelayStats:
         d = np.maximum(d, 0)
         self.max_ever = max(self.max_ever, int(d.max()))
         if len(d) >= self.capacity:
+            # only the multiset of the latest delays matters, not their order in the ring
             self._ring[:] = d[-self.capacity :]
             self._count += len(d)
-            # keep ring order irrelevant: only the multiset of the latest delays matters
+            self._hist = np.zeros(1, dtype=np.int64)
+            self._count_in(self._ring, 1)
             return
+        size = self.size
         at = self._count % self.capacity
         first = min(len(d), self.capacity - at)
+        replaced = [self._ring[at : min(at + first, size)]]
+        if len(d) > first:
+            replaced.append(self._ring[: min(len(d) - first, size)])
+        self._count_in(np.concatenate(replaced), -1)
         self._ring[at : at + first] = d[:first]
         self._ring[: len(d) - first] = d[first:]
         self._count += len(d)
+        self._count_in(d, 1)
 
     @property
     def size(self) -> int:
@@ -83,7 +104,8 @@ class DelayStats:
         """``F_D(d)`` for ``d = 0 .. max coarse delay`` (beyond: 1); ``[1.0]`` when empty."""
         if not self.size:
             return np.ones(1)
-        counts = np.bincount(self.coarse(self.latest()))
+        nonzero = np.flatnonzero(self._hist)
+        counts = self._hist[: int(nonzero[-1]) + 1]
         return np.cumsum(counts) / counts.sum()
 
 

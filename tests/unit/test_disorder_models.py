@@ -345,3 +345,27 @@ def test_fast_coverage_equals_the_term_by_term_sum(
     fast = expected_coverage(cdf, window, b, g, k, k_sync)
     slow = delay_model.coverage_direct(cdf, window, b, g, k, k_sync)
     assert np.allclose(fast, slow, rtol=1e-12, atol=1e-12)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    batches=st.lists(st.lists(st.integers(0, 500), max_size=30), max_size=20),
+    capacity=st.integers(1, 40),
+    g=st.integers(1, 20),
+)
+def test_delay_stats_histogram_follows_the_window(
+    batches: list[list[int]], capacity: int, g: int
+) -> None:
+    """The incrementally kept histogram gives the CDF of the latest ``capacity`` delays."""
+    s = DelayStats(g, capacity)
+    seen: list[int] = []
+    for b in batches:
+        s.add(np.asarray(b, dtype=np.int64))
+        seen += b
+    latest = np.asarray(seen[-capacity:], dtype=np.int64)
+    assert sorted(s.latest().tolist()) == sorted(latest.tolist())
+    if len(latest):
+        counts = np.bincount(-(-latest // g))
+        assert np.allclose(s.cdf(), np.cumsum(counts) / counts.sum())
+    else:
+        assert s.cdf().tolist() == [1.0]
