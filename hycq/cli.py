@@ -677,6 +677,7 @@ def _quality(args: argparse.Namespace) -> int:
         keys=args.key,
         values=args.value,
         count=args.count,
+        any_instant=args.any_instant,
     )
     result = read_result_file(args.result, "RESULT")
     truth = read_result_file(args.truth, "--truth")

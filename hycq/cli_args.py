@@ -741,6 +741,13 @@ def _quality_parser(sub: Any) -> None:
         metavar="COL",
         help="a COUNT column among the values: window coverage = produced / true count",
     )
+    qp.add_argument(
+        "--any-instant",
+        action="store_true",
+        help="recall: a true row counts as produced when RESULT has it at any instant (ISTREAM "
+        "joins whose rows carry their tuples' timestamps: a result completed by a late tuple "
+        "comes at a later instant)",
+    )
     qp.add_argument("--json", action="store_true", help="print one JSON object")
 
 

@@ -54,7 +54,8 @@ TS = "_ts"
 class QualitySpec:
     """What to measure. ``recall_period``: P in ticks of ``_ts``; ``max_error``: eps_thr of
     Phi(eps); ``min_recall``: Gamma of Phi(Gamma) (Phi(0.99 Gamma) is reported too);
-    ``keys`` / ``values`` / ``count``: column roles (module docstring)."""
+    ``keys`` / ``values`` / ``count``: column roles (module docstring); ``any_instant``:
+    recall matches a true row with a produced copy at any instant (module docstring)."""
 
     recall_period: int
     max_error: float | None = None
@@ -62,6 +63,7 @@ class QualitySpec:
     keys: tuple[str, ...] | None = None
     values: tuple[str, ...] | None = None
     count: str | None = None
+    any_instant: bool = False
 
 
 def read_result_file(path: Path | str, what: str) -> pa.Table:
@@ -199,17 +201,25 @@ def _recall(result: pa.Table, truth: pa.Table, spec: QualitySpec) -> dict[str, A
     rid, tid = _row_ids([result, truth], columns)
     r_ts = result.column(TS).to_numpy().astype(np.int64)
     t_ts = truth.column(TS).to_numpy().astype(np.int64)
-    # Multiset intersection per (instant, row): min of the two multiplicities.
-    t_pairs, t_counts = _counts(t_ts, tid)
-    r_pairs, r_counts = _counts(r_ts, rid)
-    matched_per_pair = _matched(t_pairs, t_counts, r_pairs, r_counts)
-    instants, inv = (
-        np.unique(t_pairs[:, 0], return_inverse=True)
-        if len(t_pairs)
-        else (np.empty(0, np.int64), np.empty(0, np.int64))
-    )
-    true_n = np.bincount(inv, weights=t_counts, minlength=len(instants))
-    got_n = np.bincount(inv, weights=matched_per_pair, minlength=len(instants))
+    if spec.any_instant:
+        hit = _hits_any_instant(t_ts, tid, rid)
+        instants, inv = np.unique(t_ts, return_inverse=True)
+        true_n: np.ndarray = np.bincount(inv, minlength=len(instants)).astype(np.float64)
+        got_n: np.ndarray = np.bincount(
+            inv, weights=hit.astype(np.float64), minlength=len(instants)
+        )
+    else:
+        # Multiset intersection per (instant, row): min of the two multiplicities.
+        t_pairs, t_counts = _counts(t_ts, tid)
+        r_pairs, r_counts = _counts(r_ts, rid)
+        matched_per_pair = _matched(t_pairs, t_counts, r_pairs, r_counts)
+        instants, inv = (
+            np.unique(t_pairs[:, 0], return_inverse=True)
+            if len(t_pairs)
+            else (np.empty(0, np.int64), np.empty(0, np.int64))
+        )
+        true_n = np.bincount(inv, weights=t_counts, minlength=len(instants))
+        got_n = np.bincount(inv, weights=matched_per_pair, minlength=len(instants))
     total_true = float(true_n.sum())
     total_got = float(got_n.sum())
     p = spec.recall_period
@@ -218,7 +228,7 @@ def _recall(result: pa.Table, truth: pa.Table, spec: QualitySpec) -> dict[str, A
         "overall": total_got / total_true if total_true else None,
         "matched": int(total_got),
         "missing": int(total_true - total_got),
-        "extra": int(len(r_ts) - total_got),
+        "extra": int(result.num_rows - total_got),
     }
     # Tumbling periods [kP, (k+1)P).
     periods = []
@@ -249,6 +259,21 @@ def _recall(result: pa.Table, truth: pa.Table, spec: QualitySpec) -> dict[str, A
         out["phi_gamma"] = phi_recall(g, spec.min_recall)
         out["phi_099_gamma"] = phi_recall(g, 0.99 * spec.min_recall)
     return out
+
+
+def _hits_any_instant(t_ts: np.ndarray, tid: np.ndarray, rid: np.ndarray) -> np.ndarray:
+    """Per true row: produced, whatever the instant? Of each distinct row, the earliest true
+    copies (by instant) count as produced, as many as the run has copies of it."""
+    if not len(tid):
+        return np.zeros(0, bool)
+    size = int(max(tid.max(), rid.max(initial=-1))) + 1
+    produced = np.bincount(rid, minlength=size)
+    order = np.lexsort((t_ts, tid))
+    sorted_ids = tid[order]
+    rank = np.arange(len(order)) - np.searchsorted(sorted_ids, sorted_ids, side="left")
+    hit = np.zeros(len(tid), bool)
+    hit[order] = rank < produced[sorted_ids]
+    return hit
 
 
 def _counts(ts: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -234,3 +234,44 @@ def test_library_errors() -> None:
     q = measure_quality(empty, TRUTH, QualitySpec(recall_period=2, max_error=0.1))
     assert q["recall"]["matched"] == 0 and q["error"]["missing"] == 7
     assert np.isclose(q["error"]["phi_eps"], 1 / 7)  # the true 0.0 estimated as 0 is exact
+
+
+def test_any_instant_matches_late_copies() -> None:
+    truth = pa.table({"a": [1, 2, 1, 3], "_ts": [10, 10, 20, 30]})
+    # (1) twice in the truth (10, 20), once in the run at 25; (2) at 40, late; (3) missing
+    result = pa.table({"a": [1, 2, 9], "_ts": [25, 40, 40]})
+    strict = measure_quality(result, truth, QualitySpec(recall_period=100))["recall"]
+    assert strict["matched"] == 0 and strict["extra"] == 3
+    q = measure_quality(result, truth, QualitySpec(recall_period=10, any_instant=True))["recall"]
+    # the earliest copy of (1) and the one (2) count, at their true instants 10 and 10
+    assert (q["matched"], q["missing"], q["extra"]) == (2, 2, 1)
+    assert [(p["start"], p["true"], p["matched"]) for p in q["periods"]] == [
+        (10, 2, 2),
+        (20, 1, 0),
+        (30, 1, 0),
+    ]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    true_rows=st.lists(st.tuples(st.integers(0, 4), st.integers(0, 20)), min_size=1, max_size=40),
+    run_rows=st.lists(st.tuples(st.integers(0, 4), st.integers(0, 30)), max_size=40),
+)
+def test_any_instant_recall_equals_a_greedy_count(
+    true_rows: list[tuple[int, int]], run_rows: list[tuple[int, int]]
+) -> None:
+    truth = pa.table({"a": [r[0] for r in true_rows], "_ts": [r[1] for r in true_rows]})
+    result = pa.table(
+        {
+            "a": pa.array([r[0] for r in run_rows], pa.int64()),
+            "_ts": pa.array([r[1] for r in run_rows], pa.int64()),
+        }
+    )
+    q = measure_quality(result, truth, QualitySpec(recall_period=5, any_instant=True))["recall"]
+    have = Counter(a for a, _ in run_rows)
+    matched = 0
+    for a, _ in sorted(true_rows, key=lambda r: r[1]):
+        if have[a] > 0:
+            have[a] -= 1
+            matched += 1
+    assert q["matched"] == matched and q["extra"] == len(run_rows) - matched
