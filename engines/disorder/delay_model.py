@@ -65,9 +65,9 @@ class DelayStats:
         d = np.maximum(d, 0)
         self.max_ever = max(self.max_ever, int(d.max()))
         if len(d) >= self.capacity:
-            # only the multiset of the latest delays matters, not their order in the ring
-            self._ring[:] = d[-self.capacity :]
+            # the oldest of the latest delays goes where the next write lands
             self._count += len(d)
+            self._ring[:] = np.roll(d[-self.capacity :], self._count % self.capacity)
             self._hist = np.zeros(1, dtype=np.int64)
             self._count_in(self._ring, 1)
             return
