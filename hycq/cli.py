@@ -17,7 +17,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hycq.cli_args import build_parser, engine_names, positive_float, settings_of
+from hycq.cli_args import (
+    build_parser,
+    engine_names,
+    positive_float,
+    quality_options,
+    settings_of,
+)
 from optimizer.ir.errors import HycqError, OptionError, UserError, did_you_mean
 
 
@@ -111,6 +117,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _bench(args)
     if args.command == "report":
         return _report(args)
+    if args.command == "quality":
+        return _quality(args)
     raise OptionError(f"unknown command {args.command}")  # pragma: no cover
 
 
@@ -294,6 +302,7 @@ def _run(args: argparse.Namespace) -> int:
         stop_on_signal=True,
         memory_limit_mb=args.memory_limit,
         names=CLI_OPTION_NAMES,
+        quality=quality_options(args),
     )
     from engines import registry
 
@@ -494,7 +503,10 @@ def _calibrate(args: argparse.Namespace) -> int:
 def _data_generate(args: argparse.Namespace) -> int:
     if args.generator == "keyed":
         return _generate_keyed(args)
+    if args.generator in ("x3", "x4"):
+        return _generate_qddh(args)
     from engines.output_files import check_writable
+    from engines.sources.delays import parse_delay
     from engines.sources.smartplug import generate_to_file
     from optimizer.ir.profile import parse_profile
 
@@ -529,6 +541,9 @@ def _data_generate(args: argparse.Namespace) -> int:
         if args.rate is not None:
             raise OptionError("--rate and --rate-profile exclude each other", hint="drop one")
         profile = parse_profile(args.rate_profile, "--rate-profile", positive_somewhere=True)
+    delay = None if args.delay is None else parse_delay(args.delay, "--delay")
+    if delay is not None:
+        delay.max_ticks(1)  # the smart-plug stream is in whole seconds
     check_writable(args.out, "--out")
     rows = generate_to_file(
         args.out,
@@ -537,12 +552,62 @@ def _data_generate(args: argparse.Namespace) -> int:
         houses=args.houses if args.houses is not None else 40,
         seed=args.seed,
         rate_profile=profile,
+        delay=delay,
     )
     sys.stderr.write(f"wrote {rows} rows to {args.out}\n")
+    if delay is not None:
+        from engines.output_files import write_bytes
+        from engines.sources.delays import readme_text
+
+        note = Path(f"{args.out}.README.md")
+        write_bytes(note, readme_text(args.out.name, {"readings": delay}, "s", args.seed), "--out")
+        sys.stderr.write(f"wrote {note} (the delay parameters)\n")
+    return 0
+
+
+def _generate_qddh(args: argparse.Namespace) -> int:
+    from engines.sources.keyed import DEFAULT_ORIGIN
+    from engines.sources.qddh_joins import RATE, write_workload
+
+    fixed = [
+        flag
+        for flag, given in (
+            ("--stream", bool(args.stream)),
+            ("--join-streams", args.join_streams is not None),
+            ("--shift-at", args.shift_at is not None),
+            ("--uniform", args.uniform),
+            ("--keys", args.keys != 100),
+            ("--skew", args.skew != 0.0),
+            ("--time-unit", args.time_unit != "s"),
+            ("--houses", args.houses is not None),
+            ("--rate-profile", args.rate_profile is not None),
+            ("--delay", args.delay is not None),
+        )
+        if given
+    ]
+    if fixed:
+        raise OptionError(
+            f"{', '.join(fixed)}: not for --generator {args.generator} (its streams, keys and "
+            "delays are fixed by the dissertation; --seconds, --rate, --seed, --origin and "
+            "--format apply)",
+            hint="drop the option, or use --generator keyed",
+        )
+    out: Path = args.out
+    if out.exists() and not out.is_dir():
+        raise OptionError(f"--out {out} is a file; --generator {args.generator} writes a folder")
+    if not out.parent.exists():
+        raise OptionError(f"output folder does not exist: {out.parent}")
+    out.mkdir(exist_ok=True)
+    origin = args.origin if args.origin is not None else DEFAULT_ORIGIN
+    rate = args.rate if args.rate is not None else RATE
+    counts = write_workload(out, args.generator, args.seconds, args.seed, origin, args.format, rate)
+    files = ", ".join(f"{name}.{args.format} ({n} rows)" for name, n in counts.items())
+    sys.stderr.write(f"wrote {files}, catalog.toml and README.md to {out}\n")
     return 0
 
 
 def _generate_keyed(args: argparse.Namespace) -> int:
+    from engines.sources.delays import parse_delay
     from engines.sources.joins import join_workload
     from engines.sources.keyed import DEFAULT_ORIGIN, KeyedStream, parse_stream_spec, write_workload
     from optimizer.ir.profile import parse_profile
@@ -564,6 +629,9 @@ def _generate_keyed(args: argparse.Namespace) -> int:
         profile = parse_profile(args.rate_profile, "--rate-profile", positive_somewhere=True)
     if args.join_streams is None and (args.shift_at is not None or args.uniform):
         raise OptionError("--shift-at and --uniform go with --join-streams N")
+    delay = None if args.delay is None else parse_delay(args.delay, "--delay")
+    if delay is not None:
+        delay.max_ticks(1 if args.time_unit == "s" else 1000)  # whole ticks of --time-unit
     if args.join_streams is not None:
         if args.stream:
             raise OptionError(
@@ -580,6 +648,8 @@ def _generate_keyed(args: argparse.Namespace) -> int:
         )
         if profile is not None:
             streams = [dataclasses.replace(s, rate_profile=profile) for s in streams]
+        if delay is not None:
+            streams = [dataclasses.replace(s, delay=delay) for s in streams]
     else:
         defaults = KeyedStream(
             "x",
@@ -588,6 +658,7 @@ def _generate_keyed(args: argparse.Namespace) -> int:
             skew=args.skew,
             time_unit=args.time_unit,
             rate_profile=profile,
+            delay=delay,
         )
         specs = args.stream or ["r", "s", "t"]
         streams = [parse_stream_spec(spec, defaults) for spec in specs]
@@ -597,6 +668,67 @@ def _generate_keyed(args: argparse.Namespace) -> int:
     files = ", ".join(f"{name}.{args.format} ({n} rows)" for name, n in counts.items())
     sys.stderr.write(f"wrote {files} and catalog.toml to {out}\n")
     return 0
+
+
+def _quality(args: argparse.Namespace) -> int:
+    from hycq.quality import QualitySpec, measure_quality, read_result_file
+
+    ticks = {"s": 1, "ms": 1000, "us": 1_000_000}[args.time_unit]
+    period = round(args.recall_period * ticks)
+    if period < 1:
+        raise OptionError(
+            f"--recall-period {args.recall_period:g} is below one tick ({args.time_unit})"
+        )
+    spec = QualitySpec(
+        recall_period=period,
+        max_error=args.max_error,
+        min_recall=args.min_recall,
+        keys=args.key,
+        values=args.value,
+        count=args.count,
+        any_instant=args.any_instant,
+    )
+    result = read_result_file(args.result, "RESULT")
+    truth = read_result_file(args.truth, "--truth")
+    q = measure_quality(result, truth, spec)
+    if args.json:
+        _print_json(q)
+        return 0
+    r = q["recall"]
+    lines = [f"{q['results']} result rows, {q['truth_rows']} true rows"]
+    overall = "n/a" if r["overall"] is None else f"{r['overall']:.6f}"
+    lines.append(
+        f"recall {overall} ({r['matched']} matched, {r['missing']} missing, {r['extra']} "
+        f"extra); gamma over {args.recall_period:g} s: {r['measurements']} measurements, "
+        f"min {_fmt(r['min_gamma'])}"
+    )
+    if "phi_gamma" in r:
+        lines.append(
+            f"Phi({r['gamma']:g}) = {_fmt(r['phi_gamma'])}, "
+            f"Phi(0.99*{r['gamma']:g}) = {_fmt(r['phi_099_gamma'])}"
+        )
+    if "error" in q:
+        e = q["error"]
+        lines.append(
+            f"relative error over {e['true_results']} true results "
+            f"({', '.join(q['columns']['values'])}): "
+            f"mean {_fmt(e['mean'])}, p95 {_fmt(e['p95'])}, max {_fmt(e['max'])}, "
+            f"{e['wrong']} wrong, {e['missing']} missing, {e['extra']} extra"
+        )
+        if "phi_eps" in e:
+            lines.append(f"Phi({e['max_error']:g}) = {_fmt(e['phi_eps'])}")
+        c = q.get("coverage")
+        if c is not None:
+            lines.append(
+                f"coverage ({c['column']}): mean {_fmt(c['mean'])}, min {_fmt(c['min'])}, "
+                f"full in {_fmt(c['full'])} of results"
+            )
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 0
+
+
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.6g}"
 
 
 def _inputs(

@@ -352,6 +352,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _optimizer_flags(rn, placement=True, join_order=True)
     _migration_flags(rn)
+    _quality_flags(rn)
     rn.add_argument(
         "--output",
         metavar="PATH",
@@ -496,6 +497,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--quick", action="store_true", help="smaller data and fewer points (about 10 s)"
     )
 
+    _quality_parser(sub)
+
     data = sub.add_parser("data", help="synthetic data: smart-plug readings, keyed streams")
     data_sub = data.add_subparsers(dest="data_command", metavar="ACTION", parser_class=_DebugParser)
     data_sub.required = True
@@ -519,9 +522,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     gen.add_argument(
         "--generator",
-        choices=("smartplug", "keyed"),
+        choices=("smartplug", "keyed", "x3", "x4"),
         default="smartplug",
-        help="what to generate (default smartplug)",
+        help="what to generate (default smartplug); x3, x4: Ji's out-of-order join workloads "
+        "(section 4.3: 100 tuples/s per stream, ms timestamps, Zipf delays up to 20 s, join "
+        "values Zipf over 1..100 with drifting skew; x3 3 streams, x4 a 4-stream star) into "
+        "the folder --out with catalog.toml and README.md, for queries/qddh (the "
+        "dissertation's 30 minutes: --seconds 1800)",
     )
     gen.add_argument(
         "--out",
@@ -543,6 +550,15 @@ def build_parser() -> argparse.ArgumentParser:
         "joined by ',' (hold, then step) or '~' (linear ramp), the first at 0, e.g. "
         "0:1000,60:40000,120:5000 or 0:1000~60:40000; keyed: every stream's default",
     )
+    gen.add_argument(
+        "--delay",
+        metavar="zipf:MAX,SKEW",
+        help="induced disorder (Ji's synthetic method): rows are written in arrival order and "
+        "each timestamp is its arrival instant minus a delay drawn from Zipf over 0..MAX "
+        "ticks with exponent SKEW (P(d) ~ (d+1)^-SKEW), e.g. zipf:20s,2; keyed: every "
+        "stream's default (per stream: --stream r:delay=zipf:20s,3); recorded in the "
+        "catalog (keyed) or in OUT.README.md (smartplug)",
+    )
     gen.add_argument("--houses", type=_positive_int, help="smartplug: number of houses (40)")
     gen.add_argument("--seed", type=_non_negative_int, default=42, help="random seed (42)")
     keyed = gen.add_argument_group("keyed streams (--generator keyed)")
@@ -555,6 +571,7 @@ def build_parser() -> argparse.ArgumentParser:
         "seconds), silent=FROM-TO[+FROM-TO], unit=s|ms, hot (an offset added to every key: "
         "moves the hot key), sel (fraction of tuples with v < 10; default 0.1); rate, keys, "
         "skew, hot and sel also take a profile, e.g. rate=0:10,60:400 or sel=0:0.1~30:0.9; "
+        "delay=zipf:MAX,SKEW (induced disorder, as --delay); "
         "repeat for each stream (default: r, s, t with the settings below)",
     )
     keyed.add_argument(
@@ -595,6 +612,171 @@ def build_parser() -> argparse.ArgumentParser:
         "--format", choices=("csv", "parquet"), default="csv", help="file format (csv, with header)"
     )
     return parser
+
+
+def _fraction(text: str) -> float:
+    """A number in (0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got '{text}'") from None
+    if not (math.isfinite(value) and 0 < value <= 1):
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1], got '{text}'")
+    return value
+
+
+def _names(text: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    if not names and text.strip():
+        raise argparse.ArgumentTypeError(f"expected column names, got '{text}'")
+    return names
+
+
+def _open_fraction(text: str) -> float:
+    """A number in (0, 1)."""
+    value = _fraction(text)
+    if value >= 1:
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1), got '{text}'")
+    return value
+
+
+def _quality_flags(p: argparse.ArgumentParser) -> None:
+    """The result-quality target of quality-driven disorder handling (docs/disorder-quality.md)."""
+    g = p.add_argument_group("result-quality target (--disorder quality; docs/disorder-quality.md)")
+    g.add_argument(
+        "--max-error",
+        type=positive_float,
+        metavar="EPS",
+        help="windowed aggregates (SUM, COUNT, AVG): keep each window's relative error "
+        "|A - A^| / |A| at most EPS with probability --confidence",
+    )
+    g.add_argument(
+        "--confidence",
+        type=_open_fraction,
+        metavar="1-DELTA",
+        help="with --max-error: P(error <= EPS) >= 1-DELTA (default 0.95, Table 4.2)",
+    )
+    g.add_argument(
+        "--min-recall",
+        type=_fraction,
+        metavar="GAMMA",
+        help="window joins: produce at least a share GAMMA of the true results of every "
+        "--recall-period",
+    )
+    g.add_argument(
+        "--recall-period",
+        type=positive_float,
+        metavar="S",
+        help="with --min-recall: the period P_meas recall is measured over, seconds (default "
+        "60, Table 4.2)",
+    )
+    g.add_argument(
+        "--adapt-method",
+        choices=("am", "pd"),
+        default=None,
+        help="how K adapts: am (the analytical model, default) or pd (the PD controller)",
+    )
+    g.add_argument(
+        "--quality-param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override a model parameter (Table 4.2 defaults): b=0.01 (basic window, s), "
+        "g=0.01 (K step, s), q=0.99 (retrospect quantile), up / ud (PD gains; aggregates "
+        "0.2 / 4, joins 0.6 / 0.8), p_meas=60, l_adt=1 (adaptation interval, s), "
+        "stat_window=20000 (delays kept per stream), warmup=1, recalc=1 (s); repeatable",
+    )
+
+
+def quality_options(args: argparse.Namespace) -> Any:
+    """The run's QualityOptions from the parsed flags, None when none was given (exit 2 on
+    a bad combination or parameter)."""
+    from engines.disorder.params import parse_overrides
+    from engines.disorder.quality_options import QualityOptions
+
+    given = (
+        args.max_error,
+        args.confidence,
+        args.min_recall,
+        args.recall_period,
+        args.adapt_method,
+    )
+    if all(v is None for v in given) and not args.quality_param:
+        return None
+    return QualityOptions(
+        max_error=args.max_error,
+        confidence=args.confidence,
+        min_recall=args.min_recall,
+        recall_period=args.recall_period,
+        method=args.adapt_method or "am",
+        params=parse_overrides(args.quality_param),
+    )
+
+
+def _quality_parser(sub: Any) -> None:
+    qp = sub.add_parser(
+        "quality",
+        help="measure a result file's quality against the true result stream",
+        description="Compare RESULT (a 'hycq run --output' file of a run with a disorder "
+        "buffer) with TRUTH (the same query's result stream over the in-order input, or with "
+        "a buffer >= the largest delay): recall per period and Phi(Gamma) (joins; Eqs. 4.3, "
+        "4.11), relative error per result and Phi(eps) (aggregates; Eq. 4.10), and window "
+        "coverage from a COUNT column. Rows are matched by _ts and the group key. "
+        "docs/disorder-quality.md has the definitions.",
+    )
+    qp.add_argument("result", type=Path, metavar="RESULT", help=".parquet, .csv or .jsonl")
+    qp.add_argument("--truth", type=Path, required=True, metavar="TRUTH", help="the true results")
+    qp.add_argument(
+        "--recall-period",
+        type=positive_float,
+        default=60.0,
+        metavar="S",
+        help="P_meas, seconds: recall is measured over the last P at every true instant, and "
+        "per tumbling period of P (default 60, Table 4.2)",
+    )
+    qp.add_argument(
+        "--time-unit",
+        choices=("s", "ms", "us"),
+        default="s",
+        help="the unit of _ts (the query's time base; default s)",
+    )
+    qp.add_argument(
+        "--max-error",
+        type=positive_float,
+        metavar="EPS",
+        help="Phi(EPS): share of results with relative error <= EPS",
+    )
+    qp.add_argument(
+        "--min-recall",
+        type=_fraction,
+        metavar="GAMMA",
+        help="Phi(GAMMA) and Phi(0.99 GAMMA): share of recall measurements >= the value",
+    )
+    qp.add_argument(
+        "--key",
+        type=_names,
+        metavar="COLS",
+        help="group-key columns (default: the columns that are not --value)",
+    )
+    qp.add_argument(
+        "--value",
+        type=_names,
+        metavar="COLS",
+        help="aggregate columns (default: the floating-point ones)",
+    )
+    qp.add_argument(
+        "--count",
+        metavar="COL",
+        help="a COUNT column among the values: window coverage = produced / true count",
+    )
+    qp.add_argument(
+        "--any-instant",
+        action="store_true",
+        help="recall: a true row counts as produced when RESULT has it at any instant (ISTREAM "
+        "joins whose rows carry their tuples' timestamps: a result completed by a late tuple "
+        "comes at a later instant)",
+    )
+    qp.add_argument("--json", action="store_true", help="print one JSON object")
 
 
 def _default_duration() -> float:

@@ -3,7 +3,8 @@
 Most differential tests feed smart-plug ``readings`` data; the keyed multi-stream queries
 (queries/keyed, streams ``r``, ``s``, ``t``, ``m``) have their own tests
 (tests/differential/test_multi_stream.py), and so do the drifting workloads' queries
-(queries/drift: tests/differential/test_drift_queries.py).
+(queries/drift: tests/differential/test_drift_queries.py), and so do the out-of-order join
+workloads (queries/qddh: tests/differential/test_qddh_queries.py).
 """
 
 from __future__ import annotations
@@ -17,5 +18,7 @@ ALL = sorted((ROOT / "queries").glob("*/*.sql"))
 KEYED = [p for p in ALL if p.parent.name == "keyed"]
 #: The drifting workloads' queries (keyed streams with profiles, n-stream joins).
 DRIFT = [p for p in ALL if p.parent.name == "drift"]
+#: Ji's out-of-order join workloads x3 and x4 (queries/qddh, file sources).
+QDDH = [p for p in ALL if p.parent.name == "qddh"]
 #: The queries over the smart-plug stream ``readings`` (smartplug/, joins/).
-READINGS = [p for p in ALL if p not in KEYED and p not in DRIFT]
+READINGS = [p for p in ALL if p not in KEYED and p not in DRIFT and p not in QDDH]

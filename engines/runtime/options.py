@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engines.disorder.quality_options import QualityOptions
 from engines.disorder.spec import DisorderSpec
 
 
@@ -64,6 +65,10 @@ class RunOptions:
     #: to come enters it), ``drop`` (every late tuple is dead-lettered), or None: ``insert``
     #: when ``disorder`` buffers, ``drop`` without (docs/disorder.md).
     late: str | None = None
+    #: The result-quality target of ``--disorder quality`` (``--max-error``/``--confidence``
+    #: or ``--min-recall``/``--recall-period``, ``--adapt-method``, ``--quality-param``);
+    #: None when none was given.
+    quality: QualityOptions | None = None
 
     @property
     def late_insert(self) -> bool:

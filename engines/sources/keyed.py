@@ -28,6 +28,11 @@ the fraction of tuples with ``v < 10`` (the workloads' typical predicate ``WHERE
 uniform ``v`` gives 0.1): below 10 with that probability, uniform within [0, 10) or
 [10, 100) otherwise (steps and ramps).
 
+Disorder. ``delay`` (``--delay zipf:MAX,SKEW``, per stream ``delay=zipf:MAX,SKEW``) keeps
+the schedule above as the *arrival* order and gives each tuple the event timestamp ``ts =
+arrival - delay``, the delay Zipf-distributed over ``0 .. MAX`` ticks (engines/sources/
+delays.py, Ji's synthetic method): the file is in arrival order, out of order in ``ts``.
+
 Determinism. A stream's tuples depend only on the seed, the stream's name and its own
 parameters (not on the other streams, nor on how its batches are cut): its draws come from
 ``PCG64(SeedSequence([seed, crc32(name)]))``, two doubles per tuple, consumed in order.
@@ -58,6 +63,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from engines.output_files import OutputFile, write_bytes
+from engines.sources.delays import DelaySpec, delay_rng, parse_delay
 from optimizer.ir.catalog import TIME_UNITS_MS
 from optimizer.ir.errors import OptionError
 from optimizer.ir.profile import Profile, parse_profile
@@ -98,6 +104,9 @@ class KeyedStream:
     skew_profile: Profile | None = None
     hot: Profile | None = None
     selectivity: Profile | None = None
+    #: Induced disorder (engines/sources/delays.py): tuples stay in arrival order, their
+    #: timestamps are the arrival instant minus a Zipf delay.
+    delay: DelaySpec | None = None
 
     @property
     def drifts(self) -> bool:
@@ -135,6 +144,11 @@ class KeyedStream:
                 problems.append(f"silent period {lo}-{hi} must have 0 <= from < to")
         if self.time_unit not in TIME_UNITS_MS:
             problems.append(f"time unit must be 's' or 'ms', got {self.time_unit!r}")
+        if self.delay is not None and self.time_unit in TIME_UNITS_MS:
+            try:
+                self.delay.max_ticks(1000 // TIME_UNITS_MS[self.time_unit])
+            except OptionError as err:
+                problems.append(err.message)
         if problems:
             raise OptionError(f"stream {self.name}: " + "; ".join(problems))
 
@@ -229,9 +243,14 @@ class KeyedGenerator:
         )
         origin = self.origin * self.tps
         keys = self.stream.keys
+        delays = None if self.stream.delay is None else delay_rng(self.seed, self.stream.name)
         for i0, n in self._spans(total, max(1, batch_seconds)):
             rel = self._offsets(i0, n)
             draws = rng.random((n, 2))  # drawn for silent tuples too: batch-size independent
+            ts_rel = rel  # the event timestamp: the arrival instant, or earlier when delayed
+            if delays is not None:
+                assert self.stream.delay is not None
+                ts_rel = rel - self.stream.delay.draw(delays, n, self.tps)
             keep = self._audible(rel)
             if not keep.any():
                 continue
@@ -249,7 +268,7 @@ class KeyedGenerator:
                 v = self._shifted_values(rel, draws[:, 1])
             yield pa.RecordBatch.from_arrays(
                 [
-                    pa.array((origin + rel)[keep], pa.int64()),
+                    pa.array((origin + ts_rel)[keep], pa.int64()),
                     pa.array(k[keep].astype(np.int32), pa.int32()),
                     pa.array(v[keep], pa.float64()),
                 ],
@@ -365,7 +384,12 @@ def catalog_text(
         unit = "seconds" if s.time_unit == "s" else "milliseconds"
         out.append(f"\n[streams.{s.name}]\n")
         rate = s.rate_profile.text() if s.rate_profile is not None else f"{s.rate:g}"
-        out.append(f'doc = "{rate} tuples/s, keys 0..{s.max_keys - 1}, skew {s.skew:g}"\n')
+        late = ""
+        if s.delay is not None:
+            late = f", arrival order with delays {s.delay.text()} (Zipf over 0..MAX, exponent)"
+        out.append(f'doc = "{rate} tuples/s, keys 0..{s.max_keys - 1}, skew {s.skew:g}{late}"\n')
+        if s.delay is not None:
+            out.append(f"# delay = {s.delay.text()}: ts = arrival instant - a Zipf delay\n")
         out.append(f'timestamp = "ts"\ntime_unit = "{s.time_unit}"  # {unit}\n')
         out.append(f"rate = {s.rate:g}\n")
         out.append(f"\n[streams.{s.name}.columns]\n")
@@ -466,8 +490,8 @@ def stream_profile(setting: str, text: str, what: str) -> Profile:
 
 def parse_stream_spec(spec: str, defaults: KeyedStream) -> KeyedStream:
     """A ``KeyedStream`` from the CLI's ``NAME[:key=value,...]`` (keys rate, keys, skew,
-    start, end, silent=FROM-TO[+FROM-TO...], unit, hot, sel), the rest taken from
-    ``defaults``. ``rate``, ``keys``, ``skew``, ``hot`` and ``sel`` also take a profile
+    start, end, silent=FROM-TO[+FROM-TO...], unit, hot, sel, delay=zipf:MAX,SKEW), the rest
+    taken from ``defaults``. ``rate``, ``keys``, ``skew``, ``hot`` and ``sel`` also take a profile
     (``SECONDS:VALUE`` points joined by ``,`` or ``~``; a comma followed by ``name=`` starts
     the next setting).
 
@@ -490,6 +514,7 @@ def parse_stream_spec(spec: str, defaults: KeyedStream) -> KeyedStream:
         "skew_profile": defaults.skew_profile,
         "hot": defaults.hot,
         "selectivity": defaults.selectivity,
+        "delay": defaults.delay,
     }
     items = re.split(r",(?=\s*[A-Za-z_]+\s*=)", rest) if rest else []
     for item in filter(None, (p.strip() for p in items)):
@@ -514,6 +539,8 @@ def parse_stream_spec(spec: str, defaults: KeyedStream) -> KeyedStream:
             elif key == "keys":
                 values["keys"] = int(value)
                 values["keys_profile"] = None
+            elif key == "delay":
+                values["delay"] = parse_delay(value, f"--stream {spec}: delay")
             elif key == "unit":
                 values["time_unit"] = value.strip()
             elif key == "silent":
@@ -527,7 +554,7 @@ def parse_stream_spec(spec: str, defaults: KeyedStream) -> KeyedStream:
             else:
                 raise OptionError(
                     f"--stream {spec}: unknown setting '{key}'",
-                    hint="settings: rate, keys, skew, start, end, silent, unit, hot, sel",
+                    hint="settings: rate, keys, skew, start, end, silent, unit, hot, sel, delay",
                 )
         except ValueError:
             raise OptionError(

@@ -54,6 +54,7 @@ import pyarrow.parquet as pq
 from scipy import special
 
 from engines.output_files import OutputFile
+from engines.sources.delays import DelaySpec, delay_rng
 from optimizer.ir.errors import OptionError
 from optimizer.ir.profile import Profile
 
@@ -588,8 +589,14 @@ def generate_to_file(
     *,
     start: int = DEFAULT_START,
     rate_profile: Profile | None = None,
+    delay: DelaySpec | None = None,
 ) -> int:
     """Write ``seconds`` event-seconds of synthetic readings; returns the number of rows.
+
+    ``delay`` induces disorder (engines/sources/delays.py): the rows stay in the generator's
+    order, which becomes the arrival order, and each row's ``ts`` becomes its event-second
+    minus a Zipf delay of whole seconds (drawn from its own random stream, so everything else
+    is the same as without).
 
     ``.csv`` gives the raw DEBS format (no header), ``.parquet`` / ``.pq`` Parquet with
     ``SCHEMA``. The file appears atomically: it is written to a temporary file in the same
@@ -606,19 +613,34 @@ def generate_to_file(
     gen = SmartPlugGenerator(
         houses=houses, seed=seed, rate=rate, start=start, rate_profile=rate_profile
     )
+    if delay is not None:
+        delay.max_ticks(1)  # whole seconds: the stream's unit
+    batches = gen.batches(seconds, _BATCH_SECONDS)
+    if delay is not None:
+        batches = _delayed(batches, delay, delay_rng(seed, "readings"))
     out = OutputFile(path, "--out")
     rows = 0
     with out, out.errors():
         if suffix == ".csv":
             options = pacsv.WriteOptions(include_header=False)
             with pacsv.CSVWriter(out.file("wb"), SCHEMA, write_options=options) as csv_writer:
-                for batch in gen.batches(seconds, _BATCH_SECONDS):
+                for batch in batches:
                     csv_writer.write_batch(batch)
                     rows += batch.num_rows
         else:
             with pq.ParquetWriter(out.file("wb"), SCHEMA) as pq_writer:
-                for batch in gen.batches(seconds, _BATCH_SECONDS):
+                for batch in batches:
                     if batch.num_rows:
                         pq_writer.write_batch(batch)
                     rows += batch.num_rows
     return rows
+
+
+def _delayed(
+    batches: Iterator[pa.RecordBatch], delay: DelaySpec, rng: np.random.Generator
+) -> Iterator[pa.RecordBatch]:
+    """The same rows, ``ts`` lowered by a Zipf delay each (whole seconds)."""
+    ts_at = SCHEMA.get_field_index("ts")
+    for batch in batches:
+        ts = batch.column(ts_at).to_numpy() - delay.draw(rng, batch.num_rows, 1)
+        yield batch.set_column(ts_at, SCHEMA.field("ts"), pa.array(ts, pa.int64()))
