@@ -315,14 +315,20 @@ class AdaptiveController:
         if busy and fresh and self.policy.correct:
             est = estimate(run.plan, self.query.catalog, rates=self.options.rate, measured=measured)
             coster = PlanCoster(est, self._base_model, self.options.row_core == "shared")
-            predicted = coster.utilization_by_engine(run.placement)
-            record["predicted_u"] = {e: _num(u) for e, u in predicted.items()}
-            for engine, m in busy.items():
-                p = predicted.get(engine)
+            predicted = coster.utilization_by_class(run.placement)
+            by_class = _measured_by_class(monitor, run.plan, run.placement, _engine_u(monitor))
+            # every row class together: the factor of row work not measured on its own
+            row_keys = [k for k in predicted if k.startswith("row:")]
+            predicted["row"] = sum(predicted[k] for k in row_keys)
+            by_class["row"] = sum(v for k, v in by_class.items() if k.startswith("row:"))
+            record["predicted_u"] = {k: _num(u) for k, u in predicted.items()}
+            record["measured_u_by_class"] = {k: _num(u) for k, u in by_class.items()}
+            lo, hi = 1.0 / CORRECTION_LIMIT, CORRECTION_LIMIT
+            for key, m in by_class.items():
+                p = predicted.get(key)
                 if p is None or not math.isfinite(p) or p < MIN_PREDICTED_U or m <= 0:
                     continue
-                lo, hi = 1.0 / CORRECTION_LIMIT, CORRECTION_LIMIT
-                self.correction[engine] = min(hi, max(lo, m / p))
+                self.correction[key] = min(hi, max(lo, m / p))
         record["measured_u_by_engine"] = {e: _num(u) for e, u in busy.items()}
         record["correction"] = dict(self.correction)
 
@@ -470,6 +476,38 @@ def _measured_by_engine(
         outside = engine_u - sum(out.values())
         if outside > 0:
             out["row"] = out.get("row", 0.0) + outside
+    return out
+
+
+def _measured_by_class(
+    monitor: Any, plan: LogicalPlan, placement: Mapping[str, str], engine_u: float | None
+) -> dict[str, float]:
+    """As :func:`_measured_by_engine`, the row engine's part split by correction class
+    (``row:<kind>`` of an R2R operator, ``row:gateway`` for the rest and the thread's time
+    outside every operator)."""
+    from cost_models.corrected import GATEWAY, cost_class, factor_key
+
+    figures = getattr(monitor, "operator_figures", None)
+    if figures is None:
+        return {}
+    ids = set(plan.topological())
+    out: dict[str, float] = {}
+    total = 0.0
+    for op_id, f in figures().items():
+        u = f.get("u")
+        if not isinstance(u, int | float):
+            continue
+        total += float(u)
+        if f.get("kind") == "mig" and op_id.startswith("mig[") and op_id.endswith("]"):
+            key = placement.get(op_id[4:-1], "row")
+        elif op_id in ids:
+            key = factor_key("row", cost_class(plan.op(op_id)))
+        else:
+            key = factor_key("row", GATEWAY)
+        out[key] = out.get(key, 0.0) + float(u)
+    if engine_u is not None and out and engine_u > total:
+        gateway = factor_key("row", GATEWAY)
+        out[gateway] = out.get(gateway, 0.0) + engine_u - total
     return out
 
 

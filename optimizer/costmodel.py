@@ -195,6 +195,27 @@ class PlanCoster:
             members.setdefault(find(op_id), []).append(op_id)
         return [(placement[ops[0]], ops) for ops in members.values()]
 
+    def utilization_by_class(self, placement: Mapping[str, str]) -> dict[str, float]:
+        """Predicted busy core-seconds per second of a placement per class of work (the keys
+        of ``cost_models.corrected``): ``row:<kind>`` for each kind of row-placed R2R
+        operator, ``row:gateway`` for the gateway operators plus the conversion and
+        buffering charged to row operators, and each columnar engine (its groups)."""
+        from cost_models.corrected import GATEWAY, cost_class, factor_key
+
+        out: dict[str, float] = {}
+        for op_id in self.plan.topological():
+            op = self.plan.op(op_id)
+            if op.category is Category.R2R and placement.get(op_id, ROW) != ROW:
+                continue
+            key = factor_key(ROW, cost_class(op))
+            u = operator_utilization(self.model, op, self.estimates[op_id])
+            out[key] = out.get(key, 0.0) + u
+            gateway = factor_key(ROW, GATEWAY)
+            out[gateway] = out.get(gateway, 0.0) + self._ingest(op_id) + self._buffering(op_id)
+        for engine, ops in self.groups(placement):
+            out[engine] = out.get(engine, 0.0) + self.columnar_cost(engine, ops).utilization
+        return out
+
     def utilization_by_engine(self, placement: Mapping[str, str]) -> dict[str, float]:
         """Predicted busy core-seconds per second of a placement, per engine: ``row`` (the
         gateway operators and the row-placed R2R operators) and each columnar engine (its
