@@ -13,15 +13,16 @@ Hypothesis draws
   a silent period (a few hundred tuples per stream at most; the key domains are widened when
   the joins would make more than a few thousand results per instant);
 * a starting plan and 0-5 targets: a random left-deep join order over the FROM aliases (the
-  only shape ``--join-order`` and TARGET.json express: bushy trees are tested at the row
-  level in tests/differential/test_row_bushy.py) and a random placement (all row, all
-  DuckDB, or a random subset of the operator ids as explain prints them on DuckDB);
+  only shape ``--join-order`` and TARGET.json express) or, one time in three, any join tree
+  (right-deep, zigzag, bushy: built by the harness's ``reshape``, as the CLI cannot ask for
+  one), and a random placement (all row, all DuckDB, or a random subset of the operator ids
+  as explain prints them on DuckDB);
 * migration instants in event-seconds, some drawn within a second of the previous one so
   that migrations overlap (a -> b -> c while b's JISC states are still incomplete, or while
   a PT / HybMig / GPT still runs both plans: the driver defers the next one);
 * per migration a strategy among those sound for the change (``strategies.check`` against
   the plan migrated from: columnar moves only by gms/gpt/ghm; the row-level ones between
-  all-row plans), or ``auto``.
+  all-row plans; HybMig not towards a bushy tree, which it refuses), or ``auto``.
 
 Beyond the bag comparison (which the message splits into lost, duplicated and spurious
 rows), an ISTREAM or DSTREAM query runs as its twin too (the other mode, same schedule):
@@ -36,6 +37,7 @@ example's draws).
 from __future__ import annotations
 
 import itertools
+import random
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -52,14 +54,14 @@ from hycq.api import LoadedQuery, execute, resolve_placement
 from hycq.migrations import plan_with_order
 from optimizer.ir.errors import PlanError, UserError
 from optimizer.sql import plan_query
-from tests.migration.harness import CATALOG
+from tests.migration.harness import CATALOG, Tree, is_bushy, reshape, trees
 from tests.oracle import TS, assert_same_stream, oracle, stream_differences
 
 STREAMS = "rstu"
 SECONDS = 24
 #: Estimated join results per instant above which the key domains are widened.
 RESULT_BUDGET = 1500
-MAX_EXAMPLES = 30
+MAX_EXAMPLES = 40
 BIG_EXAMPLES = 300
 MODES = ("", "RSTREAM", "ISTREAM", "DSTREAM")
 
@@ -117,7 +119,7 @@ def _edge(draw: st.DrawFn, a: str, b: str, theta_ok: bool) -> str:
 @st.composite
 def queries(draw: st.DrawFn) -> tuple[Query, dict[str, float]]:
     """A query and per alias the seconds its window spans (NOW: 1; ROWS: 0)."""
-    n = draw(st.integers(2, 4))
+    n = draw(st.sampled_from((3, 4, 2)))  # (hypothesis favours the first values)
     aliases = tuple(draw(st.permutations(STREAMS))[:n])
     windows = {a: draw(_window()) for a in aliases}
     # A spanning tree of join edges over the FROM order; a theta-only edge between two
@@ -239,14 +241,30 @@ def _loaded(text: str) -> LoadedQuery:
     return LoadedQuery(text, "random.sql", CATALOG, plan_query(text, CATALOG), 0.0)
 
 
+Shape = str | Tree
+"""A join order (``--join-order`` syntax: left-deep) or a join tree over the FROM leaves."""
+
+
+def build(q: LoadedQuery, aliases: tuple[str, ...], shape: Shape) -> Any:
+    """The plan of ``q`` with its joins in ``shape``."""
+    if isinstance(shape, str):
+        return plan_with_order(q, shape)
+    return reshape(plan_with_order(q, ",".join(aliases)), shape)
+
+
 @st.composite
 def targets(
     draw: st.DrawFn, q: LoadedQuery, aliases: tuple[str, ...]
-) -> tuple[Any, dict[str, str], str]:
-    """(plan, complete placement, label): a random left-deep order and placement."""
-    order = ",".join(draw(st.permutations(aliases)))
-    plan = plan_with_order(q, order)
-    where = draw(st.sampled_from(("row", "row", "column", "mixed")))
+) -> tuple[Any, dict[str, str], Shape, str]:
+    """(plan, complete placement, shape, placement kind): a random join order (a left-deep
+    one as ``--join-order`` names it, or one time in three any tree: right-deep, zigzag,
+    bushy) and a random placement."""
+    if len(aliases) > 2 and draw(st.integers(0, 2)) == 0:
+        shape: Shape = draw(trees(draw(st.permutations(range(len(aliases))))))
+    else:
+        shape = ",".join(draw(st.permutations(aliases)))
+    plan = build(q, aliases, shape)
+    where = draw(st.sampled_from(("row", "row", "row", "column", "mixed")))
     if where == "mixed":
         ids = plan.r2r_ids()
         chosen = draw(st.lists(st.sampled_from(ids), min_size=1, unique=True)) if ids else []
@@ -256,13 +274,16 @@ def targets(
             placement = resolve_placement(plan, dict.fromkeys(plan.ids_of("join"), "duckdb"))
     else:
         placement = resolve_placement(plan, where, "duckdb")
-    return plan, placement, f"{order}/{where}"
+    return plan, placement, shape, where
 
 
 def sound_strategies(old: tuple[Any, dict[str, str]], new: tuple[Any, dict[str, str]]) -> list[str]:
-    """Every available strategy that can migrate ``old`` -> ``new`` (``auto`` when one can)."""
+    """Every available strategy that can migrate ``old`` -> ``new``, and ``auto`` when one
+    can."""
     out = []
-    for name in strategies.names():
+    row_level = ["jisc", "ms", "pt", "hybmig", "hybmig-lazy"]
+    names = row_level + [n for n in strategies.names() if n not in row_level]
+    for name in names:
         if name == "auto" or not strategies.available(name):
             continue
         try:
@@ -270,17 +291,18 @@ def sound_strategies(old: tuple[Any, dict[str, str]], new: tuple[Any, dict[str, 
         except PlanError:
             continue
         out.append(name)
-    return ["auto", *out] if out else []
+    return [*out, "auto"] if out else []
 
 
 @st.composite
 def schedules(
     draw: st.DrawFn, q: LoadedQuery, aliases: tuple[str, ...], first: tuple[Any, dict[str, str]]
-) -> list[tuple[float, Any, dict[str, str], str, str]]:
-    """0-5 (AT seconds, plan, placement, strategy, label), some within a second of the
+) -> list[tuple[float, Any, dict[str, str], str, Shape, str]]:
+    """0-5 (AT seconds, plan, placement, strategy, shape, placement kind), some within a
+    second of the
     previous one; the strategy is sound for the plan migrated from (the previous target)."""
     instants: list[float] = []
-    for _ in range(draw(st.integers(0, 5))):
+    for _ in range(draw(st.sampled_from((3, 5, 2, 1, 4, 0)))):
         if instants and draw(st.integers(0, 2)) == 0:  # overlapping: close to the last one
             instants.append(instants[-1] + draw(st.sampled_from((0.0, 0.25, 0.5, 1.0))))
         else:
@@ -288,11 +310,20 @@ def schedules(
     out = []
     current = first
     for at in sorted(instants):
-        plan, placement, label = draw(targets(q, aliases))
+        plan, placement, shape, where = draw(targets(q, aliases))
         names = sound_strategies(current, (plan, placement))
+        if not isinstance(shape, str) and is_bushy(shape):
+            # HybMig takes a chain as its new plan only (PlanError at the migration point;
+            # tests/differential/test_row_bushy.py)
+            names = [n for n in names if not n.startswith("hybmig")]
         if not names:  # nothing can move this pair (e.g. an UNBOUNDED leaf): skip it
             continue
-        out.append((at, plan, placement, draw(st.sampled_from(names)), label))
+        # the row-level ones (between all-row plans) in 3 of 5 cases where they apply, else
+        # uniform over the sound ones (a small sampled_from is far from uniform)
+        rng = random.Random(draw(st.integers(0, 2**32)))
+        row_level = [n for n in names if n != "auto" and strategies.get(n).row_only]
+        pick = rng.choice(row_level if row_level and rng.random() < 0.6 else names)
+        out.append((at, plan, placement, pick, shape, where))
         current = (plan, placement)
     return out
 
@@ -367,10 +398,11 @@ def run_case(data: st.DataObject) -> None:
     loaded = _loaded(q.text())
     start = data.draw(targets(loaded, q.aliases), label="start")
     steps = data.draw(schedules(loaded, q.aliases, start[:2]), label="steps")
-    data.draw(st.just([(at, label, s) for at, _, _, s, label in steps]), label="schedule")
+    data.draw(st.just((start[2:], [(m[0], *m[3:]) for m in steps])), label="shapes")
     event(f"{len(q.aliases)}-way, {len(steps)} migration(s)")
-    for _, _, _, strategy, label in steps:
-        event(f"strategy {strategy} to {label.split('/')[1]}")
+    for _, _, _, strategy, shape, where in steps:
+        kind = "order" if isinstance(shape, str) else "bushy" if is_bushy(shape) else "chain"
+        event(f"strategy {strategy} to {kind}/{where}")
     if any(b[0] - a[0] <= 1.0 for a, b in itertools.pairwise(steps)):
         event("overlapping migrations (within 1 s)")
     modes = [q.mode] if q.mode not in ("ISTREAM", "DSTREAM") else ["ISTREAM", "DSTREAM"]
@@ -381,15 +413,15 @@ def run_case(data: st.DataObject) -> None:
             first, first_placement = start[0], start[1]
             schedule = [
                 ScheduledMigration(at, MigrationRequest(p, pl, strategy))
-                for at, p, pl, strategy, _ in steps
+                for at, p, pl, strategy, _, _ in steps
             ]
-        else:  # the twin: the same orders and placements, the other output mode
+        else:  # the twin: the same shapes and placements, the other output mode
             loaded_m = _loaded(text)
-            first = plan_with_order(loaded_m, start[2].split("/")[0])
+            first = build(loaded_m, q.aliases, start[2])
             first_placement = _for_mode(start[1], first)
             schedule = []
-            for at, _, pl, strategy, label in steps:
-                p = plan_with_order(loaded_m, label.split("/")[0])
+            for at, _, pl, strategy, shape, _ in steps:
+                p = build(loaded_m, q.aliases, shape)
                 schedule.append(
                     ScheduledMigration(at, MigrationRequest(p, _for_mode(pl, p), strategy))
                 )

@@ -28,10 +28,12 @@ from tests.migration.harness import (
     Tree,
     check,
     drive,
+    is_bushy,
     keyed_data,
     merged,
     plan_of,
     reshape,
+    trees,
 )
 from tests.oracle import oracle
 
@@ -125,19 +127,6 @@ def test_jisc_overlapping_transitions_through_bushy_plans() -> None:
             _run("rstream", BUSHY[1], [(0.4, LEFT_DEEP[1], s1), (0.41, BUSHY[3], s2)])
 
 
-def _trees(leaves: list[int]) -> st.SearchStrategy[Tree]:
-    """Every binary join tree over ``leaves`` (left-deep, right-deep and bushy)."""
-    if len(leaves) == 1:
-        return st.just(leaves[0])
-
-    @st.composite
-    def split(draw: st.DrawFn) -> Tree:
-        cut = draw(st.integers(1, len(leaves) - 1))
-        return (draw(_trees(leaves[:cut])), draw(_trees(leaves[cut:])))
-
-    return split()
-
-
 @settings(
     max_examples=15,
     deadline=None,
@@ -162,14 +151,14 @@ def test_random_trees_and_transitions(data: st.DataObject) -> None:
     n = len(merged(inputs))
 
     def tree() -> Tree:
-        return data.draw(_trees(data.draw(st.permutations([0, 1, 2, 3]))))
+        return data.draw(trees(data.draw(st.permutations([0, 1, 2, 3]))))
 
     first = tree()
     migrations = []
     at = data.draw(st.integers(0, n))
     for _ in range(data.draw(st.integers(1, 4))):
         target = tree()
-        chain = _is_chain(target)
+        chain = not is_bushy(target)
         strategy = data.draw(st.sampled_from(ROW_LEVEL + (["hybmig"] if chain else [])))
         migrations.append((at, reshape(base, target), strategy))
         at = min(n, at + data.draw(st.sampled_from([1, 3, 10, n // 3])))
@@ -182,13 +171,3 @@ def test_random_trees_and_transitions(data: st.DataObject) -> None:
         batch=data.draw(st.integers(1, 12)),
         seed=seed,
     )
-
-
-def _is_chain(tree: Tree) -> bool:
-    """A left- or right-deep tree: every join has a leaf on one side."""
-    if isinstance(tree, int):
-        return True
-    left, right = tree
-    if not isinstance(left, int) and not isinstance(right, int):
-        return False
-    return _is_chain(left) and _is_chain(right)

@@ -18,6 +18,7 @@ from typing import Any
 
 import networkx as nx
 import pyarrow as pa
+from hypothesis import strategies as st
 
 from engines.row.executor import RowExecutor
 from engines.row.migration import (
@@ -149,6 +150,35 @@ def reshape(plan: LogicalPlan, tree: Tree) -> LogicalPlan:
     return LogicalPlan(g, plan.sink)
 
 
+def trees(leaves: Sequence[int]) -> st.SearchStrategy[Tree]:
+    """Every binary join tree over ``leaves`` in this order (left-deep, right-deep, zigzag
+    and bushy), as a Hypothesis strategy."""
+    if len(leaves) == 1:
+        return st.just(leaves[0])
+
+    @st.composite
+    def split(draw: st.DrawFn) -> Tree:
+        cut = draw(st.integers(1, len(leaves) - 1))
+        return (draw(trees(leaves[:cut])), draw(trees(leaves[cut:])))
+
+    return split()
+
+
+def is_bushy(tree: Tree) -> bool:
+    """Whether some join of ``tree`` joins two joins (not a left-, right-deep or zigzag
+    chain: what HybMig cannot take as its new plan)."""
+    if isinstance(tree, int):
+        return False
+    left, right = tree
+    if not isinstance(left, int) and not isinstance(right, int):
+        return True
+    return is_bushy(left) or is_bushy(right)
+
+
+def is_left_deep(tree: Tree) -> bool:
+    return isinstance(tree, int) or (isinstance(tree[1], int) and is_left_deep(tree[0]))
+
+
 def leaf_count(plan: LogicalPlan) -> int:
     (chain,) = join_chains(plan)
     return len(chain.leaves)
@@ -268,9 +298,12 @@ __all__ = [
     "TS",
     "check",
     "drive",
+    "is_bushy",
+    "is_left_deep",
     "keyed_data",
     "merged",
     "plan_of",
     "reorder",
     "reshape",
+    "trees",
 ]
