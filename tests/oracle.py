@@ -70,6 +70,7 @@ __all__ = [
     "result_rows",
     "row_is_well_formed",
     "sort_stream",
+    "stream_differences",
     "time_base",
     "well_formed_inputs",
 ]
@@ -670,6 +671,21 @@ def _fmt_rows(rows: list[tuple[Any, ...]], limit: int = 10) -> str:
     return shown + more
 
 
+def stream_differences(
+    actual: pa.Table, expected: pa.Table, rel: float = 1e-9
+) -> list[tuple[int, list[tuple[Any, ...]], list[tuple[Any, ...]]]]:
+    """``(_ts, extra rows in actual, missing rows of expected)`` for every instant where the
+    two streams differ as bags (columns by position, the tolerance of
+    :func:`assert_same_stream`); empty when they are equal."""
+    a_by, e_by = _split(actual, "actual"), _split(expected, "expected")
+    problems = []
+    for t in sorted(set(a_by) | set(e_by)):
+        extra, missing = _match(a_by.get(t, []), e_by.get(t, []), rel)
+        if extra or missing:
+            problems.append((t, extra, missing))
+    return problems
+
+
 def assert_same_stream(actual: pa.Table, expected: pa.Table, rel: float = 1e-9) -> None:
     """Assert two result streams are equal as bags per ``_ts``, comparing columns by position.
 
@@ -682,11 +698,7 @@ def assert_same_stream(actual: pa.Table, expected: pa.Table, rel: float = 1e-9) 
             f"{expected.column_names}"
         )
     a_by, e_by = _split(actual, "actual"), _split(expected, "expected")
-    problems = []
-    for t in sorted(set(a_by) | set(e_by)):
-        extra, missing = _match(a_by.get(t, []), e_by.get(t, []), rel)
-        if extra or missing:
-            problems.append((t, extra, missing))
+    problems = stream_differences(actual, expected, rel)
     if not problems:
         return
     t, extra, missing = problems[0]

@@ -4,12 +4,16 @@ The generic strategies (GMS, GPT's bound, GHM) rebuild a new plan's state by rep
 input instead of moving operator state, so they work for any plan on any engine. What must
 be replayed is what can still matter: every tuple a window of the query may still show.
 At the last fired instant L a RANGE window of size r shows the tuples with L - r < ts <= L,
-and later instants only later ones; a ROWS n window shows the n newest visible tuples; a
-tuple not yet visible (ts > L) is pending and always kept. Per stream the buffer therefore
-keeps the tuples with ``ts > L - H`` (H: the largest RANGE/NOW size plus slide - 1 over
-the stream's windows: a window's own last instant may lie up to slide - 1 before L) plus,
-if the stream has ROWS windows, the ``n`` newest with ``ts <= L`` (timestamp order, ties
-by arrival, as the windows order them).
+and later instants only later ones; a ROWS n window shows the n newest tuples with
+``ts <= T_w``, its own last slide instant; a tuple not yet visible (ts > L) is pending and
+always kept. A window's own last instant may lie up to slide - 1 before L (``T_w >= L -
+slide + 1``), and so may the next instant's ``T_w``: per stream the buffer therefore keeps
+the tuples with ``ts > L - H`` (H: the largest RANGE/NOW size plus slide - 1, and ROWS
+slide - 1, over the stream's windows) plus, if the stream has ROWS windows, the ``n``
+newest with ``ts <= L - G`` (G: the largest ROWS slide - 1; timestamp order, ties by
+arrival, as the windows order them). That covers the ``n`` newest up to any ``T_w`` in
+``[L - G, L]``: those newer than ``L - G`` are all kept, the others are among the ``n``
+newest up to ``L - G``.
 
 Only tuples the running plan *accepted* are buffered (the executor reports them,
 ``RowExecutor.ingest_accepted``): a late tuple it rejected must not come back through a
@@ -32,11 +36,13 @@ from optimizer.ir.plan import LogicalPlan, Source, Window, WindowKind
 @dataclass(frozen=True)
 class Horizon:
     """What a stream's windows may still need: ``ticks`` of event time before the last
-    fired instant, and the ``rows`` newest visible tuples (0: no ROWS window)."""
+    fired instant L, and the ``rows`` newest tuples with ``ts <= L - rows_lag`` (0: no ROWS
+    window; ``rows_lag``: a time-sliding ROWS window's slide - 1)."""
 
     ticks: int
     rows: int
     time_column: int
+    rows_lag: int = 0
 
 
 def replay_horizons(plan: LogicalPlan) -> dict[str, Horizon]:
@@ -64,10 +70,13 @@ def replay_horizons(plan: LogicalPlan) -> dict[str, Horizon]:
         h = out.get(src.stream, Horizon(0, 0, op.time_column))
         size = op.size or 0
         if op.window is WindowKind.ROWS:
-            h = Horizon(h.ticks, max(h.rows, size), h.time_column)
+            # Its own last instant T_w may be up to slide - 1 before L: every tuple after
+            # L - (slide - 1) is kept, and the n newest up to there.
+            lag = max(h.rows_lag, op.slide - 1)
+            h = Horizon(max(h.ticks, lag), max(h.rows, size), h.time_column, lag)
         else:
             # The window's own last instant may be up to slide - 1 before L.
-            h = Horizon(max(h.ticks, size + op.slide - 1), h.rows, h.time_column)
+            h = Horizon(max(h.ticks, size + op.slide - 1), h.rows, h.time_column, h.rows_lag)
         out[src.stream] = h
     return out
 
@@ -133,7 +142,7 @@ class ReplayBuffer:
         ts = np.asarray(table.column(h.time_column).to_numpy(zero_copy_only=False), dtype=np.int64)
         keep = ts > last - h.ticks if h.ticks > 0 else ts > last
         if h.rows:
-            visible = np.flatnonzero(ts <= last)
+            visible = np.flatnonzero(ts <= last - h.rows_lag)
             if len(visible):
                 order = visible[np.argsort(ts[visible], kind="stable")]
                 keep[order[-h.rows :]] = True

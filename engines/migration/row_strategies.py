@@ -3,7 +3,8 @@
 They move operator state between two row executors by signature
 (engines/row/migration/, docs/migration-row.md), so both plans must run every operator on the
 row engine (``row_only``); where a plan has a shape they cannot handle they raise PlanError
-saying why, at the migration point.
+saying why. That is checked before the run (``strategies.check``: a :func:`dry_run` of the
+strategy on two fresh, throwaway executors of the plans), not only at the migration point.
 
 * ``ms``: :func:`~engines.row.migration.move_states` at the migration point (done at once).
 * ``jisc``: :func:`~engines.row.migration.jisc_transfer` at the migration point; the new
@@ -20,6 +21,7 @@ saying why, at the migration point.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -27,6 +29,7 @@ import pyarrow as pa
 from engines.migration.generic import ActiveMigration, MigrationContext
 from engines.migration.strategies import StrategySpec, register, transfer_strategy
 from engines.migration.tracks import ingest_accepted
+from engines.row.executor import RowExecutor
 from engines.row.migration import (
     HybridMigration,
     ParallelTrack,
@@ -34,6 +37,7 @@ from engines.row.migration import (
     jisc_transfer,
     move_states,
 )
+from optimizer.ir.plan import LogicalPlan
 
 
 class RowParallelTrack(ActiveMigration):
@@ -96,6 +100,24 @@ class RowHybridMigrationLazy(RowHybridMigration):
     bsc = False
 
 
+def dry_run(migrate: Callable[[RowExecutor, RowExecutor], Any]) -> Any:
+    """A ``precheck`` (engines/migration/strategies.py) that runs ``migrate(old, new)`` on two
+    fresh, throwaway row executors of the plans: the row-level strategies check the plans'
+    shapes when they start (a PlanError saying why), and with nothing ingested that is all
+    they do; the run's own executors are not touched."""
+
+    def precheck(old_plan: LogicalPlan, new_plan: LogicalPlan) -> None:
+        old = RowExecutor(old_plan, _discard)
+        new = RowExecutor(new_plan, _discard)
+        migrate(old, new)
+
+    return precheck
+
+
+def _discard(instant: int, rows: Any) -> None:
+    return None
+
+
 def _jisc_start(ctx: MigrationContext) -> ActiveMigration:
     active = transfer_strategy(jisc_transfer)(ctx)
     # Completion happens after the migration: the driver reads the count at the end.
@@ -115,6 +137,7 @@ register(
         "moving state: row states moved by signature, the unmatched ones recomputed",
         transfer_strategy(move_states),
         row_only=True,
+        precheck=dry_run(move_states),
     )
 )
 register(
@@ -123,6 +146,7 @@ register(
         "JISC: row states moved by signature, the rest completed lazily per key on first probe",
         _jisc_start,
         row_only=True,
+        precheck=dry_run(jisc_transfer),
     )
 )
 register(
@@ -131,6 +155,7 @@ register(
         "parallel track: both row plans run, the old one drops all-new results at its top",
         RowParallelTrack,
         row_only=True,
+        precheck=dry_run(ParallelTrack),
     )
 )
 register(
@@ -139,6 +164,7 @@ register(
         "HybMig: shared leaf states, the old plan restricted to C, background state computation",
         RowHybridMigration,
         row_only=True,
+        precheck=dry_run(lambda old, new: HybridMigration(old, new, bsc=True)),
     )
 )
 register(
@@ -147,5 +173,6 @@ register(
         "HybMig without background state computation: the old plan runs until a C leaf ages",
         RowHybridMigrationLazy,
         row_only=True,
+        precheck=dry_run(HybridMigration),
     )
 )

@@ -62,6 +62,10 @@ class StrategySpec:
     """Needs every window to be RANGE/NOW (GPT waits for tuples to expire by time)."""
     row_only: bool = False
     """Moves row-engine state: both plans must run every operator on the row engine."""
+    precheck: Callable[[LogicalPlan, LogicalPlan], None] | None = None
+    """Raises PlanError when the strategy cannot migrate from the first plan to the second
+    whatever the data (their shapes: windows, join trees, stateful operators), so that
+    :func:`check` refuses before the run instead of at the migration point."""
 
 
 _REGISTRY: dict[str, StrategySpec] = {}
@@ -178,6 +182,11 @@ def check(
                 "must run on the row engine",
                 hint="use --migration gpt, gms or ghm for placements with columnar engines",
             )
+    if spec.precheck is not None:
+        try:
+            spec.precheck(old[0], new[0])
+        except PlanError as err:
+            raise PlanError(f"--migration {name}: {err.message}", hint=err.hint) from None
     return spec
 
 

@@ -16,7 +16,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import networkx as nx
 import pyarrow as pa
+from hypothesis import strategies as st
 
 from engines.row.executor import RowExecutor
 from engines.row.migration import (
@@ -27,7 +29,9 @@ from engines.row.migration import (
     move_states,
 )
 from engines.sources.keyed import KeyedGenerator, KeyedStream
-from optimizer.ir.plan import LogicalPlan
+from optimizer.ir.expr import ColumnRef, columns_used, conjoin, remap_columns
+from optimizer.ir.plan import Join, LogicalPlan, Project
+from optimizer.ir.schema import Schema
 from optimizer.phase_one import join_chains, rewire_chain
 from optimizer.sql import plan_query
 from optimizer.sql.catalog import parse_catalog_text
@@ -67,6 +71,112 @@ def reorder(plan: LogicalPlan, order: Sequence[int]) -> LogicalPlan:
     if list(order) == list(range(len(order))):
         return plan
     return rewire_chain(plan, chain, cm, order)  # type: ignore[arg-type]
+
+
+Tree = int | tuple["Tree", "Tree"]
+
+
+def _tree_leaves(tree: Tree) -> list[int]:
+    return [tree] if isinstance(tree, int) else [*_tree_leaves(tree[0]), *_tree_leaves(tree[1])]
+
+
+def reshape(plan: LogicalPlan, tree: Tree) -> LogicalPlan:
+    """``plan`` with its (single) join chain rebuilt as the join tree ``tree``: nested pairs
+    of leaf indexes, e.g. ``((0, 1), (2, 3))`` (bushy) or ``(((3, 1), 0), 2)`` (left-deep).
+
+    The optimizer builds left-deep chains only (``rewire_chain``; ``--join-order`` and
+    TARGET.json name left-deep orders), so bushy plans exist for the row engine's tests
+    only. As ``rewire_chain``: every conjunct at the lowest join holding all its leaves,
+    join ids reused bottom-up, the chain's column order restored by a Project on top.
+    """
+    (chain,) = join_chains(plan)
+    order = _tree_leaves(tree)
+    if sorted(order) != list(range(len(chain.leaves))):
+        raise ValueError(f"{tree} is not a tree over leaves 0..{len(chain.leaves) - 1}")
+    widths = [len(plan.op(leaf).schema) for leaf in chain.leaves]
+    starts = [sum(widths[:k]) for k in range(len(widths))]
+    owner = {c: k for k in range(len(widths)) for c in range(starts[k], starts[k] + widths[k])}
+    new_pos: dict[int, int] = {}
+    for k in order:
+        for c in range(starts[k], starts[k] + widths[k]):
+            new_pos[c] = len(new_pos)
+    g = nx.DiGraph(plan.graph)
+    seqs = [g.nodes[j]["seq"] for j in chain.joins]
+    root = plan.op(chain.root)
+    consumers = [(c, g.edges[chain.root, c]["port"]) for c in plan.consumers(chain.root)]
+    g.remove_nodes_from(chain.joins)
+    fields = root.schema.fields
+    leaf_schema = [Schema(fields[starts[k] : starts[k] + widths[k]]) for k in range(len(widths))]
+    placed: set[int] = set()
+    joins = iter(zip(chain.joins, seqs, strict=True))
+
+    def build(t: Tree) -> tuple[str, Schema, list[int]]:
+        """(op id, schema, leaves in column order) of subtree ``t``."""
+        if isinstance(t, int):
+            return chain.leaves[t], leaf_schema[t], [t]
+        lid, lschema, lleaves = build(t[0])
+        rid, rschema, rleaves = build(t[1])
+        have = lleaves + rleaves
+        # Columns of this subtree's output, from the chain's global positions.
+        local: dict[int, int] = {}
+        for k in have:
+            for c in range(starts[k], starts[k] + widths[k]):
+                local[c] = len(local)
+        preds = []
+        for i, conj in enumerate(chain.conjuncts):
+            if i not in placed and {owner[c] for c in columns_used(conj)} <= set(have):
+                placed.add(i)
+                preds.append(remap_columns(conj, local))
+        op_id, seq = next(joins)
+        schema = lschema.concat(rschema)
+        g.add_node(op_id, op=Join(op_id, schema, conjoin(preds), len(lschema)), seq=seq)
+        g.add_edge(lid, op_id, port=0)
+        g.add_edge(rid, op_id, port=1)
+        return op_id, schema, have
+
+    top, _, _ = build(tree)
+    pid = "project" + str(
+        1
+        + max(
+            (int(i[7:]) for i in plan.topological() if i[7:].isdigit() and i.startswith("project")),
+            default=0,
+        )
+    )
+    exprs = tuple(ColumnRef(new_pos[i], f.display(), f.dtype) for i, f in enumerate(fields))
+    g.add_node(pid, op=Project(pid, root.schema, exprs), seq=seqs[-1] + 0.5)
+    g.add_edge(top, pid, port=0)
+    for consumer, port in consumers:
+        g.add_edge(pid, consumer, port=port)
+    return LogicalPlan(g, plan.sink)
+
+
+def trees(leaves: Sequence[int]) -> st.SearchStrategy[Tree]:
+    """Every binary join tree over ``leaves`` in this order (left-deep, right-deep, zigzag
+    and bushy), as a Hypothesis strategy."""
+    if len(leaves) == 1:
+        return st.just(leaves[0])
+
+    @st.composite
+    def split(draw: st.DrawFn) -> Tree:
+        cut = draw(st.integers(1, len(leaves) - 1))
+        return (draw(trees(leaves[:cut])), draw(trees(leaves[cut:])))
+
+    return split()
+
+
+def is_bushy(tree: Tree) -> bool:
+    """Whether some join of ``tree`` joins two joins (not a left-, right-deep or zigzag
+    chain: what HybMig cannot take as its new plan)."""
+    if isinstance(tree, int):
+        return False
+    left, right = tree
+    if not isinstance(left, int) and not isinstance(right, int):
+        return True
+    return is_bushy(left) or is_bushy(right)
+
+
+def is_left_deep(tree: Tree) -> bool:
+    return isinstance(tree, int) or (isinstance(tree[1], int) and is_left_deep(tree[0]))
 
 
 def leaf_count(plan: LogicalPlan) -> int:
@@ -183,4 +293,17 @@ def check(
     return run
 
 
-__all__ = ["CATALOG", "TS", "check", "drive", "keyed_data", "merged", "plan_of", "reorder"]
+__all__ = [
+    "CATALOG",
+    "TS",
+    "check",
+    "drive",
+    "is_bushy",
+    "is_left_deep",
+    "keyed_data",
+    "merged",
+    "plan_of",
+    "reorder",
+    "reshape",
+    "trees",
+]
