@@ -26,7 +26,10 @@ plan (Q2 all-row at 20k tuples/s: 3x); uncorrected, the optimizer keeps choosing
 while it falls behind. A factor is updated only from an engine the running plan gives at
 least ``MIN_PREDICTED_U`` of predicted work, not within ``warmup_s`` event-seconds of a
 migration being asked for or completed (the monitor's figures of the new plan restart when
-it completes; the replay's work is not the plan's), and clamped to
+it completes; the replay's work is not the plan's), not while the windows fill or drain
+(``RuntimeMonitor.windows_steady``: the model prices full windows at the current rate; on
+the ramp, correcting during the first 5-minute fill made the all-row and DuckDB plans
+trade places four times in 350 s), and clamped to
 ``[1/CORRECTION_LIMIT, CORRECTION_LIMIT]``; an engine never measured keeps factor 1.
 
 Hysteresis: a target is adopted only once the same target (join orders and placement) has
@@ -311,6 +314,11 @@ class AdaptiveController:
         # the monitor's figures of the plan running now (they restart when a migration
         # completes, which may be long after it was asked for)
         fresh = fresh and getattr(monitor, "plan_seconds", math.inf) >= self.policy.warmup_s
+        # and only once the windows hold what the rate says (not while they fill)
+        steady = getattr(monitor, "windows_steady", None)
+        if steady is not None and not steady():
+            fresh = False
+            record["correction_held"] = "the windows are filling or draining"
         busy = _measured_by_engine(monitor, run.placement, _engine_u(monitor))
         if busy and fresh and self.policy.correct:
             est = estimate(run.plan, self.query.catalog, rates=self.options.rate, measured=measured)

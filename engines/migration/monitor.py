@@ -122,6 +122,11 @@ class _OpFigures:
     keys: dict[str, Ewma] = field(default_factory=dict)  # "left"/"right"/"groups"
 
 
+#: :meth:`RuntimeMonitor.windows_steady`: how far the smoothed rate may be from the average
+#: over the largest window's span (relative) for the windows to count as steady.
+STEADY_TOLERANCE = 0.25
+
+
 class RuntimeMonitor:
     """Smoothed run-time statistics of one running query (see the module docstring).
 
@@ -379,6 +384,23 @@ class RuntimeMonitor:
         [, "slide_ms"]}}[, "gap_seconds"]}`` (``rate``, ``u_smoothed`` and ``selectivity``
         smoothed; the rest that second's own figures)."""
         return [_json_safe(e) for e in self._timeline]
+
+    def windows_steady(self, tolerance: float = STEADY_TOLERANCE) -> bool:
+        """Whether the windows hold what the arrival rate says they hold (the steady state
+        a cost model prices): the query has run for its largest window's span, and over
+        that span every stream arrived at its smoothed rate, within ``tolerance``
+        (relative). While a window fills, at the start or after a rate step, the measured
+        cost of the operators over it is not yet the one the model predicts for the rate."""
+        for stream in self.streams:
+            recent = self._recent.get(stream)
+            if recent is None or recent.maxlen is None or len(recent) < recent.maxlen:
+                return False
+            rate = self.rates[stream].value or 0.0
+            average = sum(recent) / len(recent)
+            top = max(rate, average)
+            if top > 0 and abs(rate - average) > tolerance * top:
+                return False
+        return True
 
     def engine_utilization(self) -> float | None:
         """The engine thread's smoothed busy seconds per event-second (``engine_busy_s``

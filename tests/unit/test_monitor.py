@@ -128,3 +128,20 @@ def test_after_a_rate_drop_the_rate_is_what_the_window_still_holds() -> None:
             assert m.statistics().rates["r"] == pytest.approx(11_000, rel=0.01)
             assert m.rates["r"].value == pytest.approx(2_000, rel=0.01)
     assert m.statistics().rates["r"] == pytest.approx(2_000, rel=0.01)
+
+
+def test_windows_are_steady_once_full_at_a_stable_rate() -> None:
+    """The cost model prices full windows at the current rate; the monitor says when the
+    windows are so: not while they fill, not while a rate step works through them."""
+    plan = plan_query("SELECT k FROM r [RANGE 20 SECONDS] WHERE v > 0.5", CAT)
+    m = RuntimeMonitor(plan, tps=1)
+    steady = []
+    for sec in range(100):
+        n = 1_000 if sec < 50 else 20_000
+        m.on_input("r", n, sec, sec)
+        m.on_instant(sec + 1, counters(0, 0))
+        steady.append(m.windows_steady())
+    assert not any(steady[:19])  # filling
+    assert all(steady[25:50])  # full at 1k
+    assert not any(steady[51:60])  # the step works through the window
+    assert all(steady[80:])  # full at 20k
