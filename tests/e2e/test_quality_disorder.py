@@ -205,3 +205,22 @@ def test_a_join_with_an_error_target_exits_2(keyed: dict[str, Path]) -> None:
     r = _hycq("run", d / "j.sql", "--catalog", d / "catalog.toml", "--disorder", "quality",
               "--max-error", "0.01", "--output", d / "x.csv")  # fmt: skip
     assert r.returncode == 2 and "join's target is --min-recall" in r.stderr, r.stderr
+
+
+def test_columnar_placement_gets_the_same_buffer_side_adaptation(tmp_path: Path) -> None:
+    """The aggregate policy is fed at the K-slack buffer: a columnar (DuckDB) placement adapts
+    K exactly as the row placement does, on the same arrivals."""
+    data, query = tmp_path / "sp.csv", tmp_path / "q.sql"
+    _ok("data", "generate", "--out", data, "--seconds", "300", "--houses", "2",
+        "--delay", "zipf:30,1.0", "--seed", "3")  # fmt: skip
+    query.write_text(SUM_QUERY)
+    reports = []
+    for placement in ("row", "column"):
+        met = tmp_path / f"{placement}.json"
+        _ok("run", query, "--catalog", SMARTPLUG, "--data", f"readings={data}", "--placement",
+            placement, "--disorder", "quality", "--max-error", "0.01", "--output",
+            tmp_path / f"{placement}.parquet", "--metrics", met)  # fmt: skip
+        reports.append(json.loads(met.read_text())["disorder"]["quality"])
+    row, column = reports
+    assert len(row["k_history"]) > 3
+    assert column["k_history"] == row["k_history"] and column["groups"] == row["groups"]
