@@ -287,6 +287,8 @@ def _run(args: argparse.Namespace) -> int:
 
     disorder = parse_disorder(args.disorder)
     check_available(disorder)
+    quality = quality_options(args)
+    _check_quality_flags(disorder.kind, quality)
     options = RunOptions(
         disorder=disorder,
         idle_timeout=args.idle_timeout,
@@ -302,7 +304,7 @@ def _run(args: argparse.Namespace) -> int:
         stop_on_signal=True,
         memory_limit_mb=args.memory_limit,
         names=CLI_OPTION_NAMES,
-        quality=quality_options(args),
+        quality=quality,
     )
     from engines import registry
 
@@ -668,6 +670,24 @@ def _generate_keyed(args: argparse.Namespace) -> int:
     files = ", ".join(f"{name}.{args.format} ({n} rows)" for name, n in counts.items())
     sys.stderr.write(f"wrote {files} and catalog.toml to {out}\n")
     return 0
+
+
+def _check_quality_flags(kind: str, quality: Any) -> None:
+    """A quality target goes with ``--disorder quality`` and that policy needs one (exit 2);
+    whether the query is one the models serve is checked when the run builds the policy,
+    before any tuple is read (engines/disorder/quality.py)."""
+    if kind == "quality" and (quality is None or quality.target is None):
+        raise OptionError(
+            "--disorder quality needs a quality target",
+            hint="add --max-error EPS [--confidence C] for a windowed aggregate, or "
+            "--min-recall GAMMA for a window join (docs/disorder-quality.md)",
+        )
+    if kind != "quality" and quality is not None:
+        raise OptionError(
+            "--max-error, --confidence, --min-recall, --recall-period, --adapt-method and "
+            f"--quality-param only apply to --disorder quality (this run has --disorder {kind})",
+            hint="add --disorder quality, or drop the quality flags",
+        )
 
 
 def _quality(args: argparse.Namespace) -> int:

@@ -322,7 +322,8 @@ def build_parser() -> argparse.ArgumentParser:
         "buffer; a tuple not after an instant already fired is late and dead-lettered), "
         "kslack:K (each stream held back K, e.g. kslack:2s or kslack:500ms, released in "
         "timestamp order), max (K = the largest delay seen so far per stream), quality (K "
-        "adapted to a result-quality target, when that policy is installed)",
+        "adapted to a result-quality target: --max-error for a windowed SUM, COUNT or AVG, "
+        "--min-recall for a window join; docs/disorder-quality.md)",
     )
     rn.add_argument(
         "--late",
@@ -642,7 +643,10 @@ def _open_fraction(text: str) -> float:
 
 def _quality_flags(p: argparse.ArgumentParser) -> None:
     """The result-quality target of quality-driven disorder handling (docs/disorder-quality.md)."""
-    g = p.add_argument_group("result-quality target (--disorder quality; docs/disorder-quality.md)")
+    g = p.add_argument_group(
+        "result-quality target (only with --disorder quality, which needs one; "
+        "docs/disorder-quality.md)"
+    )
     g.add_argument(
         "--max-error",
         type=positive_float,

@@ -102,6 +102,9 @@ class KSlackBuffer:
         #: Chunks of (released timestamp where the released progress moved up, the stream's
         #: largest arrived timestamp then): what :meth:`arrived_when_past` looks up.
         self._progress: deque[tuple[np.ndarray, np.ndarray]] = deque()
+        #: A quality-driven policy's buffer-side feedback hook (engines/disorder/quality.py):
+        #: ``arrived(stream, batch, timestamps, bound before the batch)``, or None.
+        self._arrived = getattr(policy, "arrived", None)
 
     def arrived_when_past(self, instant: int) -> int | None:
         """The stream's largest arrived timestamp at the arrival that released its first
@@ -145,6 +148,8 @@ class KSlackBuffer:
         st.arrived += n
         st.max_delay = max(st.max_delay, int(delays.max()))
         self.policy.observe(self.stream, delays, self.top)
+        if self._arrived is not None:
+            self._arrived(self.stream, batch, ts, self.bound)
         k = self.k()
         st.sample_k(self.top, k)
         bounds = running - k
@@ -201,6 +206,30 @@ class KSlackBuffer:
         top = int(ts.max())
         self.released_top = top if self.released_top is None else max(self.released_top, top)
         return table.take(pa.array(order)).combine_chunks().to_batches()[0]
+
+
+def paced(
+    batches: Iterator[pa.RecordBatch], time_column: int, pace: int
+) -> Iterator[pa.RecordBatch]:
+    """``batches`` cut where the stream's progress (running maximum timestamp) enters a new
+    multiple of ``pace`` ticks: an adaptive policy then sees arrivals, and sets K, at that
+    pace, interleaved with the other streams by the time merge, instead of a whole file
+    batch at once. Zero-copy slices; one vectorised pass per batch."""
+    top: int | None = None
+    for b in batches:
+        if b.num_rows == 0:
+            continue
+        ts = np.asarray(b.column(time_column).to_numpy(zero_copy_only=False), dtype=np.int64)
+        running = np.maximum.accumulate(ts)
+        if top is not None:
+            running = np.maximum(running, top)
+        top = int(running[-1])
+        step = running // pace
+        cuts = np.flatnonzero(step[1:] != step[:-1]) + 1
+        start = 0
+        for cut in (*cuts.tolist(), b.num_rows):
+            yield b.slice(start, cut - start)
+            start = cut
 
 
 def released(buffer: KSlackBuffer, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

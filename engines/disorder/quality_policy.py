@@ -44,6 +44,8 @@ key                 policy     meaning
                                policy then measures coverage itself (Alg. 4.3)
 ``closed_up_to``    aggregate  int: with ``timestamps``: windows at instants <= it had been
                                emitted when they arrived (default: progress - K)
+``groups``          aggregate  int: distinct group keys seen; N of Eq. 4.1 is per group
+                               (the stream's tuples per window / groups)
 ``delays``          join       int array: delays (ticks) of tuples the join processed ...
 ``n_cross``         join       ... with the cross-product size each probe met ...
 ``n_join``          join       ... and the join results it produced ...
@@ -170,6 +172,8 @@ class AggregateQualityPolicy(_Base):
             s: CoverageMonitor(w, max(1, shape.slide), p.q) for s, w in shape.windows.items()
         }
         self._measured: dict[str, float | None] = dict.fromkeys(shape.windows)
+        #: Distinct group keys per stream (``groups`` feedback): a window's N is per group.
+        self.groups: dict[str, int] = dict.fromkeys(shape.windows, 1)
         self._next: dict[str, int] = {}
         self._thr: dict[str, tuple[int, float]] = {}
         self.recalc = p.ticks(p.recalc, shape.ticks_per_second)
@@ -183,6 +187,8 @@ class AggregateQualityPolicy(_Base):
 
     def feedback(self, stream: str, figures: Mapping[str, Any]) -> None:
         self._check(stream)
+        if "groups" in figures:
+            self.groups[stream] = max(1, int(figures["groups"]))
         if "values" in figures:
             self.values[stream].add(np.asarray(figures["values"]))
         if "coverage" in figures and figures["coverage"] is not None:
@@ -199,7 +205,7 @@ class AggregateQualityPolicy(_Base):
         if cached is not None and now - cached[0] < self.recalc:
             return cached[1]
         span = max(1, now - self._first.get(stream, now) + 1)
-        n = self._count[stream] / span * self.shape.windows[stream]
+        n = self._count[stream] / span * self.shape.windows[stream] / self.groups[stream]
         v = self.values[stream]
         mu, var = (v.mean, v.var) if v.n else (1.0, 0.0)
         agg = self.shape.aggregate if v.n or self.shape.aggregate != "sum" else "count"

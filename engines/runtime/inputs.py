@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 
 from engines.arrow_types import arrow_schema
 from engines.defaults import DEFAULT_DURATION_S
-from engines.disorder.kslack import KSlackBuffer, released
+from engines.disorder.kslack import KSlackBuffer, paced, released
 from engines.disorder.policies import make_policy
 from engines.disorder.spec import DisorderSpec
 from engines.runtime.dead_letters import DeadLetters, validate
@@ -317,6 +317,9 @@ class MergedInputs:
                 continue
             buf = KSlackBuffer(inp.stream.name, inp.stream.time_index, self.policy, self.tps)
             self.buffers[inp.stream.name] = buf
+            pace = getattr(self.policy, "pace_ticks", None)
+            if pace is not None:  # an adaptive policy: arrivals in steps of its pace
+                prepared = paced(prepared, inp.stream.time_index, max(1, int(pace)))
             streams.append((released(buf, prepared), inp.stream.time_index))
         self.merge = TimeMerge(
             streams,
@@ -367,6 +370,12 @@ class MergedInputs:
         if self.policy is None:
             return None
         return {name: b.stats.metrics(b.k()) for name, b in sorted(self.buffers.items())}
+
+    def policy_report(self) -> dict[str, Any] | None:
+        """A quality-driven policy's own account (its ``report()``: K history, adaptations
+        and their cost), None for the fixed policies."""
+        report = getattr(self.policy, "report", None)
+        return report() if report is not None else None
 
     def tell(self, engine: PlanExecutor) -> None:
         """Pass the progress and ends reported since the last call on to ``engine``."""

@@ -126,7 +126,7 @@ def run_plan(
             options.duration,
             dead,
             options.disorder,
-            options.disorder_params,
+            {**options.disorder_params, "plan": plan, "quality": options.quality},
             options.idle_timeout,
         )
     except BaseException:
@@ -284,6 +284,7 @@ def run_plan(
         metrics["disorder"] = {
             "policy": options.disorder.text(),
             "streams": disorder or {},
+            "quality": merged.policy_report(),
             "idle_timeout_s": options.idle_timeout,
             "idle_advanced": dict(merged.idle_advanced),
             "late": "insert" if getattr(engine, "late_insert", False) else "drop",

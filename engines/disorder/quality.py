@@ -1,0 +1,260 @@
+"""``--disorder quality``: the quality-driven policy of a run, built from its plan.
+
+Importing this module registers the ``quality`` factory (engines/disorder/policies.py imports
+it the first time ``--disorder quality`` is asked for). The factory reads two run parameters
+that the run loop puts into ``disorder_params``: ``plan`` (the LogicalPlan) and ``quality``
+(the run's :class:`~engines.disorder.quality_options.QualityOptions`). It derives the
+:class:`~engines.disorder.quality_policy.QueryShape` from the plan (per input stream its time
+window's range in ticks, the slide, ticks per second, the aggregate) and builds the model with
+:func:`~engines.disorder.quality_policy.make_quality_policy`, wrapped in
+:class:`QualityDriven`, which adds what the buffers can measure themselves.
+
+What each query shape gets (docs/disorder-quality.md, "Running it"):
+
+* a windowed SUM, COUNT or AVG (one aggregate call, no join) with ``--max-error``: the
+  aggregate model. Every arriving batch feeds, from the K-slack buffer (so whatever the
+  placement, row, MIG or columnar): the delays (``observe``), the aggregated attribute
+  (``values``), the timestamps with the buffer's bound before the batch (``timestamps`` and
+  ``closed_up_to``: the policy's own Alg. 4.3 coverage monitor, which PD steers by) and the
+  number of distinct group keys seen (``groups``: the model's window size is per group);
+* a time-window join of two or more streams with ``--min-recall``: the join model, fed the
+  delays as the merge releases them. The engines do not yet count probes, cross-product
+  sizes or produced results for it: AM works from the delays alone (EqSel), PD holds K.
+
+Anything else (MIN, MAX, several aggregates, count-based windows, a join without a recall
+target, an aggregate without an error target) is an OptionError (exit 2) before the first
+tuple is read, saying what is supported.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engines.disorder.policies import register_policy
+from engines.disorder.quality_options import QualityOptions
+from engines.disorder.quality_policy import (
+    AggregateQualityPolicy,
+    JoinQualityPolicy,
+    QueryShape,
+    make_quality_policy,
+)
+from engines.disorder.spec import DisorderSpec
+from optimizer.ir.errors import OptionError
+from optimizer.ir.expr import ColumnRef
+from optimizer.ir.plan import Aggregate, LogicalPlan, Source, Window, WindowKind
+
+#: Most distinct group keys a stream's count follows (beyond it the count stays there).
+MAX_GROUPS = 100_000
+
+SUPPORTED = (
+    "--disorder quality serves a windowed SUM, COUNT or AVG (one aggregate, time windows) "
+    "with --max-error EPS [--confidence C], or a time-window join of two or more streams "
+    "with --min-recall GAMMA"
+)
+
+
+def _source_of(plan: LogicalPlan, op_id: str, column: int) -> tuple[str, int] | None:
+    """The (stream, column) that output ``column`` of ``op_id`` carries unchanged, if any."""
+    while True:
+        op = plan.op(op_id)
+        if isinstance(op, Source):
+            return op.stream, column
+        hop = op.input_column(column)
+        if hop is None:
+            return None
+        port, column = hop
+        op_id = plan.inputs(op_id)[port]
+
+
+def _stream_of_window(plan: LogicalPlan, op_id: str) -> str:
+    while not isinstance(plan.op(op_id), Source):
+        op_id = plan.inputs(op_id)[0]
+    src = plan.op(op_id)
+    assert isinstance(src, Source)
+    return src.stream
+
+
+class PlanShape:
+    """What the quality policy and its feedback need of a plan: the QueryShape, and per
+    stream the source columns of the aggregated attribute and of the group keys."""
+
+    def __init__(self, plan: LogicalPlan, tps: int) -> None:
+        windows: dict[str, int] = {}
+        slides: list[int] = []
+        for op_id in plan.ids_of("window"):
+            w = plan.op(op_id)
+            assert isinstance(w, Window)
+            if w.window is not WindowKind.RANGE or w.slide_rows or w.size is None:
+                raise OptionError(
+                    f"--disorder quality: window [{w.spec}] is not a time range window",
+                    hint=SUPPORTED,
+                )
+            stream = _stream_of_window(plan, op_id)
+            windows[stream] = max(windows.get(stream, 0), int(w.size))
+            slides.append(int(w.slide))
+        if not windows:
+            raise OptionError("--disorder quality: the query has no time window", hint=SUPPORTED)
+        self.join = bool(plan.ids_of("join"))
+        self.values: dict[str, int] = {}
+        self.keys: dict[str, list[int]] = {}
+        aggregate = "sum"
+        if not self.join:
+            aggs = plan.ids_of("aggregate")
+            if len(aggs) != 1:
+                raise OptionError(
+                    "--disorder quality: the query needs exactly one aggregation "
+                    f"(it has {len(aggs)})",
+                    hint=SUPPORTED,
+                )
+            op = plan.op(aggs[0])
+            assert isinstance(op, Aggregate)
+            if len(op.aggs) != 1 or op.aggs[0].distinct:
+                raise OptionError(
+                    "--disorder quality models one SUM, COUNT or AVG per query, not "
+                    + ", ".join(a.display() for a in op.aggs),
+                    hint=SUPPORTED,
+                )
+            call = op.aggs[0]
+            aggregate = call.func.lower()
+            if aggregate not in ("sum", "count", "avg"):
+                raise OptionError(
+                    f"--max-error models SUM, COUNT and AVG, not {call.func.upper()}",
+                    hint="use --disorder kslack:K or max for this query",
+                )
+            below = plan.inputs(aggs[0])[0]
+            if isinstance(call.arg, ColumnRef):
+                found = _source_of(plan, below, call.arg.index)
+                if found is not None:
+                    self.values[found[0]] = found[1]
+            for key in op.group_by:
+                found = _source_of(plan, below, key.index) if isinstance(key, ColumnRef) else None
+                if found is not None:
+                    self.keys.setdefault(found[0], []).append(found[1])
+        self.shape = QueryShape(windows, min(slides), tps, aggregate)
+
+
+class QualityDriven:
+    """A quality model (AggregateQualityPolicy or JoinQualityPolicy) with what the K-slack
+    buffers measure: :meth:`arrived` is called by each buffer per arriving batch, after
+    :meth:`observe`, with the batch, its timestamps and the buffer's bound before it.
+    Times every ``observe`` (the adaptation runs inside it) for the run metrics."""
+
+    name = "quality"
+
+    def __init__(self, model: AggregateQualityPolicy | JoinQualityPolicy, plan: PlanShape) -> None:
+        self.model = model
+        self.plan = plan
+        self._aggregate = isinstance(model, AggregateQualityPolicy)
+        self._groups: dict[str, set[Any]] = {}
+        self.observe_seconds: list[float] = []
+        #: Arrivals reach the buffers in steps of this many ticks of each stream's progress
+        #: (engines/disorder/kslack.py ``paced``): a tenth of the adaptation interval.
+        self.pace_ticks = max(1, model.l_adt // 10)
+
+    def observe(self, stream: str, delays: np.ndarray, now: int) -> None:
+        start = time.perf_counter()
+        self.model.observe(stream, delays, now)
+        self.observe_seconds.append(time.perf_counter() - start)
+
+    def arrived(
+        self, stream: str, batch: pa.RecordBatch, ts: np.ndarray, closed_up_to: int | None
+    ) -> None:
+        """Buffer-side feedback of one arriving batch (module docstring)."""
+        if not self._aggregate:
+            return
+        figures: dict[str, Any] = {"timestamps": ts}
+        if closed_up_to is not None:
+            figures["closed_up_to"] = closed_up_to
+        col = self.plan.values.get(stream)
+        if col is not None:
+            v = pc.cast(batch.column(col), pa.float64()).to_numpy(zero_copy_only=False)
+            figures["values"] = v[~np.isnan(v)]
+        keys = self.plan.keys.get(stream)
+        if keys:
+            seen = self._groups.setdefault(stream, set())
+            if len(seen) < MAX_GROUPS:
+                names = [str(i) for i in range(len(keys))]
+                combos = pa.Table.from_arrays([batch.column(c) for c in keys], names)
+                rows = combos.group_by(names).aggregate([]).to_pydict().values()
+                seen.update(zip(*rows, strict=True))
+            figures["groups"] = len(seen)
+        self.model.feedback(stream, figures)
+
+    def feedback(self, stream: str, figures: Mapping[str, Any]) -> None:
+        self.model.feedback(stream, figures)
+
+    def k(self, stream: str) -> int:
+        return self.model.k(stream)
+
+    def report(self) -> dict[str, Any]:
+        """The model's report, the shape it served and the cost of the policy per call."""
+        out = self.model.report()
+        t = self.model.adapt_seconds
+        o = self.observe_seconds
+        out["target"] = (
+            {"max_error": self.model.options.max_error, "confidence": 1 - self.model.options.delta}
+            if self._aggregate
+            else {"min_recall": self.model.options.min_recall}
+        )
+        out["shape"] = {
+            "kind": "aggregate" if self._aggregate else "join",
+            "aggregate": self.plan.shape.aggregate if self._aggregate else None,
+            "windows_s": {
+                s: w / self.plan.shape.ticks_per_second for s, w in self.plan.shape.windows.items()
+            },
+        }
+        out["adapt_us_max"] = 1e6 * max(t) if t else None
+        out["observe_calls"] = len(o)
+        out["observe_us_mean"] = 1e6 * float(np.mean(o)) if o else None
+        out["observe_us_max"] = 1e6 * max(o) if o else None
+        if self._aggregate:
+            assert isinstance(self.model, AggregateQualityPolicy)
+            out["groups"] = dict(self.model.groups)
+            out["coverage_threshold"] = {s: self.model.threshold(s) for s in self.model.stats}
+        return out
+
+
+def build(spec: DisorderSpec, tps: int, params: Mapping[str, Any]) -> QualityDriven:
+    """The ``quality`` factory: see the module docstring."""
+    options = params.get("quality")
+    plan = params.get("plan")
+    if not isinstance(options, QualityOptions) or options.target is None:
+        raise OptionError(
+            "--disorder quality needs a quality target",
+            hint="add --max-error EPS [--confidence C] for a windowed aggregate, or "
+            "--min-recall GAMMA for a window join (docs/disorder-quality.md)",
+        )
+    if not isinstance(plan, LogicalPlan):
+        raise OptionError("--disorder quality needs the query's plan (run it with hycq run)")
+    shape = PlanShape(plan, tps)
+    if shape.join and options.target != "recall":
+        raise OptionError(
+            "--disorder quality: a join's target is --min-recall GAMMA, not --max-error",
+            hint=SUPPORTED,
+        )
+    if not shape.join and options.target != "error":
+        raise OptionError(
+            "--disorder quality: a windowed aggregate's target is --max-error EPS, "
+            "not --min-recall",
+            hint=SUPPORTED,
+        )
+    if shape.join and len(shape.shape.windows) < 2:
+        raise OptionError("--min-recall is for joins of two or more windowed streams")
+    model = make_quality_policy(options, shape.shape)
+    return QualityDriven(model, shape)
+
+
+def check_query(plan: LogicalPlan, options: QualityOptions | None, tps: int) -> None:
+    """Raise the OptionError ``--disorder quality`` would for this plan and target."""
+    build(DisorderSpec("quality"), tps, {"plan": plan, "quality": options})
+
+
+register_policy("quality", build)
+
+__all__ = ["PlanShape", "QualityDriven", "build", "check_query"]

@@ -1,0 +1,226 @@
+"""End to end: ``hycq run --disorder quality`` on out-of-order data from ``hycq data generate
+--delay``, measured with hycq.quality against the truth (the same query with ``--disorder
+kslack:<max delay>``, which equals the oracle on sorted input: tests/e2e/test_disorder_cli.py).
+
+Steady state: the first seconds of a run are K = 0 (warm-up) while the windows fill, so the
+targets are checked on the results after the first window plus 30 s (aggregates) or after
+the first recall period (joins). Tolerances are stated where they are used.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from hycq.quality import QualitySpec, measure_quality
+
+ROOT = Path(__file__).resolve().parents[2]
+SMARTPLUG = ROOT / "queries" / "smartplug" / "catalog.toml"
+#: Per-house SUM of the load over 60 s (10 houses: 10 groups of about 40 tuples/s).
+SUM_QUERY = (
+    "SELECT house_id, SUM(value) AS s FROM readings [RANGE 60 SECONDS SLIDE 1 SECOND] "
+    "WHERE property = 1 GROUP BY house_id\n"
+)
+JOIN_QUERY = (
+    "SELECT ISTREAM r.ts AS t1, s.ts AS t2, r.k FROM r [RANGE 2 SECONDS SLIDE 10 MILLISECONDS] "
+    "AS r, s [RANGE 2 SECONDS SLIDE 10 MILLISECONDS] AS s WHERE r.k = s.k\n"
+)
+
+
+def _hycq(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "hycq.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
+
+
+def _ok(*args: str | Path) -> None:
+    r = _hycq(*args)
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.fixture(scope="module")
+def plugs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """10 houses, 600 event-seconds, Zipf delays up to 30 s; the query; the truth."""
+    d = tmp_path_factory.mktemp("plugs")
+    data, query, truth = d / "sp.csv", d / "sum.sql", d / "truth.parquet"
+    _ok("data", "generate", "--out", data, "--seconds", "600", "--houses", "10",
+        "--delay", "zipf:30,1.0", "--seed", "5")  # fmt: skip
+    query.write_text(SUM_QUERY)
+    _ok("run", query, "--catalog", SMARTPLUG, "--data", f"readings={data}", "--placement", "row",
+        "--disorder", "kslack:30s", "--output", truth)  # fmt: skip
+    return {"data": data, "query": query, "truth": truth, "dir": d}
+
+
+def _run_quality(p: dict[str, Path], name: str, *flags: str) -> tuple[Any, dict[str, Any]]:
+    res, met = p["dir"] / f"{name}.parquet", p["dir"] / f"{name}.json"
+    _ok("run", p["query"], "--catalog", SMARTPLUG, "--data", f"readings={p['data']}",
+        "--placement", "row", "--disorder", "quality", *flags, "--output", res,
+        "--metrics", met)  # fmt: skip
+    return pq.read_table(res), json.loads(met.read_text())["disorder"]
+
+
+def _steady_phi(result: Any, truth: Any, skip_s: int) -> float:
+    lo = pc.min(truth["_ts"]).as_py() + skip_s
+    keep = lambda t: t.filter(pc.greater_equal(t["_ts"], lo))  # noqa: E731
+    q = measure_quality(keep(result), keep(truth), QualitySpec(60, values=("s",), max_error=0.01))
+    phi = q["error"]["phi_eps"]
+    assert phi is not None
+    return float(phi)
+
+
+def test_aggregate_am_meets_the_error_target(plugs: dict[str, Path]) -> None:
+    result, dis = _run_quality(plugs, "am", "--max-error", "0.01", "--confidence", "0.95")
+    q = dis["quality"]
+    # K adapted: it moved from its start (0) more than once, and stays under Max-K-slack
+    assert len(q["k_history"]) > 3 and 0 < q["k"]["readings"] <= 30
+    assert len({k for _, _, k in q["k_history"]}) > 2
+    # the report carries the shape, the threshold and the cost per adaptation (< 1 ms)
+    assert q["shape"] == {"kind": "aggregate", "aggregate": "sum", "windows_s": {"readings": 60.0}}
+    assert q["groups"] == {"readings": 10}
+    assert 0.9 < q["coverage_threshold"]["readings"] < 1
+    assert q["adaptations"] > 100 and q["adapt_us_mean"] < 1000
+    # event-time latency below Max-K-slack's (K = the 30 s maximum delay)
+    assert dis["event_latency_s"]["p50"] < 30
+    # Phi(0.01) >= 95% (target) within 0.03: measured 0.947 on these 10 houses x 510
+    # steady instants; 60 s windows sliding by 1 s make the results strongly correlated
+    # (about 85 independent windows), so one standard deviation of Phi is about 0.024.
+    phi = _steady_phi(result, pq.read_table(plugs["truth"]), 90)
+    assert phi >= 0.95 - 0.03, phi
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="PD steering by the buffer-side coverage monitor misses the target here: "
+    "measured steady Phi(0.01) = 0.79 (K oscillates between 0 and 30 s)",
+)
+def test_aggregate_pd_meets_the_error_target(plugs: dict[str, Path]) -> None:
+    result, dis = _run_quality(plugs, "pd", "--max-error", "0.01", "--adapt-method", "pd")
+    assert len(dis["quality"]["k_history"]) > 3
+    assert _steady_phi(result, pq.read_table(plugs["truth"]), 90) >= 0.95 - 0.03
+
+
+@pytest.fixture(scope="module")
+def keyed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Two keyed streams (50 tuples/s, 10 keys, Zipf delays up to 4 s, 40 s), their
+    2-second-window equi-join (every result once), and its truth."""
+    d = tmp_path_factory.mktemp("keyed")
+    _ok("data", "generate", "--generator", "keyed", "--out", d, "--seconds", "40", "--rate",
+        "50", "--time-unit", "ms", "--keys", "10", "--delay", "zipf:4s,1.0", "--stream", "r",
+        "--stream", "s", "--seed", "4")  # fmt: skip
+    (d / "j.sql").write_text(JOIN_QUERY)
+    _ok("run", d / "j.sql", "--catalog", d / "catalog.toml", "--placement", "row",
+        "--disorder", "kslack:4s", "--output", d / "truth.parquet")  # fmt: skip
+    return {"dir": d}
+
+
+def _join(k: dict[str, Path], name: str, *flags: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    d = k["dir"]
+    _ok("run", d / "j.sql", "--catalog", d / "catalog.toml", "--placement", "row",
+        "--disorder", "quality", *flags, "--output", d / f"{name}.parquet",
+        "--metrics", d / f"{name}.json")  # fmt: skip
+    dis = json.loads((d / f"{name}.json").read_text())["disorder"]
+    gamma = float(flags[flags.index("--min-recall") + 1])
+    spec = QualitySpec(10_000, min_recall=gamma, any_instant=True)  # P = 10 s (ms ticks)
+    q = measure_quality(pq.read_table(d / f"{name}.parquet"), pq.read_table(d / "truth.parquet"),
+                        spec)  # fmt: skip
+    return q["recall"], dis
+
+
+@pytest.mark.parametrize("gamma", [0.95, 0.999])
+def test_join_am_meets_the_recall_target(keyed: dict[str, Path], gamma: float) -> None:
+    recall, dis = _join(keyed, f"am{gamma}", "--min-recall", str(gamma))
+    q = dis["quality"]
+    assert q["shape"]["kind"] == "join" and q["k_history"]
+    ks = q["k"]
+    assert ks["r"] == ks["s"] and 0 < ks["r"] <= 4000  # Same-K, adapted, under the max
+    assert q["adapt_us_mean"] < 1000
+    # After the first period (warm-up: K = 0 while the delay statistics fill), every 10 s
+    # period's recall reaches 0.99 Gamma (Phi(0.99 Gamma) of the seed's join figures).
+    # Measured: 0.983-0.991 for Gamma 0.95, 0.997-1.0 for 0.999.
+    steady = [p["recall"] for p in recall["periods"][1:]]
+    assert steady and min(steady) >= 0.99 * gamma, steady
+    assert recall["phi_099_gamma"] is not None and recall["phi_099_gamma"] >= 0.95
+
+
+def test_join_pd_without_engine_feedback_holds_k(keyed: dict[str, Path]) -> None:
+    """The engines do not count produced and true join results yet: PD keeps K (0)."""
+    _, dis = _join(keyed, "pd", "--min-recall", "0.95", "--adapt-method", "pd")
+    assert dis["quality"]["k"] == {"r": 0, "s": 0} and dis["quality"]["adaptations"] > 0
+
+
+@pytest.mark.parametrize(
+    ("extra", "query", "message"),
+    [
+        (["--disorder", "quality"], SUM_QUERY, "needs a quality target"),
+        (["--max-error", "0.01"], SUM_QUERY, "only apply to --disorder quality"),
+        (["--disorder", "max", "--min-recall", "0.9"], SUM_QUERY, "only apply to --disorder"),
+        (
+            ["--disorder", "quality", "--max-error", "0.01"],
+            SUM_QUERY.replace("SUM(", "MAX("),
+            "not MAX",
+        ),
+        (
+            ["--disorder", "quality", "--min-recall", "0.9"],
+            SUM_QUERY,
+            "aggregate's target is --max-error",
+        ),
+        (
+            ["--disorder", "quality", "--max-error", "0.01"],
+            SUM_QUERY.replace("SUM(value) AS s", "SUM(value) AS s, COUNT(*) AS n"),
+            "one SUM, COUNT or AVG",
+        ),
+        (
+            ["--disorder", "quality", "--max-error", "0.01"],
+            SUM_QUERY.replace("RANGE 60 SECONDS SLIDE 1 SECOND", "ROWS 100"),
+            "not a time range window",
+        ),
+    ],
+)
+def test_unservable_requests_exit_2(
+    tmp_path: Path, extra: list[str], query: str, message: str
+) -> None:
+    data, q = tmp_path / "sp.csv", tmp_path / "q.sql"
+    _ok("data", "generate", "--out", data, "--seconds", "5", "--houses", "1")
+    q.write_text(query)
+    r = _hycq("run", q, "--catalog", SMARTPLUG, "--data", f"readings={data}", "--placement",
+              "row", *extra, "--output", tmp_path / "out.csv")  # fmt: skip
+    assert r.returncode == 2, r.stderr
+    assert message in r.stderr, r.stderr
+    assert not (tmp_path / "out.csv").exists()
+
+
+def test_a_join_with_an_error_target_exits_2(keyed: dict[str, Path]) -> None:
+    d = keyed["dir"]
+    r = _hycq("run", d / "j.sql", "--catalog", d / "catalog.toml", "--disorder", "quality",
+              "--max-error", "0.01", "--output", d / "x.csv")  # fmt: skip
+    assert r.returncode == 2 and "join's target is --min-recall" in r.stderr, r.stderr
+
+
+def test_columnar_placement_gets_the_same_buffer_side_adaptation(tmp_path: Path) -> None:
+    """The aggregate policy is fed at the K-slack buffer: a columnar (DuckDB) placement adapts
+    K exactly as the row placement does, on the same arrivals."""
+    data, query = tmp_path / "sp.csv", tmp_path / "q.sql"
+    _ok("data", "generate", "--out", data, "--seconds", "300", "--houses", "2",
+        "--delay", "zipf:30,1.0", "--seed", "3")  # fmt: skip
+    query.write_text(SUM_QUERY)
+    reports = []
+    for placement in ("row", "column"):
+        met = tmp_path / f"{placement}.json"
+        _ok("run", query, "--catalog", SMARTPLUG, "--data", f"readings={data}", "--placement",
+            placement, "--disorder", "quality", "--max-error", "0.01", "--output",
+            tmp_path / f"{placement}.parquet", "--metrics", met)  # fmt: skip
+        reports.append(json.loads(met.read_text())["disorder"]["quality"])
+    row, column = reports
+    assert len(row["k_history"]) > 3
+    assert column["k_history"] == row["k_history"] and column["groups"] == row["groups"]
