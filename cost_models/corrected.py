@@ -27,26 +27,17 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from optimizer.ir.costing import CostModel, Estimates, OpEstimate
+from optimizer.ir.costing import (
+    GATEWAY,
+    CostModel,
+    Estimates,
+    OpEstimate,
+    cost_class,
+    factor_key,
+)
 from optimizer.ir.errors import OptionError
 from optimizer.ir.placement import ROW, Group
-from optimizer.ir.plan import Category, Operator
-
-#: The class of the row engine's gateway work: sources, windows (and converting their
-#: arrivals to tuples), R2S operators, the sink, K-slack buffering.
-GATEWAY = "gateway"
-
-
-def cost_class(op: Operator) -> str:
-    """The correction class of a row operator: its kind for an R2R operator (``select``,
-    ``project``, ``join``, ``aggregate``), :data:`GATEWAY` for every other one."""
-    return op.kind if op.category is Category.R2R else GATEWAY
-
-
-def factor_key(engine: str, cls: str | None = None) -> str:
-    """The key of a correction factor: ``row:<class>`` for a class of row work, else the
-    engine's name (``row`` itself: every row class not measured on its own)."""
-    return f"{engine}:{cls}" if cls is not None else engine
+from optimizer.ir.plan import Operator
 
 
 class CorrectedModel:

@@ -493,7 +493,7 @@ def _measured_by_class(
     """As :func:`_measured_by_engine`, the row engine's part split by correction class
     (``row:<kind>`` of an R2R operator, ``row:gateway`` for the rest and the thread's time
     outside every operator)."""
-    from cost_models.corrected import GATEWAY, cost_class, factor_key
+    from optimizer.ir.costing import GATEWAY, cost_class, factor_key
 
     figures = getattr(monitor, "operator_figures", None)
     if figures is None:

@@ -200,7 +200,7 @@ class PlanCoster:
         of ``cost_models.corrected``): ``row:<kind>`` for each kind of row-placed R2R
         operator, ``row:gateway`` for the gateway operators plus the conversion and
         buffering charged to row operators, and each columnar engine (its groups)."""
-        from cost_models.corrected import GATEWAY, cost_class, factor_key
+        from optimizer.ir.costing import GATEWAY, cost_class, factor_key
 
         out: dict[str, float] = {}
         for op_id in self.plan.topological():

@@ -118,6 +118,8 @@ def _generator_input(stream: StreamDef, options: RunOptions) -> StreamInput:
     seconds = options.duration if options.duration is not None else DEFAULT_DURATION_S
     if spec.generator == "keyed":
         return _keyed_input(stream, rate, seconds, options)
+    if spec.generator in ("x3", "x4"):
+        return _qddh_input(stream, spec.generator, rate, seconds, options)
     from engines.sources.smartplug import SCHEMA, SmartPlugGenerator
 
     kwargs: dict[str, Any] = {
@@ -143,6 +145,27 @@ def _generator_input(stream: StreamDef, options: RunOptions) -> StreamInput:
         gen.rate,
         f"generator smartplug ({gen.houses} houses, {gen.plugs} plugs, seed {gen.seed})",
         expected_rows=gen.rows(seconds),
+    )
+
+
+def _qddh_input(
+    stream: StreamDef, workload: str, rate: float, seconds: float, options: RunOptions
+) -> StreamInput:
+    """One stream of Ji's x3/x4 join workloads, in arrival order (delayed timestamps)."""
+    from engines.sources.keyed import DEFAULT_ORIGIN
+    from engines.sources.qddh_joins import stream_table
+
+    seed = int(cast(int, stream.source.option("seed", 42)))
+    origin = int(cast(int, stream.source.option("origin", DEFAULT_ORIGIN)))
+    table = stream_table(workload, stream.name.lower(), seconds, seed, origin, rate)
+    table = table.rename_columns([c.name for c in stream.columns])
+    chunk = max(1, int(rate * max(1, options.batch_seconds)))
+    return StreamInput(
+        stream,
+        iter(table.to_batches(max_chunksize=chunk)),
+        rate,
+        f"generator {workload} (stream {stream.name}, {rate:g} tuples/s, seed {seed})",
+        expected_rows=table.num_rows,
     )
 
 

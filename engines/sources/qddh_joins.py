@@ -71,6 +71,44 @@ def skew_schedule(seed: int, name: str, seconds: float) -> Profile:
     return Profile(tuple(times), tuple(values), (False,) * (len(times) - 1))
 
 
+def stream_table(
+    workload: str,
+    name: str,
+    seconds: float,
+    seed: int = 42,
+    origin: int = DEFAULT_ORIGIN,
+    rate: float = RATE,
+) -> pa.Table:
+    """One stream of ``workload`` (x3 or x4) as a table in arrival order: ``ts`` (ms, delayed)
+    and its join attributes. It depends only on the seed, the stream's name and the rate, so
+    a stream generated alone equals the same stream of :func:`workload_tables`."""
+    if workload not in WORKLOADS:
+        raise OptionError(f"unknown workload {workload!r}", hint="x3 or x4")
+    streams, _ = WORKLOADS[workload]
+    if name not in streams:
+        raise OptionError(
+            f"workload {workload} has no stream {name!r}", hint=f"its streams: {', '.join(streams)}"
+        )
+    attrs, skew = streams[name]
+    columns: dict[str, pa.Array | pa.ChunkedArray] = {}
+    for i, attr in enumerate(attrs):
+        key = f"{name}_{attr}"
+        spec = KeyedStream(
+            key,
+            rate=rate,
+            keys=VALUES,
+            skew=1.0,
+            skew_profile=skew_schedule(seed, key, seconds),
+            time_unit="ms",
+            delay=DelaySpec(MAX_DELAY_S, skew) if i == 0 else None,
+        )
+        t = KeyedGenerator(spec, seed=seed, origin=origin).table(seconds)
+        if i == 0:
+            columns["ts"] = t.column("ts")
+        columns[attr] = pc.add(t.column("k"), 1)  # values 1..100
+    return pa.table(columns)
+
+
 def workload_tables(
     workload: str, seconds: float, seed: int = 42, origin: int = DEFAULT_ORIGIN, rate: float = RATE
 ) -> dict[str, pa.Table]:
@@ -78,26 +116,7 @@ def workload_tables(
     if workload not in WORKLOADS:
         raise OptionError(f"unknown workload {workload!r}", hint="x3 or x4")
     streams, _ = WORKLOADS[workload]
-    out: dict[str, pa.Table] = {}
-    for name, (attrs, skew) in streams.items():
-        columns: dict[str, pa.Array | pa.ChunkedArray] = {}
-        for i, attr in enumerate(attrs):
-            key = f"{name}_{attr}"
-            spec = KeyedStream(
-                key,
-                rate=rate,
-                keys=VALUES,
-                skew=1.0,
-                skew_profile=skew_schedule(seed, key, seconds),
-                time_unit="ms",
-                delay=DelaySpec(MAX_DELAY_S, skew) if i == 0 else None,
-            )
-            t = KeyedGenerator(spec, seed=seed, origin=origin).table(seconds)
-            if i == 0:
-                columns["ts"] = t.column("ts")
-            columns[attr] = pc.add(t.column("k"), 1)  # values 1..100
-        out[name] = pa.table(columns)
-    return out
+    return {name: stream_table(workload, name, seconds, seed, origin, rate) for name in streams}
 
 
 def catalog_text(workload: str, files: dict[str, str], seconds: float, seed: int) -> str:

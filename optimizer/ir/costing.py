@@ -17,7 +17,7 @@ from typing import Protocol
 
 from optimizer.ir.cost import Estimate
 from optimizer.ir.placement import Group
-from optimizer.ir.plan import LogicalPlan, Operator
+from optimizer.ir.plan import Category, LogicalPlan, Operator
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,3 +91,23 @@ class CostModel(Protocol):
     def group_cost(self, group: Group, estimates: Estimates) -> float:
         """Seconds per invocation of ``group`` on ``group.engine`` (inf if it cannot run)."""
         ...
+
+
+# Classes of work for a cost model corrected by measurement (cost_models.corrected, the
+# --adapt controller): defined here so the optimizer can attribute predicted work to them
+# without importing a cost model.
+#: The class of the row engine's gateway work: sources, windows (and converting their
+#: arrivals to tuples), R2S operators, the sink, K-slack buffering.
+GATEWAY = "gateway"
+
+
+def cost_class(op: Operator) -> str:
+    """The correction class of a row operator: its kind for an R2R operator (``select``,
+    ``project``, ``join``, ``aggregate``), :data:`GATEWAY` for every other one."""
+    return op.kind if op.category is Category.R2R else GATEWAY
+
+
+def factor_key(engine: str, cls: str | None = None) -> str:
+    """The key of a correction factor: ``row:<class>`` for a class of row work, else the
+    engine's name (``row`` itself: every row class not measured on its own)."""
+    return f"{engine}:{cls}" if cls is not None else engine

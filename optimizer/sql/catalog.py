@@ -13,7 +13,8 @@ A catalog names the streams a query may read::
 
     [streams.readings.source]   # used when `hycq run` gets no --data for the stream
     kind = "generator"          # or "file" with path = "...", format = "debs"|"csv"|"parquet"
-    generator = "smartplug"     # or "keyed" (columns ts, k, v; engines/sources/keyed.py)
+    generator = "smartplug"     # or "keyed" (columns ts, k, v; engines/sources/keyed.py), or
+                                # "x3"/"x4" (Ji's out-of-order join workloads: seed, origin)
     houses = 40                 # keyed: seed, origin, keys, skew, start, end, silent
     seed = 42                   # drift (strings, optimizer/ir/profile.py): rate_profile
                                 # (both); keyed also keys_profile, skew_profile, hot, selectivity
@@ -64,6 +65,15 @@ _GENERATOR_OPTIONS = {
         "hot",
         "selectivity",
     },
+    "x3": {"seed", "origin"},
+    "x4": {"seed", "origin"},
+}
+#: The streams of the out-of-order join workloads (engines.sources.qddh_joins.WORKLOADS; a test
+#: checks they agree): stream -> its join attributes, INTEGER columns beside ``ts`` BIGINT
+#: in milliseconds.
+QDDH_STREAMS: dict[str, dict[str, tuple[str, ...]]] = {
+    "x3": {"s1": ("a1",), "s2": ("a1",), "s3": ("a1",)},
+    "x4": {"t1": ("a1", "a2", "a3"), "t2": ("a1",), "t3": ("a2",), "t4": ("a3",)},
 }
 #: Generator settings that are profiles (optimizer.ir.profile), with their bounds.
 _PROFILES: dict[str, dict[str, Any]] = {
@@ -221,6 +231,8 @@ def _parse_stream(sname: str, body: Any, name: str, base: Path | None) -> Stream
                 "v DOUBLE (timestamp ts)",
                 hint='[streams.X.columns] ts = "BIGINT", k = "INTEGER", v = "DOUBLE"',
             )
+    elif source.generator in QDDH_STREAMS:
+        _check_qddh(sname, columns, ts, unit, source.generator, name, where)
     elif source.kind == "generator":
         _check_generated(columns, ts, unit, source.generator or "smartplug", name, where)
     distinct, selectivity = _parse_stats(body.get("statistics"), name, f"{where}.statistics")
@@ -255,7 +267,7 @@ def _parse_source(raw: Any, name: str, where: str, base: Path | None) -> SourceS
             raise CatalogError(
                 f"{name}: {where}.generator: unknown generator '{gen}'",
                 hint=did_you_mean(gen, sorted(_GENERATOR_OPTIONS))
-                or "the built-in generators are 'smartplug' and 'keyed'",
+                or "the built-in generators are 'smartplug', 'keyed', 'x3' and 'x4'",
             )
         allowed = _GENERATOR_OPTIONS[gen]
         _check_keys(raw, {"kind", "generator"} | allowed, name, where)
@@ -327,6 +339,28 @@ def _silent_periods(raw: Any, name: str, where: str) -> tuple[tuple[float, float
             )
         out.append((float(pair[0]), float(pair[1])))
     return tuple(out)
+
+
+def _check_qddh(
+    sname: str, columns: list[Field], ts: str, unit: str, workload: str, name: str, where: str
+) -> None:
+    """An x3/x4 generator stream is one of the workload's streams, declared as it is made."""
+    streams = QDDH_STREAMS[workload]
+    attrs = streams.get(sname.lower())
+    if attrs is None:
+        raise CatalogError(
+            f"{name}: {where}: the {workload} generator has no stream '{sname}'",
+            hint=f"its streams are {', '.join(streams)} (the stream's name picks it)",
+        )
+    want = [("ts", DataType.BIGINT)] + [(a, DataType.INTEGER) for a in attrs]
+    if [(c.name.lower(), c.dtype) for c in columns] != want or ts.lower() != "ts" or unit != "ms":
+        layout = ", ".join(f"{n} {t.value}" for n, t in want)
+        declared = ", ".join(f'{n} = "{t.value}"' for n, t in want)
+        raise CatalogError(
+            f"{name}: {where}: the {workload} generator's stream {sname} has columns "
+            f"{layout} (timestamp ts, time_unit ms)",
+            hint=f'timestamp = "ts", time_unit = "ms", [streams.{sname}.columns] {declared}',
+        )
 
 
 def _check_generated(

@@ -59,3 +59,25 @@ def test_qddh_query_equals_the_oracle(query: str, placement: str) -> None:
     assert expected.num_rows > 0
     assert result.dead_letter == dead_letter_count(text, CATALOG, _inputs(query))
     assert_same_stream(result.table, expected)
+
+
+def test_the_catalog_generators_make_the_workloads_streams() -> None:
+    """The shipped catalog's x3/x4 generator sources (used when a run gets no --data) give
+    each stream exactly as ``workload_tables`` and ``hycq data generate`` make it, and the
+    catalog's declared layouts are the generator's."""
+    from engines.runtime.inputs import open_inputs
+    from engines.runtime.options import RunOptions
+    from engines.sources.qddh_joins import WORKLOADS
+    from optimizer.sql.catalog import QDDH_STREAMS
+
+    assert {w: {n: a for n, (a, _) in s.items()} for w, (s, _) in WORKLOADS.items()} == (
+        QDDH_STREAMS
+    )
+    for query in ("x3_count", "x4_count"):
+        plan = plan_query(QUERIES[query], CATALOG, f"{query}.sql")
+        inputs = open_inputs(plan, CATALOG, RunOptions(duration=6.0, rate=30.0))
+        expected = workload_tables(query[:2], 6.0, seed=42, rate=30.0)
+        assert {i.stream.name for i in inputs} == set(expected)
+        for i in inputs:
+            got = pa.Table.from_batches(list(i.batches))
+            assert got.equals(expected[i.stream.name]), i.stream.name

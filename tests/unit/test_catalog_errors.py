@@ -274,7 +274,13 @@ CASES = [
         "unknown-generator-far",
         edit('generator = "smartplug"', 'generator = "kafka"'),
         ["unknown generator 'kafka'"],
-        "the built-in generators are 'smartplug' and 'keyed'",
+        "the built-in generators are 'smartplug', 'keyed', 'x3' and 'x4'",
+    ),
+    (
+        "x3-generator-stream-name",
+        edit('generator = "smartplug"', 'generator = "x3"').replace("houses = 40\n", ""),
+        ["the x3 generator has no stream 'readings'"],
+        "its streams are s1, s2, s3",
     ),
     (
         "keyed-generator-columns",
