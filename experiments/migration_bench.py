@@ -29,7 +29,13 @@ import numpy as np
 import pyarrow as pa
 
 from engines.row.executor import RowExecutor
-from engines.row.migration import ParallelTrack, jisc_progress, jisc_transfer, move_states
+from engines.row.migration import (
+    HybridMigration,
+    ParallelTrack,
+    jisc_progress,
+    jisc_transfer,
+    move_states,
+)
 from optimizer.ir.plan import LogicalPlan
 from optimizer.phase_one import join_chains, rewire_chain
 from optimizer.sql import plan_query
@@ -174,18 +180,25 @@ def same_stream(a: Outputs, b: Outputs) -> None:
 
 
 def state_tuples(ex: Any) -> int:
-    """Tuples held in join stores (both inputs of every join) of one executor or of both
-    plans of a parallel track."""
-    if isinstance(ex, ParallelTrack):
-        return (0 if ex.done else state_tuples(ex.old)) + state_tuples(ex.new)
-    if hasattr(ex, "successor"):  # another two-plan strategy: count what it exposes
-        return sum(state_tuples(x) for x in (getattr(ex, "old", None), ex.successor) if x)
-    total = 0
+    """Tuples held in join stores (both inputs of every join) of one executor, or of both
+    plans of a two-plan strategy (PT, HybMig) while it runs both; a store the two plans share
+    (HybMig's leaf states) counts once."""
+    stores: dict[int, Any] = {}
+    _collect_stores(ex, stores)
+    return sum(int(s.size) for s in stores.values())
+
+
+def _collect_stores(ex: Any, out: dict[int, Any]) -> None:
+    if hasattr(ex, "successor"):  # a two-plan strategy: the old plan until dropped, the new
+        if not ex.done and getattr(ex, "old", None) is not None:
+            _collect_stores(ex.old, out)
+        _collect_stores(ex.successor, out)
+        return
     for node in ex.nodes:
         op = node.op
         if hasattr(op, "left") and hasattr(op.left, "size"):
-            total += op.left.size + op.right.size
-    return total
+            out[id(op.left)] = op.left
+            out[id(op.right)] = op.right
 
 
 @dataclass
@@ -212,10 +225,26 @@ def _pt(old: RowExecutor, new: RowExecutor) -> tuple[Any, dict[str, Any]]:
 #: name -> hand-over of a running executor to a freshly built one: (the executor to feed
 #: from now on, transfer figures). A strategy that runs both plans returns an object with
 #: ``done``, ``dropped_at`` and ``successor`` (as ParallelTrack); adding one is one entry.
+def _hybmig(bsc: bool) -> Callable[[RowExecutor, RowExecutor], tuple[Any, dict[str, Any]]]:
+    def go(old: RowExecutor, new: RowExecutor) -> tuple[Any, dict[str, Any]]:
+        h = HybridMigration(old, new, bsc=bsc)
+        return h, {
+            "strategy": "hybmig" if bsc else "hybmig-lazy",
+            "at": h.at,
+            "states_moved": h.states_moved,
+            "states_shared": h.states_shared,
+            "states_recomputed": h.states_recomputed,
+        }
+
+    return go
+
+
 REGISTRY: dict[str, Callable[[RowExecutor, RowExecutor], tuple[Any, dict[str, Any]]]] = {
     "ms": lambda old, new: (new, move_states(old, new).as_dict()),
     "jisc": lambda old, new: (new, jisc_transfer(old, new).as_dict()),
     "pt": _pt,
+    "hybmig": _hybmig(bsc=True),  # with background state computation (hycq's `hybmig`)
+    "hybmig-lazy": _hybmig(bsc=False),
 }
 STRATEGIES = tuple(REGISTRY)
 
@@ -340,7 +369,7 @@ def run_migrated(
 
 
 def _both_done(ex: Any) -> bool:
-    """A two-plan strategy (PT) that has dropped its old plan."""
+    """A two-plan strategy (PT, HybMig) that has dropped its old plan."""
     return hasattr(ex, "successor") and bool(ex.done)
 
 

@@ -431,3 +431,51 @@ def test_random_orders_and_transitions(data: st.DataObject) -> None:
         batch=data.draw(st.integers(1, 20)),
         seed=seed,
     )
+
+
+# -- long chains: five and six streams -------------------------------------------------------
+
+#: Chains longer than Table 1's four streams: BSC's third and later stages must carry the
+#: rows they add up through *every* higher state (a 5-stream chain lost results and deleted
+#: rows never stored before that was fixed; found by experiments/hybmig_fig_15_16.py). The
+#: six-way query closes its chain with a second predicate on one join (a composite key).
+LONG = {
+    "j5": "SELECT ISTREAM r.ts, s.ts, t.ts, u.ts, v.ts, r.k FROM r [RANGE 4 SECONDS] AS r, "
+    "s [RANGE 3 SECONDS] AS s, t [RANGE 5 SECONDS] AS t, u [RANGE 2 SECONDS] AS u, "
+    "v [RANGE 4 SECONDS] AS v WHERE r.k = s.k AND s.k = t.k AND t.k = u.k AND u.k = v.k",
+    "j6_closed": "SELECT r.k, COUNT(*) AS n, SUM(r.v + w.v) AS x FROM r [RANGE 5 SECONDS] AS r, "
+    "s [RANGE 5 SECONDS] AS s, t [RANGE 5 SECONDS] AS t, u [RANGE 5 SECONDS] AS u, "
+    "v [RANGE 5 SECONDS] AS v, w [RANGE 5 SECONDS] AS w "
+    "WHERE r.k = s.k AND s.k = t.k AND t.k = u.k AND u.k = v.k AND v.k = w.k AND u.k = w.k "
+    "GROUP BY r.k",
+}
+
+
+_long_oracles: dict[str, pa.Table] = {}
+
+
+def _oracle_of(text: str, data: dict[str, pa.Table]) -> pa.Table:
+    if text not in _long_oracles:
+        _long_oracles[text] = oracle(text, CATALOG, data)
+    return _long_oracles[text]
+
+
+@pytest.mark.parametrize("strategy", ["hybmig+bsc", "hybmig", "ms", "jisc", "pt"])
+@pytest.mark.parametrize("name", sorted(LONG))
+def test_long_chains(name: str, strategy: str) -> None:
+    text = LONG[name]
+    streams = "".join(n for n in "rstuvw" if f" {n} [" in text)
+    data = keyed_data(seconds=14, rate=2, keys=4, seed=11, streams=streams)
+    base = plan_of(text)
+    m = leaf_count(base)
+    n = len(merged(data))
+    expected = _oracle_of(text, data)
+    assert expected.num_rows > 0
+    reverse = tuple(range(m - 1, -1, -1))
+    swap_top = (*range(m - 2), m - 1, m - 2)
+    middle = (2, 0, 4, 1, 3, *range(5, m))
+    for k, order in enumerate([reverse, swap_top, middle]):
+        at = (n // 3, n // 2 + 1, 2 * n // 3)[k]
+        run = check(text, data, base, [(at, reorder(base, order), strategy)], expected, seed=k)
+        for hm in run.hybs:
+            assert hm.done and hm.dropped_at is not None

@@ -94,7 +94,7 @@ ALL = {**QUERIES, **NOT_PT, **MULTI_KEY}
 
 
 def _streams(text: str) -> str:
-    return "".join(n for n in "rstu" if f" {n} [" in text)
+    return "".join(n for n in "rstuvw" if f" {n} [" in text)
 
 
 @functools.cache

@@ -38,7 +38,7 @@ from optimizer.sql.catalog import parse_catalog_text
 from tests.oracle import TS, assert_same_stream, oracle
 
 ROOT = Path(__file__).resolve().parents[2]
-STREAMS = "rstu"
+STREAMS = "rstuvw"
 CATALOG = parse_catalog_text(
     "\n".join(
         f'[streams.{n}]\ntimestamp = "ts"\ntime_unit = "s"\n'
@@ -49,7 +49,7 @@ CATALOG = parse_catalog_text(
 
 
 def keyed_data(
-    seconds: int = 30, rate: float = 3.0, keys: int = 4, seed: int = 7, streams: str = STREAMS
+    seconds: int = 30, rate: float = 3.0, keys: int = 4, seed: int = 7, streams: str = "rstu"
 ) -> dict[str, pa.Table]:
     return {
         n: KeyedGenerator(KeyedStream(n, rate=rate, keys=keys), seed=seed).table(seconds)

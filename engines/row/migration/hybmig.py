@@ -42,7 +42,10 @@ runs. At level ``k`` (``C`` = the first ``k+1`` leaves of the chain old, ``NOT C
 the chain's ``k``-th join) the ``C`` part of the ``k``-th join's relation (its old parts
 joined) goes into the ``(k+1)``-th join's input store, which is then complete; that part
 joined with the next leaf's *new* tuples goes into the ``(k+2)``-th join's input store (its
-share under the grown ``C``); ``C`` gains that leaf, the old plan's pruning follows, and the
+share under the grown ``C``) and, joined with each higher leaf, into every store above it up
+to the top join's input (the paper's BSC fills only the parent state, which loses results
+with five or more leaves: a later arrival of a higher leaf would probe a state lacking
+them); ``C`` gains that leaf, the old plan's pruning follows, and the
 ``NOT C`` filter moves up one join. When ``C`` spans the whole chain every new state is
 complete and the old plan is dropped: at ``min(BSC finish, ts_start + w)``. Not with
 replacing (NOW/tumbling) inputs under the top join: there the stages are skipped.
@@ -443,7 +446,8 @@ class HybridMigration(ForwardsToNew):
         output part satisfying C (all its C leaves old) goes into the (k+1)-th join's input
         store, which is then complete; that part joined with the *new* tuples of the next
         leaf goes into the (k+2)-th join's input store (its NOT C' part, C' = one more leaf
-        old); C grows by that leaf. When C covers the whole chain, every new state is
+        old), and joined on up the chain into every store above (:meth:`_push_up`); C grows
+        by that leaf. When C covers the whole chain, every new state is
         complete and the old plan is dropped (min(BSC finish, ts_start + w))."""
         k, nv, chain = self.level, self._nv, self.chain
         if k < len(chain):
@@ -465,17 +469,34 @@ class HybridMigration(ForwardsToNew):
                 b: Rows = []
                 own = op.left if side == 0 else op.right
                 op._probe(a, own.key, tmp, side == 0, b)
-                top = chain[k + 1]
-                s2 = self._join_side(top)
-                b = _through(nv, nv.ex.nodes[top].inputs[s2], up, b)
-                op2 = nv.op(top)
-                assert isinstance(op2, HashJoinOp)
-                (op2.left if s2 == 0 else op2.right).add_all(b)
+                self._push_up(k, b)
             self._set_level(k + 1)
         if self.level == len(chain):  # every new state complete
             self.done = True
             self.dropped_at = instant
             self.new.clock.step = self.new._step
+
+    def _push_up(self, j: int, rows: Rows) -> None:
+        """``rows``, just added to the relation of chain join ``chain[j]``, go into every
+        store above it: the store join ``chain[j + 1]`` reads them from, then (joined with
+        that join's other input, a complete leaf store) the store of ``chain[j + 2]``, and so
+        on up to the top join's input. After C grows by leaf ``L``, the rows with every
+        earlier leaf old and ``L`` new belong to the new plan at *every* level above ``L``'s
+        join, not only the next one: a later arrival of any higher leaf probes them."""
+        nv, chain = self._nv, self.chain
+        while rows and j + 1 < len(chain):
+            up = chain[j + 1]
+            side = self._join_side(up)
+            rows = _through(nv, nv.ex.nodes[up].inputs[side], chain[j], rows)
+            op = nv.op(up)
+            assert isinstance(op, HashJoinOp)
+            own, other = (op.left, op.right) if side == 0 else (op.right, op.left)
+            own.add_all(rows)
+            if j + 2 == len(chain):  # ``up`` is the top join: its output is not stored
+                return
+            out: Rows = []
+            op._probe(rows, own.key, other, side == 0, out)
+            rows, j = out, j + 1
 
     def _join_side(self, pos: int) -> int:
         """Which input of chain join ``pos`` is the join below it."""
