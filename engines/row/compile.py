@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from fractions import Fraction
 from typing import Any
 
 from optimizer.ir.errors import DataError, UnsupportedError
@@ -136,8 +137,8 @@ def _round_half_away(x: float) -> float:
 
 
 def _round(x: Any, n: int = 0) -> Any:
-    """DuckDB's ROUND of a DOUBLE: scale, round half away from zero, unscale; on overflow
-    the input itself."""
+    """DuckDB's ROUND of a DOUBLE: scale, round half away from zero (a scaled value that is
+    a half only in doubles by its exact value), unscale; on overflow the input itself."""
     if x is None:
         return None
     x = float(x)
@@ -145,7 +146,14 @@ def _round(x: Any, n: int = 0) -> Any:
         return _round_half_away(x)
     if n > 0:
         p = 10.0**n
-        out = _round_half_away(x * p) / p
+        y = x * p
+        r = _round_half_away(y)
+        a = abs(y)
+        if a < 2**52 and a - math.floor(a) == 0.5 and abs(Fraction(x) * Fraction(p)) < a:
+            # a tie only in doubles: the exact product is below it (DuckDB 2.0.1 resolves
+            # such ties by the exact product: ROUND(2.675, 2) is 2.67)
+            r = math.copysign(math.floor(a), y)
+        out = r / p
     else:
         p = 10.0 ** (-n)
         out = _round_half_away(x / p) * p

@@ -126,6 +126,50 @@ def _fn(name: str, *args: exp.Expr) -> exp.Anonymous:
     return exp.Anonymous(this=name, expressions=list(args))
 
 
+#: Veltkamp's splitting constant for doubles, 2**27 + 1 (Dekker's exact product below).
+_SPLIT = 134217729.0
+
+
+def _split(v: float) -> tuple[float, float]:
+    """``v`` as ``hi + lo`` with each half of at most 26 significant bits (Veltkamp)."""
+    c = _SPLIT * v
+    hi = c - (c - v)
+    return hi, v - hi
+
+
+def _rounds_past_tie(x: exp.Expr, p: exp.Expr, scale: float) -> exp.Expr:
+    """TRUE where ``p``, the double product ``x * scale``, is exactly a half (an integer
+    plus 0.5 below 2**52) although the *exact* product is nearer zero: DuckDB (2.0.1 and
+    later) resolves such a tie by the exact product, so ``ROUND(2.675, 2)`` is 2.67 although
+    ``2.675 * 100`` is 267.5 in doubles. The exact product's error ``x * scale - p`` is
+    Dekker's two-product in plain double arithmetic (exact for the products that can tie:
+    ``|p| >= 0.5`` keeps every partial product far from underflow, and ``|p| < 2**52``
+    from overflow)."""
+    sh, sl = _split(scale)
+    c = exp.Mul(this=double_literal(_SPLIT), expression=paren(x.copy()))
+    xh = exp.Sub(this=c, expression=paren(exp.Sub(this=c.copy(), expression=paren(x.copy()))))
+    xl = exp.Sub(this=paren(x.copy()), expression=paren(xh.copy()))
+
+    def mul(a: exp.Expr, b: float) -> exp.Expr:
+        return exp.Mul(this=paren(a.copy()), expression=double_literal(b))
+
+    err = exp.Sub(this=mul(xh, sh), expression=paren(p.copy()))
+    err = exp.Add(this=paren(err), expression=mul(xh, sl))
+    err = exp.Add(this=err, expression=mul(xl, sh))
+    err = exp.Add(this=paren(err), expression=mul(xl, sl))
+    a = exp.Abs(this=paren(p.copy()))
+    half = exp.EQ(
+        this=exp.Sub(this=a.copy(), expression=exp.Floor(this=a.copy())),
+        expression=double_literal(0.5),
+    )
+    small = exp.LT(this=a, expression=double_literal(_EXACT_INTEGER_DOUBLE))
+    nearer_zero = exp.LT(
+        this=exp.Mul(this=paren(err), expression=_fn("SIGNUM", paren(p.copy()))),
+        expression=double_literal(0.0),
+    )
+    return exp.And(this=exp.And(this=small, expression=half), expression=nearer_zero)
+
+
 def _is_zero(e: exp.Expr) -> exp.EQ:
     return exp.EQ(this=paren(e), expression=number(0))
 
@@ -319,7 +363,9 @@ class SparkDialect(SqlDialect):
 
     def round(self, x: exp.Expr, digits: int) -> exp.Expr:
         # DuckDB computes r = round(x * 10^n) / 10^n (n >= 0) or round(x / 10^-n) * 10^-n
-        # (n < 0) with C's round (half away from zero), and returns x when r is not finite.
+        # (n < 0) with C's round (half away from zero; a product that is a tie only in
+        # doubles rounds by the exact product, _rounds_past_tie), and returns x when r is
+        # not finite.
         # Spark's ROUND(x, n) rounds the *decimal text* of x (ROUND(1.005, 2) is 1.01, DuckDB
         # says 1.0), so only rounding to an integer is left to Spark: rounding the shortest
         # decimal text of y half up is exactly C's round of y. ROUND(ABS(y)) * SIGNUM(x)
@@ -331,7 +377,12 @@ class SparkDialect(SqlDialect):
         scaled: exp.Expr
         if digits > 0:
             scaled = exp.Mul(this=paren(x.copy()), expression=double_literal(scale))
-            rounded = exp.Mul(this=exp.Round(this=exp.Abs(this=scaled.copy())), expression=sign)
+            away = exp.Round(this=exp.Abs(this=scaled.copy()))
+            # a double tie whose exact product is below it rounds towards zero (DuckDB)
+            toward = exp.Sub(this=away.copy(), expression=double_literal(1.0))
+            past = _rounds_past_tie(x, scaled, scale)
+            magnitude = exp.Case(ifs=[exp.If(this=past, true=toward)], default=away)
+            rounded = exp.Mul(this=magnitude, expression=sign)
             value: exp.Expr = exp.Div(this=paren(rounded), expression=double_literal(scale))
             # For a finite x the result is not finite exactly when x * 10^n overflows; a NaN
             # or infinite x gives itself either way.
@@ -460,7 +511,8 @@ class DataFusionDialect(SqlDialect):
         return cast(rounded, dtype)
 
     def round(self, x: exp.Expr, digits: int) -> exp.Expr:
-        # DuckDB: r = round(x * 10^n) / 10^n (n > 0) or round(x / 10^-n) * 10^-n (n < 0),
+        # DuckDB: r = round(x * 10^n) / 10^n (n > 0; a product that is a tie only in doubles
+        # rounds by the exact product, _rounds_past_tie) or round(x / 10^-n) * 10^-n (n < 0),
         # and x itself when r is not finite; DataFusion's ROUND(x, n) scales differently
         # (ROUND(1.7976931348623157e308, -2) loses the last digit), so it is spelled out.
         if digits == 0:
@@ -470,7 +522,20 @@ class DataFusionDialect(SqlDialect):
         scaled: exp.Expr
         if digits > 0:
             scaled = exp.Mul(this=paren(x.copy()), expression=scale.copy())
-            value = exp.Div(this=exp.Round(this=scaled), expression=scale)
+            # a double tie whose exact product is below it rounds towards zero (DuckDB):
+            # (|ROUND(p)| - 1) * SIGNUM(p) keeps the sign of a zero result
+            toward = exp.Mul(
+                this=paren(
+                    exp.Sub(
+                        this=exp.Abs(this=exp.Round(this=scaled.copy())),
+                        expression=double_literal(1.0),
+                    )
+                ),
+                expression=_fn("SIGNUM", paren(scaled.copy())),
+            )
+            past = _rounds_past_tie(x, scaled, 10.0 ** abs(digits))
+            rounded = exp.Case(ifs=[exp.If(this=past, true=toward)], default=exp.Round(this=scaled))
+            value = exp.Div(this=rounded, expression=scale)
         else:
             scaled = exp.Div(this=paren(x.copy()), expression=scale.copy())
             value = exp.Mul(this=exp.Round(this=scaled), expression=scale)

@@ -946,3 +946,66 @@ def test_special_values_match_duckdb_exactly(request: pytest.FixtureRequest, eng
                     f"DuckDB {d!r}"
                 )
     assert not problems, "\n".join(problems[:20])
+
+
+def _round_inputs() -> list[float]:
+    """Doubles whose scaled value x * 10^n lands on, next to, or is exactly a half, for
+    n = 1..3, plus random magnitudes: DuckDB (2.0.1 and later) resolves a product that is a
+    tie only in doubles (2.675 * 100 = 267.5) by the exact product (ROUND(2.675, 2) = 2.67)."""
+    rng = random.Random(5)
+    xs = [2.675, 1.005, 0.285, 20.65, -20.65, 0.125, -0.125, 0.005, -0.005, 5e-324, 1e300]
+    for _ in range(400):
+        n = rng.randint(1, 3)
+        base = (rng.randint(-(10**6), 10**6) + 0.5) / 10**n
+        for step in (-2, -1, 0, 1, 2):
+            y = base
+            for _ in range(abs(step)):
+                y = math.nextafter(y, math.inf if step > 0 else -math.inf)
+            xs.append(y)
+    xs += [rng.uniform(-1e6, 1e6) for _ in range(200)]
+    return xs
+
+
+ROUND_DIGITS = (1, 2, 3, 5, 10, 22, 25)
+
+
+def _round_plan() -> tuple[Any, Any, Schema]:
+    schema = Schema((Field("rid", BIGINT), Field("x", DOUBLE)))
+    x = ColumnRef(1, "x", DOUBLE)
+    items = (ColumnRef(0, "rid", BIGINT),) + tuple(
+        Func("ROUND", (x, Literal(n, BIGINT)), DOUBLE) for n in ROUND_DIGITS
+    )
+    out_schema = Schema(tuple(Field(f"e{k}", e.dtype) for k, e in enumerate(items)))
+    b = PlanBuilder()
+    src = b.add(lambda i: Source(i, schema, "t", 0, "s"))
+    win = b.add(
+        lambda i: Window(i, schema, WindowKind.UNBOUNDED, None, 1, False, 0, "s", "UNBOUNDED"),
+        src,
+    )
+    prj = b.add(lambda i: Project(i, out_schema, items), win)
+    r2s = b.add(lambda i: R2S(i, out_schema, StreamMode.RSTREAM), prj)
+    plan = b.build(b.add(lambda i: Sink(i, out_schema), r2s))
+    return plan, prj, schema
+
+
+@pytest.mark.parametrize("engine", ["row", *ENGINES])
+def test_round_ties_match_duckdb(request: pytest.FixtureRequest, engine: str) -> None:
+    """ROUND(x, n > 0) on tie-adjacent doubles equals DuckDB's bit for bit on every engine."""
+    xs = _round_inputs()
+    plan, prj, schema = _round_plan()
+    rows: Rows = [(k, x) for k, x in enumerate(xs)]
+    table = {"in0": arrow_relation(rows, schema)}
+    want = run_duckdb(group_sql(plan, [prj], "duckdb").sql, table)
+    if engine == "row":
+        op = plan.op(prj)
+        assert isinstance(op, Project)
+        got_rows = compile_map(list(op.exprs), [False, False])(rows)
+        got = pa.table({f"c{k}": [r[k] for r in got_rows] for k in range(len(ROUND_DIGITS) + 1)})
+    else:
+        got = _engine_runner(request, engine)(group_sql(plan, [prj], engine).sql, table)
+    problems = []
+    for k, n in enumerate(ROUND_DIGITS, start=1):
+        for rid, a, d in zip(_column(got, 0), _column(got, k), _column(want, k), strict=True):
+            if not _exactly_same(a, d):
+                problems.append(f"ROUND({xs[rid]!r}, {n}): {engine} {a!r}, DuckDB {d!r}")
+    assert not problems, f"{len(problems)} differ:\n" + "\n".join(problems[:20])
