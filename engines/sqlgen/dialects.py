@@ -153,7 +153,7 @@ def _rounds_past_tie(x: exp.Expr, p: exp.Expr, scale: float) -> exp.Expr:
     def mul(a: exp.Expr, b: float) -> exp.Expr:
         return exp.Mul(this=paren(a.copy()), expression=double_literal(b))
 
-    err = exp.Sub(this=mul(xh, sh), expression=paren(p.copy()))
+    err: exp.Expr = exp.Sub(this=mul(xh, sh), expression=paren(p.copy()))
     err = exp.Add(this=paren(err), expression=mul(xh, sl))
     err = exp.Add(this=err, expression=mul(xl, sh))
     err = exp.Add(this=paren(err), expression=mul(xl, sl))

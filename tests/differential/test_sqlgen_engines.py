@@ -972,9 +972,8 @@ ROUND_DIGITS = (1, 2, 3, 5, 10, 22, 25)
 def _round_plan() -> tuple[Any, Any, Schema]:
     schema = Schema((Field("rid", BIGINT), Field("x", DOUBLE)))
     x = ColumnRef(1, "x", DOUBLE)
-    items = (ColumnRef(0, "rid", BIGINT),) + tuple(
-        Func("ROUND", (x, Literal(n, BIGINT)), DOUBLE) for n in ROUND_DIGITS
-    )
+    rounds = [Func("ROUND", (x, Literal(n, BIGINT)), DOUBLE) for n in ROUND_DIGITS]
+    items = (ColumnRef(0, "rid", BIGINT), *rounds)
     out_schema = Schema(tuple(Field(f"e{k}", e.dtype) for k, e in enumerate(items)))
     b = PlanBuilder()
     src = b.add(lambda i: Source(i, schema, "t", 0, "s"))

@@ -60,7 +60,7 @@ def test_fig_7_8_script(tmp_path: Path) -> None:
         (4, "worst"),
     ]
     for r in d["records"]:
-        assert set(r["median_s"]) == {"new_alone", "ms", "jisc", "pt"}
+        assert set(r["median_s"]) == {"new_alone", "ms", "jisc", "pt", "hybmig"}
         assert r["oracle_checked"] and r["figures"]["outputs"] > 0
         assert r["figures"]["pt"]["dropped_at"] is not None
     assert d["note"].startswith("measured while other work ran")

@@ -297,8 +297,10 @@ def test_data_generate_leaves_nothing_behind(
 
 def test_bench_under_sigterm_leaves_nothing_behind(tmp_path: Path) -> None:
     proc = start(
-        "bench", Q1, "--rates", "1000", "--plans", "row", "--measure", "30", "--repeat", "5",
-        "--json", "b.json", "--plot", "p.png", cwd=tmp_path,
+        # Q1's row plan measures millions of tuples per second: ask for hours of event time
+        # so that the signal surely comes mid-measurement.
+        "bench", Q1, "--rates", "2000", "--plans", "row", "--measure", "36000", "--repeat",
+        "20", "--json", "b.json", "--plot", "p.png", cwd=tmp_path,
     )  # fmt: skip
     deadline = time.monotonic() + 60
     assert proc.stderr is not None
