@@ -147,6 +147,9 @@ class Measurement:
     results: int
     slide_ms_p50: float | None
     warm_complete: bool = True
+    late: int = 0
+    """Tuples the engine dropped as late (none in a sound measurement: a bench that fed
+    batches behind the progress it announced measured dropping, not processing)."""
 
 
 def measure(
@@ -184,7 +187,7 @@ def measure(
             ts0 = batch.column(inp.stream.time_index)[0].as_py()
             start_ts = ts0 if start_ts is None else start_ts
             if ts0 - start_ts >= warm * merged.tps:
-                pending = (inp, batch)
+                pending = (inp, batch, merged.take_tells())
                 break
             merged.tell(engine)
             engine.ingest(inp.stream.name, batch, inp.stream.time_index)
@@ -199,18 +202,19 @@ def measure(
         measured = 0
         for _ in range(o.repeat):
             # Batches of this span, generated before timing.
+            # (each with the progress the merge reported on reading it, told before it)
             need = o.measure_seconds * len(inputs)
-            span = ([pending] if pending is not None else []) + list(
-                islice(stream, need - (1 if pending is not None else 0))
-            )
+            span = [pending] if pending is not None else []
+            for inp, batch in islice(stream, need - len(span)):
+                span.append((inp, batch, merged.take_tells()))
             pending = None
             if not span:
                 break
             n = 0
             t = time.perf_counter()
-            for inp, batch in span:
+            for inp, batch, tells in span:
+                merged.tell(engine, tells)
                 if batch.num_rows:
-                    merged.tell(engine)
                     engine.ingest(inp.stream.name, batch, inp.stream.time_index)
                     n += batch.num_rows
                 if time.perf_counter() - t > o.max_warm_wall / 4:
@@ -232,6 +236,7 @@ def measure(
         results[0],
         1e3 * slides[len(slides) // 2] if slides else None,
         complete,
+        int(getattr(engine, "late_count", 0)),
     )
 
 
@@ -272,6 +277,7 @@ def bench(queries: list[LoadedQuery], o: BenchOptions) -> list[dict[str, Any]]:
                             "tuples": m.tuples_measured,
                             "results": m.results,
                             "slide_ms_p50": m.slide_ms_p50,
+                            "late_dropped": m.late,
                         },
                         "warm_start": {
                             "event_s": m.warm_s,

@@ -400,16 +400,29 @@ class MergedInputs:
         report = getattr(self.policy, "report", None)
         return report() if report is not None else None
 
-    def tell(self, engine: PlanExecutor) -> None:
-        """Pass the progress and ends reported since the last call on to ``engine``."""
-        for name, key in self.progress_bar.items():
+    def take_tells(self) -> tuple[dict[str, int], list[str]]:
+        """The progress and ends reported since the last call or :meth:`tell`, taken away:
+        what a caller that reads batches ahead of ingesting them (``hycq bench``
+        materialises a span before timing it) keeps with each batch and hands back to
+        :meth:`tell` when it ingests that batch. Told all at once before the first batch,
+        a span's progress would mark its own tuples late."""
+        tells = (dict(self.progress_bar), list(self._ended))
+        self.progress_bar.clear()
+        self._ended.clear()
+        return tells
+
+    def tell(
+        self, engine: PlanExecutor, tells: tuple[dict[str, int], list[str]] | None = None
+    ) -> None:
+        """Pass the progress and ends reported since the last call (or ``tells``, from
+        :meth:`take_tells`) on to ``engine``."""
+        progress, ended = tells if tells is not None else self.take_tells()
+        for name, key in progress.items():
             engine.advance_stream(name, key)
             self.known[name] = max(key, self.known.get(name, key))
-        self.progress_bar.clear()
-        for name in self._ended:
+        for name in ended:
             engine.end_stream(name)
             self.gone.add(name)
-        self._ended.clear()
         for name, floor in idle_floor(self.known, self.gone, self.idle_ticks).items():
             engine.advance_stream(name, floor)
             self.known[name] = floor
