@@ -153,6 +153,7 @@ class Outputs:
     mark_cpu: float = 0.0
     emitted_at: list[tuple[float, int, int]] = field(default_factory=list)
     span_cpu_s: float = 0.0  # run_plain: process CPU seconds over the timed span
+    cpu_by_second: dict[int, float] = field(default_factory=dict)  # run_plain
 
     def emit(self, instant: int, rows: Any) -> None:
         rows = [tuple(r.values()) for r in rows.to_pylist()] if hasattr(rows, "to_pylist") else rows
@@ -260,7 +261,8 @@ def run_plain(
     p: LogicalPlan, feed: Sequence[Batch], span: tuple[int, int]
 ) -> tuple[Outputs, float]:
     """Run ``p`` from scratch over ``feed``; the outputs and the wall time spent on the
-    batches whose second lies in ``span`` = [lo, hi)."""
+    batches whose second lies in ``span`` = [lo, hi). ``outputs.cpu_by_second`` has the
+    process CPU time of every second."""
     _quiet_gc()
     out = Outputs()
     ex = RowExecutor(p, out.emit)
@@ -268,9 +270,11 @@ def run_plain(
     for s, name, t in feed:
         c0, t0 = time.process_time(), time.perf_counter()
         ex.ingest(name, t, 0)
+        dc = time.process_time() - c0
+        out.cpu_by_second[s] = out.cpu_by_second.get(s, 0.0) + dc
         if span[0] <= s < span[1]:
             busy += time.perf_counter() - t0
-            cpu += time.process_time() - c0
+            cpu += dc
     _finish(ex, feed)
     out.span_cpu_s = cpu
     return out, busy
