@@ -17,7 +17,8 @@ finishes; P is twice the largest per-second CPU time without a migration (the ol
 before the switch, the new plan from scratch after it; medians over repetitions): the
 machine is provisioned for the peak at 50% load, so a delay is what the migration adds.
 ``emulated_outputs`` are results per emulated wall second, ``max_delay_s`` the longest time
-from a second's last input to its results (event seconds). Every run is checked against the new plan from scratch.
+from a second's last input to its results (event seconds). Every run is checked against the
+new plan from scratch.
 
     python experiments/hybmig_fig_15_16.py --json experiments/results/hybmig_fig_15_16.json \
         --plot experiments/results/hybmig_fig_15_16.png
