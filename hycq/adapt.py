@@ -61,6 +61,7 @@ from optimizer.ir.errors import OptionError
 from optimizer.ir.measured import MeasuredStatistics
 from optimizer.ir.plan import Join, LogicalPlan, Select
 from optimizer.phase_one import join_chains
+from optimizer.statistics import SampleStatistics
 
 if TYPE_CHECKING:  # pragma: no cover
     from engines.migration.monitor import RuntimeMonitor
@@ -167,7 +168,11 @@ def make_controller(
     planned = _figures(initial, plan)
     label = _label(plan, placement, join_orders)
     running = _Running(plan, dict(placement), label, planned)
-    return AdaptiveController(query, opts, running, int(every_ticks), int(tps), Policy(**policy))
+    controller = AdaptiveController(
+        query, opts, running, int(every_ticks), int(tps), Policy(**policy)
+    )
+    controller.base_statistics = initial.statistics
+    return controller
 
 
 class AdaptiveController:
@@ -200,6 +205,10 @@ class AdaptiveController:
         self.correction: dict[str, float] = {}
         """Measured-over-predicted busy time per engine (module docstring)."""
         self._base_model: CostModel | None = None
+        self.base_statistics: SampleStatistics | None = None
+        """The sample the starting plan was chosen on: re-optimizations overlay the measured
+        figures on it (hycq.planning.optimize), so what the monitor cannot measure (a key
+        grouped inside a columnar group) keeps its sampled value, not a default."""
 
     # -- the driver's calls -------------------------------------------------------------------
 
@@ -236,7 +245,7 @@ class AdaptiveController:
         run = self.running
         self._correct(now_tick, measured, monitor, record)
         options = replace(self.options, correction=tuple(sorted(self.correction.items())))
-        best = optimize(self.query, options, measured=measured)
+        best = optimize(self.query, options, measured=measured, statistics=self.base_statistics)
         run_cost = plan_cost(best, run.plan, run.placement)
         target = _target(best.plan, best.placement)
         record.update(
@@ -321,7 +330,13 @@ class AdaptiveController:
             record["correction_held"] = "the windows are filling or draining"
         busy = _measured_by_engine(monitor, run.placement, _engine_u(monitor))
         if busy and fresh and self.policy.correct:
-            est = estimate(run.plan, self.query.catalog, rates=self.options.rate, measured=measured)
+            est = estimate(
+                run.plan,
+                self.query.catalog,
+                rates=self.options.rate,
+                sample=self.base_statistics,
+                measured=measured,
+            )
             coster = PlanCoster(est, self._base_model, self.options.row_core == "shared")
             predicted = coster.utilization_by_class(run.placement)
             by_class = _measured_by_class(monitor, run.plan, run.placement, _engine_u(monitor))

@@ -216,14 +216,21 @@ def optimize(
     options: OptimizerOptions | None = None,
     samples: Mapping[str, Any] | None = None,
     measured: MeasuredStatistics | None = None,
+    statistics: SampleStatistics | None = None,
 ) -> Optimized:
     """Measure statistics, estimate, reorder joins (Phase One) and place (Phase Two).
 
-    ``samples`` (stream -> Arrow table) replaces sampling the query's sources.
+    ``samples`` (stream -> Arrow table) replaces sampling the query's sources;
+    ``statistics`` (an earlier optimization's ``Optimized.statistics``) replaces both.
     ``measured`` (statistics measured while the query runs, e.g. by
     ``engines.migration.monitor.RuntimeMonitor.statistics()``) is used instead of sampling:
-    its rates, selectivities and distinct counts win over the catalog's and the defaults
-    (see :func:`optimizer.estimate.estimate`); what it lacks is estimated as usual.
+    its rates, selectivities and distinct counts win over the sample's (``statistics``), the
+    catalog's and the defaults (see :func:`optimizer.estimate.estimate`); what it lacks is
+    taken from ``statistics`` or estimated as usual. A run-time re-optimization passes the
+    start's sample as ``statistics``: the monitor measures only what the running plan
+    counts (no distinct count of a key a columnar group groups by), and without the sample
+    such figures fall back to defaults (Q2's plug count: the controller priced the running
+    mixed plan at 13x what the same optimizer predicted at start).
     """
     from cost_models.corrected import CorrectedModel
     from cost_models.registry import load_cost_model
@@ -243,7 +250,15 @@ def optimize(
     stats: SampleStatistics | None = None
     note = "none (defaults and catalog statistics)"
     start = time.perf_counter()
-    if samples is not None:
+    if statistics is not None:
+        stats = statistics
+        note = "an earlier sample"
+        if measured is not None:
+            note = (
+                f"measured at run time over {measured.seconds:g} event-seconds, over an "
+                "earlier sample"
+            )
+    elif samples is not None:
         stats = measure(q.plan, samples)
         note = "sample of the given input tables"
     elif measured is not None:
