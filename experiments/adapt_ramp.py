@@ -6,6 +6,7 @@ event-second, each phase longer than Q2's 5-minute window) is generated once
 
 * ``row``: ``hycq run Q --placement row`` (everything on the row engine),
 * ``column``: ``--placement column`` (every relational operator on DuckDB),
+* ``auto``: ``--placement auto`` (the optimizer's plan for the first phase's rate, static),
 * ``adapt``: ``--placement auto --adapt --reoptimize-every S`` (starts with the optimizer's
   plan for the first phase's rate and migrates when the measured statistics drift).
 
@@ -19,8 +20,17 @@ the row engine and DuckDB (``differing_rows``). The targets (issue 16): ``--adap
 up wherever some static plan keeps up, and its throughput in each phase is >= 0.9x the best
 static plan's.
 
-    python experiments/adapt_ramp.py --phases 1000:400,40000:400,2000:400 \\
+``--workload keyed`` replaces the smart-plug stream by the keyed multi-stream generator
+(streams r, s, t; ``--phases`` then gives the rate per stream) for the join queries of
+``queries/keyed/`` (run with their catalog), where the best placement flips from row to
+column as the rate grows. ``--repeat N`` runs the plans interleaved (ABCABC...) N times and
+reports per-phase medians: one run of a 20-minute ramp varies by several percent here.
+
+    python experiments/adapt_ramp.py --phases 1000:360,40000:360,2000:360 --repeat 3 \\
         --json experiments/results/adapt_ramp.json --plot experiments/results/adapt_ramp.png
+    python experiments/adapt_ramp.py --workload keyed --query queries/keyed/j3.sql \\
+        --phases 20:90,150:90,30:90 --settle 30 --repeat 3 \\
+        --json experiments/results/adapt_ramp_j3.json --plot experiments/results/adapt_ramp_j3.png
 """
 
 from __future__ import annotations
@@ -43,6 +53,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PLANS = {
     "row": ["--placement", "row"],
     "column": ["--placement", "column"],
+    "auto": ["--placement", "auto"],  # the optimizer's plan for the first phase, static
     "adapt": ["--placement", "auto", "--adapt"],
 }
 
@@ -56,20 +67,35 @@ def parse_phases(spec: str) -> list[tuple[int, int]]:
     return out
 
 
-def generate(phases: list[tuple[int, int]], path: Path, seed: int) -> None:
+def generate(phases: list[tuple[int, int]], work: Path, seed: int, workload: str) -> list[str]:
+    """Write the ramp's data under ``work``; the ``hycq run`` arguments that read it.
+
+    ``smartplug``: one file of readings whose rate follows the phases. ``keyed``: the keyed
+    generator's streams r, s, t (each at the phase's rate) and a catalog that reads them."""
     total = sum(s for _, s in phases)
     points, at = [], 0
     for rate, seconds in phases:
         points.append(f"{at}:{rate}")
         at += seconds
-    cmd = [sys.executable, "-m", "hycq.cli", "data", "generate", "--out", str(path)]
+    cmd = [sys.executable, "-m", "hycq.cli", "data", "generate"]
     cmd += ["--seconds", str(total), "--rate-profile", ",".join(points), "--seed", str(seed)]
+    if workload == "keyed":
+        folder = work / "keyed"
+        cmd += ["--generator", "keyed", "--out", str(folder), "--format", "parquet"]
+        run_args = ["--catalog", str(folder / "catalog.toml")]
+    else:
+        path = work / "ramp.parquet"
+        cmd += ["--out", str(path)]
+        run_args = ["--data", f"readings={path}"]
     subprocess.run(cmd, check=True, capture_output=True, text=True)
+    return run_args
 
 
-def run_plan(query: Path, data: Path, plan: str, every: float, work: Path) -> dict[str, Any]:
-    metrics, out = work / f"{plan}.json", work / f"{plan}.parquet"
-    cmd = [sys.executable, "-m", "hycq.cli", "run", str(query), "--data", f"readings={data}"]
+def run_plan(
+    query: Path, data_args: list[str], plan: str, every: float, work: Path, rep: int = 0
+) -> dict[str, Any]:
+    metrics, out = work / f"{plan}-{rep}.json", work / f"{plan}-{rep}.parquet"
+    cmd = [sys.executable, "-m", "hycq.cli", "run", str(query), *data_args]
     cmd += PLANS[plan] + ["--metrics", str(metrics), "--output", str(out)]
     if plan == "adapt":
         cmd += ["--reoptimize-every", str(every)]
@@ -84,8 +110,10 @@ def run_plan(query: Path, data: Path, plan: str, every: float, work: Path) -> di
 
 
 def phase_figures(
-    m: dict[str, Any], phases: list[tuple[int, int]], settle: int
+    m: dict[str, Any], phases: list[tuple[int, int]], settle: int, streams: int = 1
 ) -> list[dict[str, Any]]:
+    """Per phase: throughput over the settled part; kept up when it is at least the phase's
+    rate times ``streams`` (the keyed workload's rate is per stream)."""
     tl = m["timeline"]
     res = tl["resolution_s"]
     out, start = [], 0
@@ -106,12 +134,24 @@ def phase_figures(
                 "tuples": tuples,
                 "wall_s": wall,
                 "throughput": thr,
-                "kept_up": bool(thr is not None and thr >= rate),
+                "kept_up": bool(thr is not None and thr >= rate * streams),
                 "latency_ms_p50": p50s[len(p50s) // 2] if p50s else None,
                 "latency_ms_max": max(maxes) if maxes else None,
             }
         )
         start += seconds
+    return out
+
+
+def median_phases(reps: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Per phase, the repetition with the median throughput (its figures), plus every
+    repetition's throughput."""
+    out = []
+    for i in range(len(reps[0])):
+        runs = sorted((r[i] for r in reps), key=lambda f: f["throughput"] or 0.0)
+        mid = dict(runs[len(runs) // 2])
+        mid["throughput_runs"] = [r[i]["throughput"] for r in reps]
+        out.append(mid)
     return out
 
 
@@ -179,7 +219,15 @@ def main() -> int:
     ap.add_argument("--phases", default="1000:400,40000:400,2000:400", help="RATE:SECONDS,...")
     ap.add_argument("--settle", type=int, default=60, help="event-seconds left out per phase")
     ap.add_argument("--reoptimize-every", type=float, default=5.0)
-    ap.add_argument("--plans", default="row,column,adapt")
+    ap.add_argument("--plans", default="row,column,auto,adapt")
+    ap.add_argument(
+        "--workload",
+        choices=("smartplug", "keyed"),
+        default="smartplug",
+        help="smartplug: one readings file (Q2 and the smart-plug queries); keyed: streams "
+        "r, s, t of the keyed generator, each at the phase's rate (queries/keyed)",
+    )
+    ap.add_argument("--repeat", type=int, default=1, help="interleaved runs per plan (medians)")
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--json", type=Path)
     ap.add_argument("--plot", type=Path)
@@ -192,46 +240,60 @@ def main() -> int:
         if args.query.is_relative_to(ROOT)
         else str(args.query),
         "phases": phases,
+        "workload": args.workload,
+        "repeat": args.repeat,
         "settle_s": args.settle,
         "load_before": os.getloadavg()[0],
         "runs": {},
     }
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        data = work / "ramp.parquet"
-        generate(phases, data, args.seed)
-        outputs = {}
-        for plan in plans:
-            m = run_plan(args.query, data, plan, args.reoptimize_every, work)
-            outputs[plan] = m["_output"]
-            figures = phase_figures(m, phases, args.settle)
-            report["runs"][plan] = {
-                "tuples_in": m["tuples_in"],
-                "wall_s": m["wall_s"],
-                "phases": figures,
-                "migrations": [
-                    {
-                        k: r.get(k)
-                        for k in (
-                            "at_s",
-                            "strategy",
-                            "reason",
-                            "duration_ms",
-                            "output_gap_ms",
-                            "to",
-                        )
+        data_args = generate(phases, work, args.seed, args.workload)
+        outputs: dict[str, str] = {}
+        per_rep: dict[str, list[list[dict[str, Any]]]] = {p: [] for p in plans}
+        for rep in range(args.repeat):  # interleaved: plan A, B, C, then again
+            for plan in plans:
+                m = run_plan(args.query, data_args, plan, args.reoptimize_every, work, rep)
+                outputs.setdefault(plan, m["_output"])
+                streams = 3 if args.workload == "keyed" else 1
+                figures = phase_figures(m, phases, args.settle, streams)
+                per_rep[plan].append(figures)
+                if rep == 0:
+                    report["runs"][plan] = {
+                        "tuples_in": m["tuples_in"],
+                        "wall_s": m["wall_s"],
+                        "migrations": [
+                            {
+                                k: r.get(k)
+                                for k in (
+                                    "at_s",
+                                    "strategy",
+                                    "reason",
+                                    "duration_ms",
+                                    "output_gap_ms",
+                                    "to",
+                                )
+                            }
+                            for r in m.get("migrations", [])
+                        ],
+                        "timeline": m["timeline"],
+                        "adapt_decisions": m.get("adapt_decisions", []),
                     }
-                    for r in m.get("migrations", [])
-                ],
-                "timeline": m["timeline"],
-                "adapt_decisions": m.get("adapt_decisions", []),
-            }
-            line = "  ".join(
-                f"{f['rate']:>6}/s: {f['throughput'] or 0:>9,.0f} "
-                f"({'ok' if f['kept_up'] else 'behind'})"
-                for f in figures
-            )
-            print(f"{plan:>7}  {line}  migrations: {len(m.get('migrations', []))}", flush=True)
+                else:
+                    report["runs"][plan].setdefault("migrations_per_repetition", []).append(
+                        len(m.get("migrations", []))
+                    )
+                line = "  ".join(
+                    f"{f['rate']:>6}/s: {f['throughput'] or 0:>9,.0f} "
+                    f"({'ok' if f['kept_up'] else 'behind'})"
+                    for f in figures
+                )
+                print(
+                    f"{plan:>7} #{rep}  {line}  migrations: {len(m.get('migrations', []))}",
+                    flush=True,
+                )
+        for plan in plans:
+            report["runs"][plan]["phases"] = median_phases(per_rep[plan])
         base = plans[0]
         report["differing_rows"] = {p: differing_rows(outputs[base], outputs[p]) for p in plans[1:]}
     report["load_after"] = os.getloadavg()[0]

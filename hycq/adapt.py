@@ -94,9 +94,14 @@ class Policy:
     correct: bool = True
     """Correct the cost model by the running plan's measured busy time (module docstring);
     False prices plans with the model alone (tests of drift in the statistics only)."""
+    gate: float = 0.1
+    """A check skips the optimizer while every measured figure (rate, selectivity, distinct
+    count) and correction factor is within this relative distance of those of the last
+    check that found the running plan best: the optimizer is deterministic in them, and the
+    ``margin`` already ignores moves this small. 0 re-optimizes at every check."""
 
     def __post_init__(self) -> None:
-        for name in ("margin", "settle", "min_spacing_s", "horizon_s", "warmup_s"):
+        for name in ("margin", "settle", "min_spacing_s", "horizon_s", "warmup_s", "gate"):
             v = getattr(self, name)
             if not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
                 raise OptionError(f"adaptivity policy: {name} must be a number >= 0, got {v!r}")
@@ -205,6 +210,8 @@ class AdaptiveController:
         self.correction: dict[str, float] = {}
         """Measured-over-predicted busy time per engine (module docstring)."""
         self._base_model: CostModel | None = None
+        self._settled: dict[str, float] | None = None
+        """The figures of the last check that found the running plan best (``gate``)."""
         self.base_statistics: SampleStatistics | None = None
         """The sample the starting plan was chosen on: re-optimizations overlay the measured
         figures on it (hycq.planning.optimize), so what the monitor cannot measure (a key
@@ -228,6 +235,7 @@ class AdaptiveController:
         )
         self.last_migration = now_tick
         self._streak_target, self._streak, self._savings = None, 0, []
+        self._settled = None
 
     def check(self, now_tick: int, monitor: RuntimeMonitor) -> MigrationRequest | None:
         """One check at instant boundary ``now_tick``: a request to migrate, or None."""
@@ -244,6 +252,13 @@ class AdaptiveController:
             return None
         run = self.running
         self._correct(now_tick, measured, monitor, record)
+        inputs = _gate_figures(measured, self.correction)
+        if self._settled is not None and _within(inputs, self._settled, p.gate):
+            record["why"] = (
+                f"the running plan is the best plan (no measured figure moved {p.gate:.0%} "
+                "since that was last found)"
+            )
+            return None
         options = replace(self.options, correction=tuple(sorted(self.correction.items())))
         best = optimize(self.query, options, measured=measured, statistics=self.base_statistics)
         run_cost = plan_cost(best, run.plan, run.placement)
@@ -254,7 +269,9 @@ class AdaptiveController:
         if target == _target(run.plan, run.placement):
             self._streak_target, self._streak, self._savings = None, 0, []
             record["why"] = "the running plan is the best plan"
+            self._settled = inputs if p.gate > 0 else None
             return None
+        self._settled = None
         record["target_differs"] = True
         measured_u = _measured_utilization(monitor)
         record["measured_u"] = measured_u
@@ -299,6 +316,7 @@ class AdaptiveController:
         )
         self.last_migration = now_tick
         self._streak_target, self._streak, self._savings = None, 0, []
+        self._settled = None
         return request
 
     def _correct(
@@ -568,6 +586,25 @@ def _figures(opt: Optimized, plan: LogicalPlan) -> MeasuredStatistics:
         for k, v in opt.statistics.distinct.items():
             distinct.setdefault(k, v)
     return MeasuredStatistics(dict(est.rates), sel, distinct)
+
+
+def _gate_figures(
+    measured: MeasuredStatistics, correction: Mapping[str, float]
+) -> dict[str, float]:
+    """Everything a re-optimization depends on that changes during a run, flat."""
+    out = {f"rate {k}": v for k, v in measured.rates.items()}
+    out.update({f"selectivity {k}": v for k, v in measured.selectivities.items()})
+    out.update({f"distinct {k}": v for k, v in _by_name(measured.distinct).items()})
+    out.update({f"correction {k}": v for k, v in correction.items()})
+    return out
+
+
+def _within(now: Mapping[str, float], then: Mapping[str, float], gate: float) -> bool:
+    """Whether the same figures are measured and each is within ``gate`` (relative) of
+    its value then (``gate`` 0: never)."""
+    if gate <= 0 or now.keys() != then.keys():
+        return False
+    return all(_ratio_off(now[k], then[k]) <= 1.0 + gate for k in now)
 
 
 def _by_name(distinct: Mapping[tuple[str, tuple[str, ...]], float]) -> dict[str, float]:

@@ -302,10 +302,52 @@ def test_re_optimization_keeps_the_sampled_statistics_the_monitor_cannot_measure
     start = optimize(q, opts)
     assert start.statistics is not None
     ctl = make_controller(
-        q, opts, start.plan, start.placement, None, 1, 1, planned_on=start, correct=False
+        q,
+        opts,
+        start.plan,
+        start.placement,
+        None,
+        1,
+        1,
+        planned_on=start,
+        correct=False,
+        gate=0.0,
     )
     for k in range(5):
         assert ctl.check(100 + k, _Q2Figures(1000.0, 60 + k)) is None  # type: ignore[arg-type]
     record = ctl.decisions[-1]
     assert record["why"] == "the running plan is the best plan"
     assert record["running"]["utilization"] == pytest.approx(start.cost.utilization, rel=0.05)
+
+
+def test_checks_skip_the_optimizer_while_no_figure_moves_past_the_gate() -> None:
+    """Once a check found the running plan best, later checks re-optimize only when some
+    measured figure moved more than ``gate`` (relative) from that check's; a rate step
+    past it re-optimizes, and a step large enough moves the plan."""
+    q = load_query(ROOT / "queries" / "smartplug" / "q2.sql")
+    opts = OptimizerOptions(rate=1000.0)
+    start = optimize(q, opts)
+    ctl = make_controller(
+        q,
+        opts,
+        start.plan,
+        start.placement,
+        None,
+        1,
+        1,
+        planned_on=start,
+        correct=False,
+        dwell_checks=1,
+        min_spacing_s=0.0,
+    )
+    rates = [1000.0, 1050.0, 950.0, 1090.0, 1200.0, 1210.0]
+    for k, rate in enumerate(rates):
+        assert ctl.check(100 + k, _Q2Figures(rate, 60 + k)) is None  # type: ignore[arg-type]
+    full = ["running" in d for d in ctl.decisions]
+    # within 10% of 1000 three times; 1200 is 20% off (re-optimized), 1210 within 10% of it
+    assert full == [True, False, False, False, True, False]
+    assert all(d["decision"] == "stay" for d in ctl.decisions)
+    # far past the gate, the optimizer prices the plan at the new rate
+    ctl.check(200, _Q2Figures(40_000.0, 200))  # type: ignore[arg-type]
+    last, first = ctl.decisions[-1], ctl.decisions[0]
+    assert last["running"]["utilization"] > 10 * first["running"]["utilization"]
