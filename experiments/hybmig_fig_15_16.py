@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from experiments.migration_bench import (
-    NOTE,
     STRATEGIES,
     batches,
+    load_note,
     median,
     plan,
     run_migrated,
@@ -145,7 +145,7 @@ def main() -> int:
         print(json.dumps({s: {k: summary[s][k] for k in list(summary[s])[:4]}}), file=sys.stderr)
     out = {
         "command": " ".join(["python", *sys.argv]),
-        "note": NOTE,
+        "note": load_note(),
         "setup": {
             "streams": n,
             "window_s": w,
@@ -200,7 +200,7 @@ def plot(
         ax.grid(alpha=0.3)
     axes[0].legend()
     axes[2].set_xlabel("second (event time; top panel: emulated wall time)")
-    fig.suptitle(f"HybMig Figs. 15/16 at Python scale; {NOTE}", fontsize=8)
+    fig.suptitle(f"HybMig Figs. 15/16 at Python scale; {load_note()}", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from experiments.migration_bench import (
-    NOTE,
     batches,
+    load_note,
     median,
     plan,
     run_migrated,
@@ -112,7 +112,7 @@ def plot(records: list[dict[str, Any]], path: Path) -> None:
     )
     ax.grid(alpha=0.3)
     ax.legend()
-    fig.suptitle(NOTE, fontsize=8)
+    fig.suptitle(load_note(), fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
@@ -144,7 +144,7 @@ def main() -> int:
         records.append(rec)
     out = {
         "command": " ".join(["python", *sys.argv]),
-        "note": NOTE,
+        "note": load_note(),
         "setup": {
             "joins": args.joins,
             "rate": args.rate,

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from experiments.migration_bench import (
-    NOTE,
     STRATEGIES,
     batches,
     best_case,
+    load_note,
     median,
     plan,
     run_migrated,
@@ -109,7 +109,7 @@ def plot(records: list[dict[str, Any]], path: Path) -> None:
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("CPU s: transfer + input until PT drops (median)")
     axes[0].legend()
-    fig.suptitle(NOTE, fontsize=8)
+    fig.suptitle(load_note(), fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
@@ -138,7 +138,7 @@ def main() -> int:
             records.append(rec)
     out = {
         "command": " ".join(["python", *sys.argv]),
-        "note": NOTE,
+        "note": load_note(),
         "setup": {
             "window_s": args.window,
             "keys": args.keys,

@@ -41,7 +41,16 @@ from optimizer.phase_one import join_chains, rewire_chain
 from optimizer.sql import plan_query
 from optimizer.sql.catalog import parse_catalog_text
 
-NOTE = "measured while other work ran; the lead re-runs on a quiet machine"
+
+def load_note() -> str:
+    """The machine's load when a result is written (1-minute load average over 2 cores):
+    read it before trusting wall times (above ~0.3, something else ran)."""
+    import datetime
+    import os
+
+    day = datetime.datetime.now(tz=datetime.UTC).date().isoformat()
+    return f"{day}, load average {os.getloadavg()[0]:.2f} (1 min, 2 cores) when written"
+
 
 Batch = tuple[int, str, pa.Table]
 

@@ -18,8 +18,12 @@ newest up to ``L - G``.
 Only tuples the running plan *accepted* are buffered (the executor reports them,
 ``RowExecutor.ingest_accepted``): a late tuple it rejected must not come back through a
 replay. An UNBOUNDED window needs every tuple ever seen: such plans cannot migrate by
-replay (:func:`replay_horizons` raises). Eviction is lazy and vectorised (a stream's
-buffer is compacted when it has doubled since the last compaction).
+replay (:func:`replay_horizons` raises). Eviction is lazy and batch-wise: each buffered
+batch carries its smallest and largest timestamp, so a compaction drops whole batches that
+fell out of the horizon and copies only the few that straddle its edge (filtering the whole
+buffer copied a 5-minute window at 40k tuples/s, 12 M rows, in 1-2.4 s, an 11% slowdown of
+``--adapt`` over the static plan on Q2's ramp). A stream with a ROWS window is compacted by
+a filter over all its tuples (its ``n`` newest may lie anywhere).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from optimizer.ir.errors import PlanError
 from optimizer.ir.plan import LogicalPlan, Source, Window, WindowKind
@@ -91,6 +96,8 @@ class ReplayBuffer:
     def __init__(self, horizons: dict[str, Horizon]) -> None:
         self.horizons = horizons
         self._batches: dict[str, list[pa.RecordBatch]] = {s: [] for s in horizons}
+        self._bounds: dict[str, list[tuple[int, int]]] = {s: [] for s in horizons}
+        """Per buffered batch, its smallest and largest timestamp."""
         self._rows: dict[str, int] = dict.fromkeys(horizons, 0)
         self._kept: dict[str, int] = dict.fromkeys(horizons, 0)
         self.last_instant: int | None = None
@@ -99,12 +106,16 @@ class ReplayBuffer:
         """Buffer accepted tuples of ``stream`` (ignored if the plan does not read it)."""
         if stream not in self._batches or batch.num_rows == 0:
             return
-        if isinstance(batch, pa.Table):
-            self._batches[stream].extend(batch.to_batches())
-        else:
-            self._batches[stream].append(batch)
+        parts = batch.to_batches() if isinstance(batch, pa.Table) else [batch]
+        column = self.horizons[stream].time_column
+        for part in parts:
+            if part.num_rows == 0:
+                continue
+            self._batches[stream].append(part)
+            self._bounds[stream].append(_bounds(part, column))
         self._rows[stream] += batch.num_rows
-        if self._rows[stream] > max(2 * self._kept[stream], self._kept[stream] + self.MIN_SLACK):
+        kept = self._kept[stream]
+        if self._rows[stream] > max(kept + kept // 4, kept + self.MIN_SLACK):
             self._compact(stream)
 
     def fired(self, instant: int) -> None:
@@ -138,6 +149,9 @@ class ReplayBuffer:
             self._kept[stream] = self._rows[stream]
             return
         h = self.horizons[stream]
+        if not h.rows:
+            self._drop_batches(stream, last - h.ticks if h.ticks > 0 else last)
+            return
         table = pa.Table.from_batches(batches)
         ts = np.asarray(table.column(h.time_column).to_numpy(zero_copy_only=False), dtype=np.int64)
         keep = ts > last - h.ticks if h.ticks > 0 else ts > last
@@ -150,6 +164,37 @@ class ReplayBuffer:
             self._kept[stream] = self._rows[stream]
             return
         kept = table.filter(pa.array(keep)).combine_chunks()
-        self._batches[stream] = kept.to_batches()
+        self._batches[stream] = [b for b in kept.to_batches() if b.num_rows]
+        self._bounds[stream] = [_bounds(b, h.time_column) for b in self._batches[stream]]
         self._rows[stream] = kept.num_rows
         self._kept[stream] = kept.num_rows
+
+    def _drop_batches(self, stream: str, cutoff: int) -> None:
+        """Keep the tuples with ``ts > cutoff``: whole batches kept or dropped by their
+        bounds, the straddling ones filtered."""
+        column = self.horizons[stream].time_column
+        batches, bounds = [], []
+        for batch, (lo, hi) in zip(self._batches[stream], self._bounds[stream], strict=True):
+            if hi <= cutoff:
+                continue
+            if lo <= cutoff:
+                batch = batch.filter(pc.greater(_ticks(batch, column), cutoff))
+                lo = _bounds(batch, column)[0]
+            batches.append(batch)
+            bounds.append((lo, hi))
+        self._batches[stream], self._bounds[stream] = batches, bounds
+        rows = sum(b.num_rows for b in batches)
+        self._rows[stream] = rows
+        self._kept[stream] = rows
+
+
+def _ticks(batch: pa.RecordBatch, column: int) -> pa.Array:
+    """The batch's time column as int64 ticks."""
+    col = batch.column(column)
+    return col if pa.types.is_int64(col.type) else col.cast(pa.int64())
+
+
+def _bounds(batch: pa.RecordBatch, column: int) -> tuple[int, int]:
+    """The smallest and largest timestamp of a non-empty batch, in ticks."""
+    mm = pc.min_max(_ticks(batch, column))
+    return int(mm["min"].as_py()), int(mm["max"].as_py())

@@ -202,3 +202,35 @@ def test_replay_buffer_keeps_a_time_sliding_rows_window_as_of_its_own_last_insta
     buf.fired(8)
     # the 2 newest up to 8 - 2 = 6 (both at 6), everything after 6, the pending 9
     assert buf.table("r").column("ts").to_pylist() == [6, 6, 7, 8, 9]
+
+
+def test_replay_buffer_drops_whole_batches_and_filters_only_the_straddling_ones() -> None:
+    """A RANGE-only stream is compacted batch-wise: batches wholly before the horizon are
+    dropped without a copy, one straddling its edge (out of order inside) is filtered, the
+    rest kept as they are; what remains equals a filter over every tuple, in arrival
+    order, and the buffer stays bounded while the input streams on."""
+    plan = plan_query("SELECT COUNT(*) AS n FROM s [RANGE 10 SECONDS] AS s", CATALOG)
+    h = replay_horizons(plan)
+    buf = ReplayBuffer(h)
+    buf.MIN_SLACK = 0
+
+    def batch(values: list[int]) -> pa.RecordBatch:
+        n = len(values)
+        return pa.record_batch(
+            [pa.array(values, pa.int64()), pa.array([0] * n, pa.int32()), pa.array([0.0] * n)],
+            ["ts", "k", "v"],
+        )
+
+    everything: list[int] = []
+    for start in range(0, 200, 5):
+        values = [start + 4, start, start + 2, start + 1, start + 3]  # disordered within
+        buf.fired(start)
+        buf.add("s", batch(values))
+        everything += values
+        assert buf.rows("s") <= 3 * 15  # bounded: about the horizon, not the history
+    buf.fired(197)
+    kept = buf.table("s").column("ts").to_pylist()
+    assert kept == [t for t in everything if t > 197 - 10]
+    # the batch 185..189 (arrived as 189, 185, 187, 186, 188) straddles 187: filtered
+    first = buf.table("s").to_batches()[0]
+    assert first.column(0).to_pylist() == [189, 188]
