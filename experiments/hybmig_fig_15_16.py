@@ -33,6 +33,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script
+
 from experiments.migration_bench import (
     STRATEGIES,
     batches,
