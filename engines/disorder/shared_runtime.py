@@ -1,0 +1,241 @@
+"""Running a shared-filter subplan with its K-slack configuration (Ji, Ch. 5) on Arrow batches.
+
+One source's arriving batches go down the tree of :mod:`engines.disorder.shared_plan`:
+filters drop rows (a pyarrow compute expression each), K-slack chains hold them, and each
+query's leaf receives its released stream. Every buffer runs on the *source's* clock: with
+``T_j`` the source's largest timestamp after its ``j``-th arrival and ``K_a`` the buffer
+sizes from the source down to and including a buffer, the buffer releases a held tuple at
+the first arrival ``j`` (not before the tuple reached it) with ``T_j - K_a >= ts``. Hence a
+chain releases exactly what one buffer of its summed size on the source would, filters
+commute with buffers, and every configuration of a subplan delivers the same stream to each
+leaf: the tuples of its query that pass its filters, released as one K-slack buffer of the
+query's ``kappa`` on the source releases them (at the same arrival, in timestamp order, ties
+in arrival order; a tuple later than ``kappa`` goes out at once, behind). Only the number of
+tuples held differs, which is what the configuration algorithms minimise.
+
+A buffer's own local clock (its largest timestamp seen) would not do: below a selective
+filter it moves only with the tuples that pass, and a chain's second buffer only with what
+the first released, so both would release later than one buffer of the summed size.
+
+Vectorised per arriving batch (one running maximum, per buffer one ``searchsorted``, one
+Arrow ``take``); rows carry their arrival sequence number for the ties.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from engines.disorder.shared_plan import Buffer, Configuration, Node, check_configuration
+
+_INDEX = "__shared_row"
+
+
+@dataclass
+class _Flow:
+    """Rows moving down the tree during one arriving batch: the rows, the arrival index in
+    the batch at which each reached the current point, its timestamp and sequence number."""
+
+    table: pa.Table
+    at: np.ndarray
+    ts: np.ndarray
+    seq: np.ndarray
+
+    @property
+    def rows(self) -> int:
+        return len(self.ts)
+
+    def take(self, idx: np.ndarray) -> _Flow:
+        return _Flow(self.table.take(pa.array(idx)), self.at[idx], self.ts[idx], self.seq[idx])
+
+
+class _SlackBuffer:
+    """One buffer of a chain, on the source clock (module docstring)."""
+
+    def __init__(self, on: str, index: int, buffer: Buffer, k_acc: int) -> None:
+        self.on, self.index, self.buffer, self.k_acc = on, index, buffer, k_acc
+        self.held: _Flow | None = None
+
+    @property
+    def count(self) -> int:
+        return self.held.rows if self.held is not None else 0
+
+    def step(self, flow: _Flow | None, tops: np.ndarray | None) -> _Flow | None:
+        """Take ``flow`` (None: nothing arrived here); release what the source's running
+        maxima ``tops`` (one per arrival of the batch; None: the end of the stream) allow."""
+        parts = [f for f in (self.held, flow) if f is not None and f.rows]
+        if not parts:
+            return None
+        if len(parts) == 2:
+            whole = _Flow(
+                pa.concat_tables([parts[0].table, parts[1].table]),
+                np.concatenate([np.zeros(parts[0].rows, np.int64), parts[1].at]),
+                np.concatenate([parts[0].ts, parts[1].ts]),
+                np.concatenate([parts[0].seq, parts[1].seq]),
+            )
+        elif parts[0] is self.held:
+            whole = _Flow(
+                parts[0].table, np.zeros(parts[0].rows, np.int64), parts[0].ts, parts[0].seq
+            )
+        else:
+            whole = parts[0]
+        if tops is None:  # end of the stream: all out, at one final arrival
+            self.held = None
+            return whole
+        bounds = tops - self.k_acc
+        at = np.maximum(whole.at, np.searchsorted(bounds, whole.ts, side="left"))
+        out = at < len(tops)
+        go, stay = np.flatnonzero(out), np.flatnonzero(~out)
+        self.held = whole.take(stay) if len(stay) else None
+        if not len(go):
+            return None
+        released = whole.take(go)
+        released.at = at[go]
+        return released
+
+
+class SharedSubplan:
+    """A subplan (the source's tree) running a configuration. :meth:`push` each arriving
+    batch (arrival order), :meth:`flush` at the end; both return, per leaf name, the rows it
+    received (a RecordBatch in release order) or nothing for a leaf that received none.
+    ``time_column``: the timestamp column's name (int64 ticks). ``held_peak`` and
+    :meth:`held_mean` measure the buffered tuples (sampled after each arriving batch)."""
+
+    def __init__(
+        self,
+        root: Node,
+        config: Configuration,
+        kappa: Mapping[str, int],
+        time_column: str,
+    ) -> None:
+        check_configuration(root, kappa, config)
+        self.root = root
+        self.config = config
+        self.time_column = time_column
+        self.top: int | None = None
+        self.seq = 0
+        self.held_peak = 0
+        self._held_sum = 0
+        self._samples = 0
+        self.buffers: dict[str, list[_SlackBuffer]] = {}
+        self._place(root, 0)
+
+    def _place(self, v: Node, above: int) -> None:
+        """Make the buffers with their accumulated sizes (source down to and including)."""
+        chain = self.config.chains.get(v.name, [])
+        acc = above
+        made = []
+        child_acc = {c.name: above for c in v.children}
+        for i, b in enumerate(chain):
+            acc += b.size
+            made.append(_SlackBuffer(v.name, i, b, acc))
+            for t in b.targets:
+                child_acc[t] = acc
+        if made:
+            self.buffers[v.name] = made
+        for c in v.children:
+            self._place(c, child_acc[c.name])
+
+    @property
+    def held(self) -> int:
+        return sum(b.count for chain in self.buffers.values() for b in chain)
+
+    def held_by_buffer(self) -> dict[str, int]:
+        return {f"{b.on}#{b.index}": b.count for ch in self.buffers.values() for b in ch}
+
+    def held_mean(self) -> float:
+        return self._held_sum / self._samples if self._samples else 0.0
+
+    def push(self, batch: pa.RecordBatch) -> dict[str, pa.RecordBatch]:
+        n = batch.num_rows
+        if n == 0:
+            return {}
+        ts = np.asarray(
+            batch.column(self.time_column).to_numpy(zero_copy_only=False), dtype=np.int64
+        )
+        tops = np.maximum.accumulate(ts)
+        if self.top is not None:
+            tops = np.maximum(tops, self.top)
+        self.top = int(tops[-1])
+        seq = np.arange(self.seq, self.seq + n, dtype=np.int64)
+        self.seq += n
+        flow = _Flow(pa.Table.from_batches([batch]), np.arange(n, dtype=np.int64), ts, seq)
+        out: dict[str, pa.RecordBatch] = {}
+        self._visit(self.root, flow, tops, out)
+        held = self.held
+        self.held_peak = max(self.held_peak, held)
+        self._held_sum += held
+        self._samples += 1
+        return out
+
+    def flush(self) -> dict[str, pa.RecordBatch]:
+        out: dict[str, pa.RecordBatch] = {}
+        self._visit(self.root, None, None, out)
+        return out
+
+    def _visit(
+        self,
+        v: Node,
+        flow: _Flow | None,
+        tops: np.ndarray | None,
+        out: dict[str, pa.RecordBatch],
+    ) -> None:
+        if flow is not None and v.is_filter and v.predicate is not None and flow.rows:
+            flow = flow.take(_mask_rows(flow.table, v.predicate))
+        chain = self.buffers.get(v.name, [])
+        fed: dict[str, _Flow | None] = {}
+        current = flow
+        for buf in chain:
+            current = buf.step(current, tops)
+            for t in buf.buffer.targets:
+                fed[t] = current
+        if v.is_leaf:
+            got = current if chain else flow
+            if got is not None and got.rows:
+                order = np.lexsort((got.seq, got.ts, got.at))
+                out[v.name] = got.table.take(pa.array(order)).combine_chunks().to_batches()[0]
+            return
+        for c in v.children:
+            self._visit(c, fed.get(c.name, flow), tops, out)
+
+
+def _mask_rows(table: pa.Table, predicate: Any) -> np.ndarray:
+    """Row indices of ``table`` that pass ``predicate``: a callable returning them, or a
+    pyarrow compute Expression (a null result does not pass)."""
+    if callable(predicate):
+        return np.asarray(predicate(table), dtype=np.int64)
+    indexed = table.append_column(_INDEX, pa.array(np.arange(table.num_rows, dtype=np.int64)))
+    kept = indexed.filter(predicate).column(_INDEX)
+    return np.asarray(kept.to_numpy(), dtype=np.int64)
+
+
+def run_shared(
+    root: Node,
+    config: Configuration,
+    kappa: Mapping[str, int],
+    batches: Any,
+    time_column: str,
+) -> tuple[dict[str, pa.Table], SharedSubplan]:
+    """Every batch of ``batches`` through a :class:`SharedSubplan`; per leaf its whole
+    released stream (the arrivals' releases in order, then the flush)."""
+    sub = SharedSubplan(root, config, kappa, time_column)
+    parts: dict[str, list[pa.RecordBatch]] = {v.name: [] for v in root.walk() if v.is_leaf}
+    schema = None
+    for b in batches:
+        schema = b.schema
+        for name, rb in sub.push(b).items():
+            parts[name].append(rb)
+    for name, rb in sub.flush().items():
+        parts[name].append(rb)
+    tables = {
+        name: pa.Table.from_batches(rbs, schema=schema) if schema is not None else pa.table({})
+        for name, rbs in parts.items()
+    }
+    return tables, sub
+
+
+__all__ = ["SharedSubplan", "run_shared"]
