@@ -284,9 +284,39 @@ def build_parser() -> argparse.ArgumentParser:
         "the smart-plug generator, which stops after --duration event-seconds (default "
         f"{_default_duration():g}).",
     )
-    rn.add_argument("query", metavar="QUERY", help="a .sql file, or - for stdin")
+    rn.add_argument(
+        "query",
+        nargs="+",
+        metavar="QUERY",
+        help="a .sql file, or - for stdin; several .sql files over one stream run together, "
+        "sharing the source, its filters and their K-slack buffering (--output-dir)",
+    )
     rn.add_argument(
         "--catalog", type=Path, help="catalog TOML (default: catalog.toml beside QUERY)"
+    )
+    rn.add_argument(
+        "--output-dir",
+        type=Path,
+        metavar="DIR",
+        help="with several QUERY files (docs/shared-queries.md): DIR/<name>.jsonl holds the "
+        "result stream of the query in <name>.sql, DIR/<name>.metrics.json its metrics, "
+        "DIR/shared.json the shared filter tree and K-slack buffers; names must differ",
+    )
+    rn.add_argument(
+        "--shared-buffers",
+        choices=("opt", "greedy", "chained", "unshared"),
+        default="opt",
+        help="with several queries: how their K-slack buffering is laid out over the shared "
+        "filters (Ji ch. 5): opt (fewest buffered tuples, default), greedy, chained (chains "
+        "at the branches, nothing below a filter), unshared (one buffer per query)",
+    )
+    rn.add_argument(
+        "--disorder-of",
+        action="append",
+        default=[],
+        metavar="NAME=none|kslack:K",
+        help="with several queries: the --disorder of the query in NAME.sql (repeatable; the "
+        "others take --disorder)",
     )
     rn.add_argument(
         "--rate",

@@ -128,6 +128,14 @@ class RowExecutor:
         """``stream`` has ended: it no longer holds the clock back."""
         self.clock.end_stream(stream)
 
+    def saw_range(self, stream: str, lo: int, hi: int) -> None:
+        """Tuples of ``stream`` with timestamps from ``lo`` to ``hi`` were delivered to the
+        run but filtered out before reaching this executor (a shared filter of a multi-query
+        run, hycq/shared_run.py): the clock counts them as if taken (its first instant from
+        the smallest timestamp, its last from the largest, progress up to ``hi``); no
+        window sees them."""
+        self.clock.advance(stream, lo, hi)
+
     def watermark(self) -> int | None:
         """See :meth:`engines.row.clock.EventClock.watermark`."""
         return self.clock.watermark()
