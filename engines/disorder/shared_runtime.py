@@ -23,6 +23,7 @@ Arrow ``take``); rows carry their arrival sequence number for the ties.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -38,19 +39,38 @@ _INDEX = "__shared_row"
 @dataclass
 class _Flow:
     """Rows moving down the tree during one arriving batch: the rows, the arrival index in
-    the batch at which each reached the current point, its timestamp and sequence number."""
+    the batch at which each reached the current point, its timestamp and sequence number,
+    and the leaves it is still due at (a bit per leaf: all for a new row; after an
+    adaptation, only those a migrated row had not yet reached)."""
 
     table: pa.Table
     at: np.ndarray
     ts: np.ndarray
     seq: np.ndarray
+    due: np.ndarray
 
     @property
     def rows(self) -> int:
         return len(self.ts)
 
     def take(self, idx: np.ndarray) -> _Flow:
-        return _Flow(self.table.take(pa.array(idx)), self.at[idx], self.ts[idx], self.seq[idx])
+        return _Flow(
+            self.table.take(pa.array(idx)), self.at[idx], self.ts[idx], self.seq[idx],
+            self.due[idx],
+        )  # fmt: skip
+
+
+def _concat(flows: list[_Flow]) -> _Flow:
+    """Rows of several flows as one (held rows first: they are there before any arrival)."""
+    if len(flows) == 1:
+        return flows[0]
+    return _Flow(
+        pa.concat_tables([f.table for f in flows]),
+        np.concatenate([f.at for f in flows]),
+        np.concatenate([f.ts for f in flows]),
+        np.concatenate([f.seq for f in flows]),
+        np.concatenate([f.due for f in flows]),
+    )
 
 
 class _SlackBuffer:
@@ -59,6 +79,9 @@ class _SlackBuffer:
     def __init__(self, on: str, index: int, buffer: Buffer, k_acc: int) -> None:
         self.on, self.index, self.buffer, self.k_acc = on, index, buffer, k_acc
         self.held: _Flow | None = None
+        #: The leaves this buffer's tuples are still due at (its targets' and the chain's
+        #: later buffers'), as bits; set when the configuration is placed.
+        self.serves = np.uint64(0)
 
     @property
     def count(self) -> int:
@@ -67,22 +90,19 @@ class _SlackBuffer:
     def step(self, flow: _Flow | None, tops: np.ndarray | None) -> _Flow | None:
         """Take ``flow`` (None: nothing arrived here); release what the source's running
         maxima ``tops`` (one per arrival of the batch; None: the end of the stream) allow."""
-        parts = [f for f in (self.held, flow) if f is not None and f.rows]
+        held = self.held
+        if held is not None:
+            held.at = np.zeros(held.rows, np.int64)  # held: there before any arrival
+        parts = [f for f in (held, flow) if f is not None and f.rows]
         if not parts:
             return None
-        if len(parts) == 2:
-            whole = _Flow(
-                pa.concat_tables([parts[0].table, parts[1].table]),
-                np.concatenate([np.zeros(parts[0].rows, np.int64), parts[1].at]),
-                np.concatenate([parts[0].ts, parts[1].ts]),
-                np.concatenate([parts[0].seq, parts[1].seq]),
-            )
-        elif parts[0] is self.held:
-            whole = _Flow(
-                parts[0].table, np.zeros(parts[0].rows, np.int64), parts[0].ts, parts[0].seq
-            )
-        else:
-            whole = parts[0]
+        whole = _concat(parts)
+        due_here = (whole.due & self.serves) != 0
+        if not due_here.all():  # migrated rows: keep only those still due past this buffer
+            whole = whole.take(np.flatnonzero(due_here))
+            if not whole.rows:
+                self.held = None
+                return None
         if tops is None:  # end of the stream: all out, at one final arrival
             self.held = None
             return whole
@@ -98,12 +118,26 @@ class _SlackBuffer:
         return released
 
 
+@dataclass
+class Adaptation:
+    """What one :meth:`SharedSubplan.reconfigure` did: buffers taken over as they were,
+    held tuples moved through the new configuration, and its wall time."""
+
+    reuse: str
+    buffers_reused: int
+    buffers_new: int
+    tuples_kept: int
+    tuples_migrated: int
+    micros: float
+
+
 class SharedSubplan:
     """A subplan (the source's tree) running a configuration. :meth:`push` each arriving
     batch (arrival order), :meth:`flush` at the end; both return, per leaf name, the rows it
     received (a RecordBatch in release order) or nothing for a leaf that received none.
     ``time_column``: the timestamp column's name (int64 ticks). ``held_peak`` and
-    :meth:`held_mean` measure the buffered tuples (sampled after each arriving batch)."""
+    :meth:`held_mean` measure the buffered tuples (sampled after each arriving batch).
+    :meth:`reconfigure` adapts to new kappas and a new configuration while running."""
 
     def __init__(
         self,
@@ -115,30 +149,58 @@ class SharedSubplan:
         check_configuration(root, kappa, config)
         self.root = root
         self.config = config
+        self.kappa = dict(kappa)
         self.time_column = time_column
         self.top: int | None = None
         self.seq = 0
         self.held_peak = 0
         self._held_sum = 0
         self._samples = 0
-        self.buffers: dict[str, list[_SlackBuffer]] = {}
-        self._place(root, 0)
+        leaves = [v for v in root.walk() if v.is_leaf]
+        if len(leaves) > 63:
+            raise ValueError("a shared subplan serves at most 63 queries")
+        self.bit = {v.name: np.uint64(1 << i) for i, v in enumerate(leaves)}
+        self.all_bits = np.uint64((1 << len(leaves)) - 1)
+        self.below: dict[str, np.uint64] = {}
+        self._below(root)
+        self.buffers: dict[str, list[_SlackBuffer]] = self._place(config)
+        self.adaptations: list[Adaptation] = []
 
-    def _place(self, v: Node, above: int) -> None:
-        """Make the buffers with their accumulated sizes (source down to and including)."""
-        chain = self.config.chains.get(v.name, [])
-        acc = above
-        made = []
-        child_acc = {c.name: above for c in v.children}
-        for i, b in enumerate(chain):
-            acc += b.size
-            made.append(_SlackBuffer(v.name, i, b, acc))
-            for t in b.targets:
-                child_acc[t] = acc
-        if made:
-            self.buffers[v.name] = made
+    def _below(self, v: Node) -> np.uint64:
+        """The bits of the leaves under ``v`` (``v`` itself for a leaf)."""
+        bits = self.bit[v.name] if v.is_leaf else np.uint64(0)
         for c in v.children:
-            self._place(c, child_acc[c.name])
+            bits = bits | self._below(c)
+        self.below[v.name] = bits
+        return bits
+
+    def _place(self, config: Configuration) -> dict[str, list[_SlackBuffer]]:
+        """The buffers of ``config`` with their accumulated sizes (source down to and
+        including each) and the leaves each is still due to serve."""
+        made: dict[str, list[_SlackBuffer]] = {}
+
+        def go(v: Node, above: int) -> None:
+            chain = config.chains.get(v.name, [])
+            acc = above
+            child_acc = {c.name: above for c in v.children}
+            bufs = []
+            for i, b in enumerate(chain):
+                acc += b.size
+                bufs.append(_SlackBuffer(v.name, i, b, acc))
+                for t in b.targets:
+                    child_acc[t] = acc
+            serves = np.uint64(0)
+            for buf in reversed(bufs):  # a buffer serves its targets and the chain after it
+                for t in buf.buffer.targets:
+                    serves = serves | self.below[t]
+                buf.serves = serves
+            if bufs:
+                made[v.name] = bufs
+            for c in v.children:
+                go(c, child_acc[c.name])
+
+        go(self.root, 0)
+        return made
 
     @property
     def held(self) -> int:
@@ -163,7 +225,8 @@ class SharedSubplan:
         self.top = int(tops[-1])
         seq = np.arange(self.seq, self.seq + n, dtype=np.int64)
         self.seq += n
-        flow = _Flow(pa.Table.from_batches([batch]), np.arange(n, dtype=np.int64), ts, seq)
+        due = np.full(n, self.all_bits, dtype=np.uint64)
+        flow = _Flow(pa.Table.from_batches([batch]), np.arange(n, dtype=np.int64), ts, seq, due)
         out: dict[str, pa.RecordBatch] = {}
         self._visit(self.root, flow, tops, out)
         held = self.held
@@ -177,6 +240,73 @@ class SharedSubplan:
         self._visit(self.root, None, None, out)
         return out
 
+    def reconfigure(
+        self, config: Configuration, kappa: Mapping[str, int], reuse: str = "smart"
+    ) -> tuple[dict[str, pa.RecordBatch], Adaptation]:
+        """Adapt to new kappas and their ``config`` (Ji, Sec. 5.5) between two arrivals.
+
+        A buffer of the new configuration on the same node and serving the same leaves as an
+        old one takes the old one's tuples as they are (its size may change): with ``reuse``
+        ``smart`` any such buffer, with ``naive`` only the tail of an old chain (the
+        dissertation's naive buffer reuse), with ``none`` no buffer. Every other held tuple
+        is migrated: sent through the new configuration from the source, due only at the
+        leaves it had not reached (no duplicate release) and released at once where the new
+        kappas already allow it (no missing release). Returns, per leaf, the rows released
+        by the adaptation itself, and what it did.
+
+        Semantics: from the adaptation on, a tuple reaches query ``c`` at the first arrival
+        with ``T - kappa_c >= ts`` under the kappa then in force (a kappa that grows holds
+        back tuples that arrive after the change; what was released stays released).
+        """
+        t0 = time.perf_counter()
+        check_configuration(self.root, kappa, config)
+        if reuse not in ("smart", "naive", "none"):
+            raise ValueError(f"reuse must be smart, naive or none, not {reuse!r}")
+        new = self._place(config)
+        old = [b for chain in self.buffers.values() for b in chain]
+        tails = {id(chain[-1]) for chain in self.buffers.values()}
+        spare: dict[tuple[str, int], list[_SlackBuffer]] = {}
+        for b in old:
+            if b.held is not None:
+                spare.setdefault((b.on, int(b.serves)), []).append(b)
+        reused = kept = 0
+        for chain in new.values():
+            for b in chain:
+                candidates = spare.get((b.on, int(b.serves)), [])
+                if not candidates or reuse == "none":
+                    continue
+                prev = candidates[-1]
+                if reuse == "naive" and id(prev) not in tails:
+                    continue
+                candidates.pop()
+                b.held = prev.held
+                kept += prev.count
+                reused += 1
+        moving = []
+        for group in spare.values():
+            for b in group:
+                assert b.held is not None
+                h = b.held
+                h.due = h.due & b.serves
+                moving.append(h)
+        migrated = sum(f.rows for f in moving)
+        self.buffers = new
+        self.config = config
+        self.kappa = dict(kappa)
+        out: dict[str, pa.RecordBatch] = {}
+        if self.top is not None:
+            flow = _concat(moving) if moving else None
+            if flow is not None:
+                flow.at = np.zeros(flow.rows, np.int64)
+            # One arrival without a tuple at the current T: what the new sizes release now.
+            self._visit(self.root, flow, np.array([self.top], dtype=np.int64), out)
+        adaptation = Adaptation(
+            reuse, reused, sum(len(c) for c in new.values()) - reused, kept, migrated,
+            (time.perf_counter() - t0) * 1e6,
+        )  # fmt: skip
+        self.adaptations.append(adaptation)
+        return out, adaptation
+
     def _visit(
         self,
         v: Node,
@@ -184,8 +314,11 @@ class SharedSubplan:
         tops: np.ndarray | None,
         out: dict[str, pa.RecordBatch],
     ) -> None:
-        if flow is not None and v.is_filter and v.predicate is not None and flow.rows:
-            flow = flow.take(_mask_rows(flow.table, v.predicate))
+        if flow is not None and flow.rows:
+            if v.is_filter and v.predicate is not None:
+                flow = flow.take(_mask_rows(flow.table, v.predicate))
+            if flow.rows and not (flow.due == self.all_bits).all():
+                flow = flow.take(np.flatnonzero(flow.due & self.below[v.name]))
         chain = self.buffers.get(v.name, [])
         fed: dict[str, _Flow | None] = {}
         current = flow
