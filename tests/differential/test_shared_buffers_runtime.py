@@ -197,9 +197,7 @@ def test_adapting_to_new_kappas_neither_loses_nor_repeats_a_tuple(case, data):
     root, kappa, masks, table, _ = case
     n = table.num_rows
     changes = sorted(set(data.draw(st.lists(st.integers(1, max(1, n - 1)), max_size=4))))
-    kappas = [kappa] + [
-        {q: data.draw(st.integers(0, 30)) for q in kappa} for _ in changes
-    ]
+    kappas = [kappa] + [{q: data.draw(st.integers(0, 30)) for q in kappa} for _ in changes]
     algorithms = [data.draw(st.sampled_from(sorted(ALGORITHMS))) for _ in kappas]
     reuses = [data.draw(st.sampled_from(["smart", "naive", "none"])) for _ in changes]
     truth = _truth_with_changes(root, masks, table, kappas, changes)
