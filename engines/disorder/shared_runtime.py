@@ -74,48 +74,79 @@ def _concat(flows: list[_Flow]) -> _Flow:
 
 
 class _SlackBuffer:
-    """One buffer of a chain, on the source clock (module docstring)."""
+    """One buffer of a chain, on the source clock (module docstring).
+
+    It holds *runs*: the tuples that stayed at one step, sorted by timestamp then arrival.
+    A step releases a prefix of each run (a zero-copy slice) and adds at most one run, so a
+    tuple is copied once on its way in and once on its way out, not at every arrival it
+    waits through. Runs are merged when there are many (:data:`MAX_RUNS`)."""
+
+    MAX_RUNS = 32
 
     def __init__(self, on: str, index: int, buffer: Buffer, k_acc: int) -> None:
         self.on, self.index, self.buffer, self.k_acc = on, index, buffer, k_acc
-        self.held: _Flow | None = None
+        self.runs: list[_Flow] = []
         #: The leaves this buffer's tuples are still due at (its targets' and the chain's
         #: later buffers'), as bits; set when the configuration is placed.
         self.serves = np.uint64(0)
 
     @property
     def count(self) -> int:
-        return self.held.rows if self.held is not None else 0
+        return sum(r.rows for r in self.runs)
 
     def step(self, flow: _Flow | None, tops: np.ndarray | None) -> _Flow | None:
         """Take ``flow`` (None: nothing arrived here); release what the source's running
         maxima ``tops`` (one per arrival of the batch; None: the end of the stream) allow."""
-        held = self.held
-        if held is not None:
-            held.at = np.zeros(held.rows, np.int64)  # held: there before any arrival
-        parts = [f for f in (held, flow) if f is not None and f.rows]
-        if not parts:
-            return None
-        whole = _concat(parts)
-        due_here = (whole.due & self.serves) != 0
-        if not due_here.all():  # migrated rows: keep only those still due past this buffer
-            whole = whole.take(np.flatnonzero(due_here))
-            if not whole.rows:
-                self.held = None
-                return None
+        if flow is not None and flow.rows:
+            due_here = (flow.due & self.serves) != 0
+            if not due_here.all():  # migrated rows: keep only those still due past here
+                flow = flow.take(np.flatnonzero(due_here))
+        if flow is not None and not flow.rows:
+            flow = None
         if tops is None:  # end of the stream: all out, at one final arrival
-            self.held = None
-            return whole
+            parts = [*self.runs, *([flow] if flow is not None else [])]
+            self.runs = []
+            if not parts:
+                return None
+            whole = _concat(parts)
+            return _Flow(whole.table, np.zeros(whole.rows, np.int64), whole.ts, whole.seq,
+                         whole.due)  # fmt: skip
         bounds = tops - self.k_acc
-        at = np.maximum(whole.at, np.searchsorted(bounds, whole.ts, side="left"))
-        out = at < len(tops)
-        go, stay = np.flatnonzero(out), np.flatnonzero(~out)
-        self.held = whole.take(stay) if len(stay) else None
-        if not len(go):
+        last = int(bounds[-1])
+        out: list[_Flow] = []
+        kept: list[_Flow] = []
+        for run in self.runs:  # a sorted run releases a prefix
+            k = int(np.searchsorted(run.ts, last, side="right"))
+            if k:
+                head = run.ts[:k]
+                at_head = np.searchsorted(bounds, head, side="left")
+                out.append(_Flow(run.table.slice(0, k), at_head, head, run.seq[:k], run.due[:k]))
+            if k == 0:
+                kept.append(run)
+            elif k < run.rows:
+                rest = _Flow(run.table.slice(k), run.at[k:], run.ts[k:], run.seq[k:], run.due[k:])
+                kept.append(rest)
+        if flow is not None:
+            at = np.maximum(flow.at, np.searchsorted(bounds, flow.ts, side="left"))
+            go = at < len(tops)
+            if go.all():  # a new flow object: ``flow`` also goes to other consumers
+                out.append(_Flow(flow.table, at, flow.ts, flow.seq, flow.due))
+            else:
+                idx = np.flatnonzero(go)
+                if len(idx):
+                    released = flow.take(idx)
+                    released.at = at[idx]
+                    out.append(released)
+                stay = np.flatnonzero(~go)
+                order = stay[np.lexsort((flow.seq[stay], flow.ts[stay]))]
+                kept.append(flow.take(order))
+        if len(kept) > self.MAX_RUNS:
+            whole = _concat(kept)
+            kept = [whole.take(np.lexsort((whole.seq, whole.ts)))]
+        self.runs = kept
+        if not out:
             return None
-        released = whole.take(go)
-        released.at = at[go]
-        return released
+        return _concat(out)
 
 
 @dataclass
@@ -267,7 +298,7 @@ class SharedSubplan:
         tails = {id(chain[-1]) for chain in self.buffers.values()}
         spare: dict[tuple[str, int], list[_SlackBuffer]] = {}
         for b in old:
-            if b.held is not None:
+            if b.runs:
                 spare.setdefault((b.on, int(b.serves)), []).append(b)
         reused = kept = 0
         for chain in new.values():
@@ -279,16 +310,15 @@ class SharedSubplan:
                 if reuse == "naive" and id(prev) not in tails:
                     continue
                 candidates.pop()
-                b.held = prev.held
+                b.runs = prev.runs
                 kept += prev.count
                 reused += 1
         moving = []
         for group in spare.values():
             for b in group:
-                assert b.held is not None
-                h = b.held
-                h.due = h.due & b.serves
-                moving.append(h)
+                for run in b.runs:
+                    run.due = run.due & b.serves
+                    moving.append(run)
         migrated = sum(f.rows for f in moving)
         self.buffers = new
         self.config = config
