@@ -18,8 +18,10 @@ What each query shape gets (docs/disorder-quality.md, "Running it"):
   ``closed_up_to``: the policy's own Alg. 4.3 coverage monitor, which PD steers by) and the
   number of distinct group keys seen (``groups``: the model's window size is per group);
 * a time-window join of two or more streams with ``--min-recall``: the join model, fed the
-  delays as the merge releases them. The engines do not yet count probes, cross-product
-  sizes or produced results for it: AM works from the delays alone (EqSel), PD holds K.
+  delays as the merge releases them and, when the join's equi-keys form one class over all
+  its streams, the join counts measured at the buffers (engines/disorder/join_counts.py:
+  per tuple its delay, cross-product and result counts, for NonEqSel; the results produced,
+  for Gamma' and PD). Other joins: AM works from the delays alone (EqSel), PD holds K.
 
 Anything else (MIN, MAX, several aggregates, count-based windows, a join without a recall
 target, an aggregate without an error target) is an OptionError (exit 2) before the first
@@ -36,6 +38,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engines.disorder.join_counts import JoinCounter
 from engines.disorder.policies import register_policy
 from engines.disorder.quality_options import QualityOptions
 from engines.disorder.quality_policy import (
@@ -47,7 +50,7 @@ from engines.disorder.quality_policy import (
 from engines.disorder.spec import DisorderSpec
 from optimizer.ir.errors import OptionError
 from optimizer.ir.expr import ColumnRef
-from optimizer.ir.plan import Aggregate, LogicalPlan, Source, Window, WindowKind
+from optimizer.ir.plan import Aggregate, Join, LogicalPlan, Source, Window, WindowKind
 
 #: Most distinct group keys a stream's count follows (beyond it the count stays there).
 MAX_GROUPS = 100_000
@@ -80,6 +83,40 @@ def _stream_of_window(plan: LogicalPlan, op_id: str) -> str:
     return src.stream
 
 
+def _join_key_class(plan: LogicalPlan, streams: Mapping[str, int]) -> dict[str, int] | None:
+    """Per stream its join key column, when the plan's equi-join keys form one class that
+    holds exactly one column of every windowed stream (``a.k = b.k AND b.k = c.k``); else
+    None (engines/disorder/join_counts.py counts only such joins)."""
+    parent: dict[tuple[str, int], tuple[str, int]] = {}
+
+    def find(x: tuple[str, int]) -> tuple[str, int]:
+        parent.setdefault(x, x)
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for op_id in plan.ids_of("join"):
+        op = plan.op(op_id)
+        assert isinstance(op, Join)
+        left, right = plan.inputs(op_id)
+        for lc, rc in op.equi_keys():
+            a, b = _source_of(plan, left, lc), _source_of(plan, right, rc)
+            if a is None or b is None:
+                return None
+            parent[find(a)] = find(b)
+    classes: dict[tuple[str, int], list[tuple[str, int]]] = {}
+    for x in list(parent):
+        classes.setdefault(find(x), []).append(x)
+    for members in classes.values():
+        by_stream: dict[str, list[int]] = {}
+        for stream, col in members:
+            by_stream.setdefault(stream, []).append(col)
+        if set(by_stream) == set(streams) and all(len(c) == 1 for c in by_stream.values()):
+            return {s: c[0] for s, c in by_stream.items()}
+    return None
+
+
 class PlanShape:
     """What the quality policy and its feedback need of a plan: the QueryShape, and per
     stream the source columns of the aggregated attribute and of the group keys."""
@@ -101,6 +138,8 @@ class PlanShape:
         if not windows:
             raise OptionError("--disorder quality: the query has no time window", hint=SUPPORTED)
         self.join = bool(plan.ids_of("join"))
+        #: Per stream the join key column (one key class over all streams), else None.
+        self.join_keys = _join_key_class(plan, windows) if self.join else None
         self.values: dict[str, int] = {}
         self.keys: dict[str, list[int]] = {}
         aggregate = "sum"
@@ -153,6 +192,12 @@ class QualityDriven:
         self._aggregate = isinstance(model, AggregateQualityPolicy)
         self._groups: dict[str, set[Any]] = {}
         self.observe_seconds: list[float] = []
+        #: Join counts at the buffers (NonEqSel, produced) when the join's keys allow them.
+        self.counter: JoinCounter | None = None
+        if not self._aggregate and plan.join_keys is not None:
+            self.counter = JoinCounter(plan.shape.windows, plan.join_keys, 0)
+        self._delays: dict[str, np.ndarray] = {}
+        self.join_fed = 0
         #: Arrivals reach the buffers in steps of this many ticks of each stream's progress
         #: (engines/disorder/kslack.py ``paced``): a tenth of the adaptation interval.
         self.pace_ticks = max(1, model.l_adt // 10)
@@ -161,12 +206,15 @@ class QualityDriven:
         start = time.perf_counter()
         self.model.observe(stream, delays, now)
         self.observe_seconds.append(time.perf_counter() - start)
+        if self.counter is not None:
+            self._delays[stream] = delays
 
     def arrived(
         self, stream: str, batch: pa.RecordBatch, ts: np.ndarray, closed_up_to: int | None
     ) -> None:
         """Buffer-side feedback of one arriving batch (module docstring)."""
         if not self._aggregate:
+            self._join_arrived(stream, batch, ts)
             return
         figures: dict[str, Any] = {"timestamps": ts}
         if closed_up_to is not None:
@@ -185,6 +233,27 @@ class QualityDriven:
                 seen.update(zip(*rows, strict=True))
             figures["groups"] = len(seen)
         self.model.feedback(stream, figures)
+
+    def _join_arrived(self, stream: str, batch: pa.RecordBatch, ts: np.ndarray) -> None:
+        """The join counts of an arriving batch (engines/disorder/join_counts.py): per tuple
+        its delay, combinations and results completed; ``produced``: those the run makes
+        with the K the buffers now hold (a late tuple's only with a partner still held)."""
+        delays = self._delays.pop(stream, None)
+        if self.counter is None or delays is None or not len(ts):
+            return
+        self.counter.horizon = max(self.counter.horizon, int(delays.max()))
+        k = self.model.k(stream)
+        cross, join, produced = self.counter.arrived(stream, batch, ts, delays > k, k)
+        self.join_fed += len(ts)
+        self.model.feedback(
+            stream,
+            {
+                "delays": delays,
+                "n_cross": cross,
+                "n_join": join,
+                "produced": int(produced.sum()),
+            },
+        )
 
     def feedback(self, stream: str, figures: Mapping[str, Any]) -> None:
         self.model.feedback(stream, figures)
@@ -213,6 +282,12 @@ class QualityDriven:
         out["observe_calls"] = len(o)
         out["observe_us_mean"] = 1e6 * float(np.mean(o)) if o else None
         out["observe_us_max"] = 1e6 * max(o) if o else None
+        if not self._aggregate:
+            out["join_counts"] = {
+                "keys": self.plan.join_keys,
+                "tuples_counted": self.join_fed,
+                "fed": self.counter is not None,
+            }
         if self._aggregate:
             assert isinstance(self.model, AggregateQualityPolicy)
             out["groups"] = dict(self.model.groups)
