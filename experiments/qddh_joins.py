@@ -16,9 +16,10 @@ it is produced at any instant) against the truth (``--disorder kslack:20s``: the
 delay the generators draw), over periods of ``--period`` seconds.
 
 The seed's numbers, for comparison: Max-K-slack about 21 s latency at recall 0.999; AM with
-NonEqSel keeps Phi(0.99 GAMMA) >= 97% at a fraction of that latency. Here the engines do not
-feed NonEqSel's join counts yet (docs/disorder-quality.md section 5): AM runs on EqSel, and
-PD holds K at 0.
+NonEqSel keeps Phi(0.99 GAMMA) >= 97% at a fraction of that latency. Here the join counts
+(NonEqSel, produced) are measured at the K-slack buffers for x3 (one key class over the three
+streams, engines/disorder/join_counts.py); x4's star joins on three keys get none: AM runs on
+EqSel there and PD holds K (docs/disorder-quality.md section 5).
 
 Usage (smoke scale: the ISTREAM joins are expensive in Python; shorten the span and the
 rate; the lead runs it at scale on a quiet machine)::

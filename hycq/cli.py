@@ -452,12 +452,11 @@ def _run_shared(args: argparse.Namespace) -> int:
         inputs += _inputs(path, args.catalog, q.catalog, data.values(), args.cost_model)
         text = per_query.get(name, args.disorder)
         spec = parse_disorder(text, f"--disorder-of {name}" if name in per_query else "--disorder")
-        if spec.kind not in ("none", "kslack"):
+        if spec.kind not in ("none", "kslack", "max"):
             raise OptionError(
-                f"query {name}: a run of several queries takes --disorder none or kslack:K, "
-                f"not {spec.kind}",
-                hint="max and quality change K during the run, which shared buffers do not "
-                "follow yet: run that query alone",
+                f"query {name}: a run of several queries takes --disorder none, kslack:K or "
+                f"max, not {spec.kind}",
+                hint="a quality target needs the query's own feedback: run that query alone",
             )
         optimizer = api.OptimizerOptions(
             engines=("row", args.column_engine),

@@ -314,7 +314,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--disorder-of",
         action="append",
         default=[],
-        metavar="NAME=none|kslack:K",
+        metavar="NAME=none|kslack:K|max",
         help="with several queries: the --disorder of the query in NAME.sql (repeatable; the "
         "others take --disorder)",
     )

@@ -19,9 +19,12 @@ its plan, decides it. The query's clock is told the source's progress (the buffe
 ``T - K``) and the source's first and last timestamps, so its instants are the ones it would
 have run alone even when its filters drop the stream's first or last tuples.
 
+``--disorder max`` (K = the largest delay seen so far) re-places the buffers whenever K
+grows (Ji's eager adaptation with smart buffer reuse, ``SharedSubplan.reconfigure``).
+
 Limits (exit 2 with a message): every query reads the one same stream; ``--disorder`` is
-``none`` or ``kslack:K`` (``max`` and ``quality`` change K as the run goes, which the shared
-chains do not follow yet); count-based slides (ROWS ... SLIDE n) are not shared.
+``none``, ``kslack:K`` or ``max`` (``quality`` would need each query's model fed from its own
+engine); count-based slides (ROWS ... SLIDE n) are not shared.
 """
 
 from __future__ import annotations
@@ -263,15 +266,23 @@ def shared_report(
         }
         for v in root.walk()
     ]
+    adaptations = sub.adaptations
     return {
         "algorithm": config.algorithm,
         "compute_us": compute_us,
+        "adaptations": len(adaptations),
+        "adaptation_us_mean": (
+            sum(a.micros + a.release_micros for a in adaptations) / len(adaptations)
+            if adaptations
+            else None
+        ),
+        "tuples_migrated": sum(a.tuples_migrated for a in adaptations),
         "kappa_ticks": kappa,
         "tree": tree,
-        "buffers": describe(config),
+        "buffers": describe(sub.config),
         "buffered_mean": sub.held_mean(),
         "buffered_peak": sub.held_peak,
-        "predicted_buffered": memory(root, config, rate),
+        "predicted_buffered": memory(root, sub.config, rate),
         "predicted_unshared": memory(root, ALGORITHMS["unshared"](root, kappa), rate),
     }
 
@@ -349,6 +360,7 @@ def run_queries(
         valid = 0
         lo_all: int | None = None
         hi_all: int | None = None
+        max_delay = 0
         wall0 = time.perf_counter()
         pending = [first] if first is not None else []
         for item in _chain(pending, items, stop):
@@ -358,6 +370,16 @@ def run_queries(
             lo, hi = int(ts.min()), int(ts.max())
             lo_all = lo if lo_all is None else min(lo_all, lo)
             hi_all = hi if hi_all is None else max(hi_all, hi)
+            if any(q.disorder.kind == "max" for q in queries):
+                # Max-K-slack: K = the largest delay seen so far, this batch's included (as
+                # the single-query buffer asks its policy after observing the batch).
+                before = np.maximum.accumulate(ts)
+                if sub.top is not None:
+                    before = np.maximum(before, sub.top)
+                delay = int((np.concatenate([[before[0]], before[:-1]]) - ts).max())
+                if delay > max_delay:
+                    max_delay = delay
+                    _adapt(sub, root, queries, algorithm, max_delay, stream, t_index)
             released = sub.push(batch)
             assert sub.top is not None
             for q in queries:
@@ -421,6 +443,25 @@ def run_queries(
     if shared_json is not None:
         write_json(shared_json, summary)
     return {**summary, "metrics": per_query}
+
+
+def _adapt(
+    sub: SharedSubplan, root: Node, queries: list[SharedQuery], algorithm: str, k: int,
+    stream: str, t_index: int,
+) -> None:  # fmt: skip
+    """The ``max`` queries' K becomes ``k``: a new configuration, reconfigured with smart
+    buffer reuse (engines/disorder/shared_runtime.py); what it releases at once is
+    delivered."""
+    from engines.interrupts import StopRequested
+
+    for q in queries:
+        if q.disorder.kind == "max":
+            q.kappa = k
+    kappa = {q.name: q.kappa for q in queries}
+    out, _ = sub.reconfigure(ALGORITHMS[algorithm](root, kappa), kappa, "smart")
+    for q in queries:
+        with contextlib.suppress(StopRequested):
+            _deliver(q, stream, out.get(f"leaf:{q.name}"), t_index)
 
 
 def _chain(first: list[Any], rest: Any, stop: Any) -> Any:

@@ -114,6 +114,23 @@ def test_every_configuration_gives_the_same_streams_and_opt_holds_the_fewest(
     assert held["opt"] <= min(held.values()) * 1.05
 
 
+def test_max_k_slack_adapts_the_shared_buffers_as_the_delays_grow(tmp_path: Path, workload):
+    data, files, max_delay = workload
+    outputs = {}
+    for algorithm in ("unshared", "opt"):
+        d = tmp_path / algorithm
+        flags = ["--disorder", "kslack:1s", "--disorder-of", "loads=max",
+                 "--disorder-of", "few=max", "--placement", "row",
+                 "--shared-buffers", algorithm]  # fmt: skip
+        out, shared = _run(d, data, files, *flags)
+        assert shared["shared"]["adaptations"] >= 1
+        assert shared["shared"]["kappa_ticks"]["loads"] == max_delay
+        m = json.loads((out / "few.metrics.json").read_text())
+        assert m["disorder"] == {"policy": "max", "k_s": max_delay}
+        outputs[algorithm] = {n: (out / f"{n}.jsonl").read_text() for n in QUERIES}
+    assert outputs["opt"] == outputs["unshared"]
+
+
 def test_a_column_placement_gives_the_same_streams(tmp_path: Path, workload):
     data, files, max_delay = workload
     flags = ["--disorder", f"kslack:{max_delay}s"]
@@ -129,7 +146,7 @@ def test_a_column_placement_gives_the_same_streams(tmp_path: Path, workload):
         ([], "--output-dir"),
         (["--output-dir", "X", "--output", "o.jsonl"], "--output is for runs of one query"),
         (["--output-dir", "X", "--disorder-of", "nope=kslack:1s"], "NAME=SPEC"),
-        (["--output-dir", "X", "--disorder-of", "hot=max"], "none or kslack:K"),
+        (["--output-dir", "X", "--disorder-of", "hot=quality"], "none, kslack:K or max"),
         (["--output-dir", "X", "--adapt"], "--adapt is for runs of one query"),
     ],
 )
