@@ -495,7 +495,8 @@ def _run_shared(args: argparse.Namespace) -> int:
     shared = summary["shared"]
     sys.stderr.write(
         f"{summary['tuples_in']} tuples of {summary['stream']} in {summary['wall_s']:.2f} s "
-        f"({summary['throughput']:,.0f} tuples/s) for {len(queries)} queries; "
+        f"({summary['throughput']:,.0f} tuples/s) for {len(queries)} "
+        f"{'query' if len(queries) == 1 else 'queries'}; "
         f"K-slack buffers ({shared['algorithm']}): {shared['buffered_mean']:,.0f} tuples held "
         f"on average, peak {shared['buffered_peak']:,} (unshared predicted "
         f"{shared['predicted_unshared']:,.0f}); {summary['dead_letter']} rows dead-lettered\n"
