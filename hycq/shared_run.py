@@ -306,8 +306,6 @@ def run_queries(
     it through the shared filter tree and buffer configuration, run each query's executor
     on what it receives. Writes each query's output and metrics, and ``shared_json``.
     Returns the summary (``shared_json``'s content plus the per-query metrics)."""
-    import numpy as np
-
     from engines.interrupts import GracefulStop, StopRequested
     from engines.runtime.dead_letters import DeadLetters, check_rejections
     from engines.runtime.inputs import MergedInputs, open_inputs
@@ -525,8 +523,6 @@ def _query_metrics(
 ) -> dict[str, Any]:
     """A query's metrics file in a shared run: the fields of ``hycq run --metrics`` that
     apply to one query of several (docs/shared-queries.md)."""
-    import numpy as np
-
     lat = q.latencies
     ops = q.assembly.operator_metrics() if q.assembly is not None else {}
     for op_id, m in ops.items():
