@@ -31,7 +31,7 @@ rows), an ISTREAM or DSTREAM query runs as its twin too (the other mode, same sc
 the run's own insertions and deletions, replayed instant by instant, must never delete a row
 that is not in the relation (a retraction of something never emitted).
 
-The default profile (``MAX_EXAMPLES``) keeps the CI cost bounded; ``-m slow`` runs the big
+The default profile (``MAX_EXAMPLES``) keeps the CI cost bounded; ``-m long`` runs the big
 profile. Both are derandomized (the same examples every run; hypothesis prints the failing
 example's draws).
 """
@@ -462,6 +462,7 @@ def test_random_queries_plans_and_migrations(data: st.DataObject) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.long
 @settings(_SETTINGS, max_examples=BIG_EXAMPLES)
 @given(data=st.data())
 def test_random_queries_plans_and_migrations_big(data: st.DataObject) -> None:

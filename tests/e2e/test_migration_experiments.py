@@ -63,7 +63,7 @@ def test_fig_7_8_script(tmp_path: Path) -> None:
         assert set(r["median_s"]) == {"new_alone", "ms", "jisc", "pt", "hybmig"}
         assert r["oracle_checked"] and r["figures"]["outputs"] > 0
         assert r["figures"]["pt"]["dropped_at"] is not None
-    assert d["note"].startswith("measured while other work ran")
+    assert "load average" in d["note"]  # the machine's load when written (migration_bench)
 
 
 def test_fig_10_script(tmp_path: Path) -> None:
