@@ -30,6 +30,7 @@ engine); count-based slides (ROWS ... SLIDE n) are not shared.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -309,6 +310,7 @@ def run_queries(
     from engines.interrupts import GracefulStop, StopRequested
     from engines.runtime.dead_letters import DeadLetters, check_rejections
     from engines.runtime.inputs import MergedInputs, open_inputs
+    from engines.runtime.loop import _until_stopped
     from engines.runtime.sinks import ResultSink, output_schema
     from hycq.api import Assembly
 
@@ -361,7 +363,7 @@ def run_queries(
         max_delay = 0
         wall0 = time.perf_counter()
         pending = [first] if first is not None else []
-        for item in _chain(pending, items, stop):
+        for item in _until_stopped(itertools.chain(pending, items), stop):
             batch = item[1]
             valid += batch.num_rows
             ts = np.asarray(batch.column(t_index).to_numpy(zero_copy_only=False), dtype=np.int64)
@@ -460,18 +462,6 @@ def _adapt(
     for q in queries:
         with contextlib.suppress(StopRequested):
             _deliver(q, stream, out.get(f"leaf:{q.name}"), t_index)
-
-
-def _chain(first: list[Any], rest: Any, stop: Any) -> Any:
-    from engines.interrupts import StopRequested
-
-    yield from first
-    while not stop.requested:
-        try:
-            item = next(rest)
-        except (StopIteration, StopRequested):
-            return
-        yield item
 
 
 def _emitter(q: SharedQuery, stop: Any) -> Callable[[int, Any], None]:
