@@ -300,8 +300,12 @@ def execute(
     settings: EngineSettings | None = None,
     optimizer: OptimizerOptions | None = None,
     schedule: Any = None,
+    join: Any = None,
 ) -> Any:
     """Run ``plan`` over in-memory Arrow tables (one per stream) and return a RunResult.
+
+    ``join`` (``engines.row.lowering.JoinSettings``) chooses the row engine's join
+    implementations (default: binary trees).
 
     The result table holds the query's output columns plus ``_ts``. With ``placement="auto"``
     the plan is optimized first (``optimizer`` options; statistics from the tables) and the
@@ -337,7 +341,9 @@ def execute(
         batches = iter(table.to_batches()) if isinstance(table, pa.Table) else iter(table)
         streams.append(StreamInput(stream, batches, stream.rate, "in-memory table"))
     setup = _MigrationSetup(list(schedule)) if schedule is not None else None
-    return _run(plan, catalog, opts, placement, streams, column_engine, settings, extra, setup)
+    return _run(
+        plan, catalog, opts, placement, streams, column_engine, settings, extra, setup, join=join
+    )
 
 
 def run(
@@ -366,7 +372,7 @@ def run(
     chosen: str | dict[str, str] = opt.placement if placement == "auto" else placement
     engines = resolve_placement(opt.plan, chosen, column_engine)
     cost = opt.cost_of(engines)
-    predicted = {
+    predicted: dict[str, Any] = {
         "cost_model": opt.model.name,
         "predicted": {
             "bottleneck": cost.bottleneck,
@@ -376,10 +382,56 @@ def run(
     }
     setup = None
     if migration is not None and migration.requested:
+        if getattr(options, "join_impl", "tree") != "tree":
+            raise OptionError(
+                "--join-impl other than tree cannot be combined with plan migration",
+                hint="drop --join-impl, or drop --migrate/--adapt",
+            )
         setup = _migration_setup(q, opt, base, engines, migration, column_engine)
+    join = join_settings(opt, options)
+    if join is not None:
+        predicted["join_impls"] = join[1]
     return _run(
-        opt.plan, q.catalog, options, engines, None, column_engine, settings, predicted, setup
+        opt.plan,
+        q.catalog,
+        options,
+        engines,
+        None,
+        column_engine,
+        settings,
+        predicted,
+        setup,
+        join=None if join is None else join[0],
     )
+
+
+def join_settings(opt: Optimized, options: Any) -> tuple[Any, list[dict[str, Any]]] | None:
+    """The row engine's join settings for ``options.join_impl`` (None: plain trees) and, per
+    join chain, the implementation chosen with every alternative's predicted cost."""
+    from engines.row.lowering import JOIN_IMPLS, JoinSettings
+    from optimizer.join_impl import choose_all
+    from optimizer.phase_one import _ChainModel
+
+    impl = getattr(options, "join_impl", "tree")
+    if impl not in (*JOIN_IMPLS, "auto"):
+        raise OptionError(
+            f"unknown --join-impl '{impl}'", hint="use auto, tree, mjoin, acaching or jit"
+        )
+    if impl == "tree":
+        return None
+    shared = opt.options.row_core == "shared"
+
+    def model(chain: Any) -> Any:
+        return _ChainModel(opt.plan, chain, opt.estimates, opt.model, shared)
+
+    choices = choose_all(opt.plan, model, None if impl == "auto" else impl)
+    memory = getattr(options, "join_memory_mb", None)
+    settings = JoinSettings(
+        default="tree",
+        impls={c.root: c.chosen for c in choices},
+        memory_bytes=None if memory is None else int(memory * 1024 * 1024),
+    )
+    return settings, [c.as_json() for c in choices]
 
 
 @dataclass
@@ -469,11 +521,13 @@ class Assembly:
         settings: EngineSettings | None = None,
         pool: _Engines | None = None,
         late_insert: bool = False,
+        join: Any = None,
     ) -> None:
         from engines.mig import MigOp
         from optimizer.ir.placement import groups
 
         self.late_insert = late_insert
+        self.join = join  # engines.row.lowering.JoinSettings, None: binary trees
         self.plan = plan
         self.placement = placement
         self.groups = groups(plan, placement)
@@ -525,6 +579,7 @@ class Assembly:
             groups=self.groups,
             make_group=self.make_group,
             late_insert=self.late_insert,
+            join=self.join,
         )
         return self.executor
 
@@ -559,13 +614,14 @@ def _run(
     settings: EngineSettings | None = None,
     extra: dict[str, Any] | None = None,
     migration: _MigrationSetup | None = None,
+    join: Any = None,
 ) -> Any:
     from engines.runtime import run_plan
 
     engines = resolve_placement(plan, placement, column_engine)
     if migration is not None:
         return _run_migrating(plan, catalog, options, engines, inputs, settings, extra, migration)
-    asm = Assembly(plan, engines, settings, late_insert=options.late_insert)
+    asm = Assembly(plan, engines, settings, late_insert=options.late_insert, join=join)
     try:
         result = run_plan(
             plan,

@@ -313,6 +313,8 @@ def _run(args: argparse.Namespace) -> int:
         memory_limit_mb=args.memory_limit,
         names=CLI_OPTION_NAMES,
         quality=quality,
+        join_impl=args.join_impl,
+        join_memory_mb=args.join_memory,
     )
     from engines import registry
 
@@ -375,6 +377,8 @@ _SINGLE_QUERY_FLAGS: dict[str, tuple[str, Any]] = {
     "migrate": ("--migrate", []),
     "adapt": ("--adapt", False),
     "join_order": ("--join-order", None),
+    "join_impl": ("--join-impl", "tree"),
+    "join_memory": ("--join-memory", None),
     "max_error": ("--max-error", None),
     "min_recall": ("--min-recall", None),
     "idle_timeout": ("--idle-timeout", None),

@@ -382,6 +382,22 @@ def build_parser() -> argparse.ArgumentParser:
         f"{engine_names()} (default: auto)",
     )
     _optimizer_flags(rn, placement=True, join_order=True)
+    rn.add_argument(
+        "--join-impl",
+        choices=("tree", "mjoin", "acaching", "jit", "auto"),
+        default="tree",
+        help="how the row engine runs each chain of joins: tree (binary symmetric hash "
+        "joins, Phase One's order), mjoin (one n-ary join, no intermediate state), acaching "
+        "(MJoin with adaptive subresult caches), jit (the tree with just-in-time suspension "
+        "of partial results no consumer can use), auto (the cost model's cheapest per chain; "
+        "metrics list the predictions) (default: tree; docs/joins.md)",
+    )
+    rn.add_argument(
+        "--join-memory",
+        type=_non_negative_float,
+        metavar="MB",
+        help="memory for A-Caching's caches (default: unlimited)",
+    )
     _migration_flags(rn)
     _quality_flags(rn)
     rn.add_argument(

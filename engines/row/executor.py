@@ -41,7 +41,7 @@ from engines.row.arrow_window import ArrowWindow
 from engines.row.base import Delta, Rows
 from engines.row.clock import EventClock, OnLate, Rescue
 from engines.row.conversion import batch_to_rows, int64, is_sorted, min_max, row_at
-from engines.row.lowering import MakeGroup, Node, lower_plan
+from engines.row.lowering import JoinSettings, MakeGroup, Node, lower_plan
 from engines.row.r2s import RStreamOp
 from engines.row.windows import _WindowBase
 from optimizer.ir.errors import PlanError
@@ -64,13 +64,14 @@ class RowExecutor:
         make_group: MakeGroup | None = None,
         dense: bool = False,
         late_insert: bool = False,
+        join: JoinSettings | None = None,
     ) -> None:
         self.plan = plan
         self.emit = emit
         #: Late tuples that still fall into a row window with results to come enter it
         #: (``--late insert``, docs/disorder.md); the others are dropped as late.
         self.late_insert = late_insert
-        lowered = lower_plan(plan, panes, groups, make_group, late_insert)
+        lowered = lower_plan(plan, panes, groups, make_group, late_insert, join)
         self.nodes = lowered.nodes
         self.windows = lowered.windows
         self.windows_by_stream = lowered.windows_by_stream
@@ -434,16 +435,20 @@ class RowExecutor:
         self.clock.restore(snap["clock"])
 
     def operator_metrics(self) -> dict[str, dict[str, Any]]:
-        return {
-            n.op.op_id: {
+        out: dict[str, dict[str, Any]] = {}
+        for n in self.nodes:
+            m: dict[str, Any] = {
                 "kind": n.op.kind,
                 "tuples_in": n.op.metrics.tuples_in,
                 "tuples_out": n.op.metrics.tuples_out,
                 "busy_s": n.op.metrics.busy_s,
                 "steps": n.op.metrics.steps,
             }
-            for n in self.nodes
-        }
+            join = getattr(n.op, "join_metrics", None)
+            if join is not None:
+                m["join"] = join()
+            out[n.op.op_id] = m
+        return out
 
 
 def _push_timed(

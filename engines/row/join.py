@@ -71,6 +71,7 @@ class HashJoinOp(RowOperator):
     """
 
     kind = "join"
+    impl = "tree"
 
     def __init__(
         self,
@@ -87,12 +88,14 @@ class HashJoinOp(RowOperator):
         self.residual = residual
         self.replace_in = replace_in
         self.nested_loop = nested_loop
+        self.probes = 0
 
     # probe one delta list of one side against the other side's store
     def _probe(self, rows: Rows, key: Key, other: _Store, left_side: bool, out: Rows) -> None:
         buckets = other.buckets
         residual = self.residual
         append = out.append
+        self.probes += len(rows)
         for r in rows:
             b = buckets.get(key(r))
             if not b:
@@ -177,6 +180,14 @@ class HashJoinOp(RowOperator):
             "right_tuples": self.right.size,
             "left_keys": len(self.left.buckets),
             "right_keys": len(self.right.buckets),
+        }
+
+    def join_metrics(self) -> dict[str, Any]:
+        """Per-join figures for the run metrics (probes, tuples stored)."""
+        return {
+            "impl": self.impl,
+            "probes": self.probes,
+            "tuples_stored": self.left.size + self.right.size,
         }
 
     def snapshot(self) -> dict[str, Any]:

@@ -21,10 +21,11 @@ Physical rewrites decided while lowering:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from engines.row.acaching import ACachingJoinOp
 from engines.row.aggregate import AggregateOp, finite_aggregate
 from engines.row.arrow_window import ArrowWindow
 from engines.row.base import RowOperator
@@ -37,7 +38,9 @@ from engines.row.compile import (
     may_be_nan,
     nullable,
 )
+from engines.row.jit import JitJoinOp, link
 from engines.row.join import HashJoinOp
+from engines.row.mjoin import MJoinOp, NarySpec
 from engines.row.r2s import DStreamOp, IStreamOp, RStreamOp
 from engines.row.stateless import ProjectOp, PushedSelectOp, SelectOp
 from engines.row.windows import (
@@ -68,6 +71,7 @@ from optimizer.ir.plan import (
     equi_pair,
 )
 from optimizer.ir.types import DataType
+from optimizer.phase_one import JoinChain, join_chains
 
 
 @dataclass(frozen=True)
@@ -125,6 +129,25 @@ LowerFn = Callable[[Any, list[Port], "Lowering"], Lowered]
 LOWERINGS: KindTable[LowerFn] = KindTable("row-engine lowering")
 
 
+#: Join implementations of a chain of joins on the row engine (``--join-impl``).
+JOIN_IMPLS = ("tree", "mjoin", "acaching", "jit")
+
+
+@dataclass(frozen=True)
+class JoinSettings:
+    """How the row engine runs each maximal join chain (``optimizer.phase_one.join_chains``):
+    ``impls`` per chain root id (others: ``default``); ``memory_bytes`` bounds A-Caching's
+    caches; ``acaching`` passes options to ``ACachingJoinOp`` (interval, sample, ...)."""
+
+    default: str = "tree"
+    impls: Mapping[str, str] = field(default_factory=dict)
+    memory_bytes: int | None = None
+    acaching: Mapping[str, Any] = field(default_factory=dict)
+
+    def impl(self, root: str) -> str:
+        return self.impls.get(root, self.default)
+
+
 @dataclass
 class Lowering:
     """Lowers one plan (``run``); holds what the per-kind functions may ask about it."""
@@ -136,6 +159,7 @@ class Lowering:
     #: Late tuples may enter open windows (``--late insert``): window deltas are then not
     #: FIFO (a late tuple expires before tuples inserted ahead of it).
     late_insert: bool = False
+    join: JoinSettings = field(default_factory=JoinSettings)
     nodes: list[Node] = field(default_factory=list)
     windows: list[_WindowBase | ArrowWindow] = field(default_factory=list)
     windows_by_stream: dict[str, list[_WindowBase]] = field(default_factory=dict)
@@ -147,12 +171,39 @@ class Lowering:
         if self.groups and self.make_group is None:
             raise PlanError("a placement with columnar groups needs a MIG factory")
 
+    def _plan_joins(self) -> None:
+        """Which join chains run as one n-ary operator (``nary``: root -> chain; the other
+        joins of such a chain are ``absorbed``) and which joins are JIT-capable."""
+        self.nary: dict[str, JoinChain] = {}
+        self.absorbed: set[str] = set()
+        self.jit_joins: set[str] = set()
+        self.jit_roots: dict[str, JoinChain] = {}
+        plan = self.plan
+        for chain in join_chains(plan):
+            impl = self.join.impl(chain.root)
+            if impl not in JOIN_IMPLS:
+                raise PlanError(f"unknown join implementation {impl!r}")
+            if impl == "tree" or any(j in self.group_of for j in chain.joins):
+                continue
+            if impl == "jit":
+                self.jit_joins.update(chain.joins)
+                self.jit_roots[chain.root] = chain
+                continue
+            inner = [j for j in chain.joins if j != chain.root]
+            if any(len(plan.consumers(j)) != 1 for j in inner):
+                continue  # an intermediate result read elsewhere: keep the tree
+            self.nary[chain.root] = chain
+            self.absorbed.update(inner)
+
     def run(self) -> Lowering:
         plan = self.plan
         ports: dict[str, Port] = {}
         pos: dict[str, int] = {}
+        self._plan_joins()
         for op_id in plan.topological():
             op = plan.op(op_id)
+            if op_id in self.absorbed:
+                continue  # runs inside its chain's n-ary join
             if isinstance(op, Source | Sink):
                 if isinstance(op, Source):  # never NULL; non-finite input is dead-lettered
                     width = len(op.schema)
@@ -167,6 +218,10 @@ class Lowering:
                 externals = self._group_inputs(group)
                 positions = [pos[i] for i in externals]
                 lowered = self._group(group, op, [ports[i] for i in externals])
+            elif op_id in self.nary:
+                chain = self.nary[op_id]
+                positions = [pos[leaf] for leaf in chain.leaves]
+                lowered = self._nary(chain, [ports[leaf] for leaf in chain.leaves])
             else:
                 ins = plan.inputs(op_id)
                 positions = [pos[i] for i in ins if ports[i].node is not None]  # not sources
@@ -193,7 +248,48 @@ class Lowering:
                 lowered.expiring,
             )
             self.nodes.append(Node(node, positions, lowered.nullable, counts=lowered.counts))
+            if op_id in self.jit_roots:
+                self._link_jit(self.jit_roots[op_id], ports)
         return self
+
+    # -- n-ary joins ----------------------------------------------------------------------------
+
+    def _nary(self, chain: JoinChain, leaves: list[Port]) -> Lowered:
+        """One MJoin (or A-Caching MJoin) for a whole join chain."""
+        nullable = [v for p in leaves for v in p.nullable]
+        spec = NarySpec(
+            tuple(len(p.nullable) for p in leaves), tuple(chain.conjuncts), tuple(nullable)
+        )
+        replace_in = [p.replace for p in leaves]
+        node: MJoinOp
+        if self.join.impl(chain.root) == "acaching":
+            node = ACachingJoinOp(
+                chain.root,
+                spec,
+                replace_in,
+                memory_bytes=self.join.memory_bytes,
+                **dict(self.join.acaching),
+            )
+        else:
+            node = MJoinOp(chain.root, spec, replace_in)
+        return Lowered(node, nullable, [v for p in leaves for v in p.finite])
+
+    def _link_jit(self, chain: JoinChain, ports: dict[str, Port]) -> None:
+        """JIT links of a lowered join tree, top-down (``engines.row.jit.link`` says which)."""
+        plan = self.plan
+        for j in reversed(chain.joins):  # bottom-up list: the root first
+            parent = ports[j].node
+            op = plan.op(j)
+            assert isinstance(op, Join) and isinstance(parent, JitJoinOp)
+            keys = op.equi_keys()
+            for side, child_id in enumerate(plan.inputs(j)):
+                child = ports[child_id].node
+                child_op = plan.op(child_id)
+                if not isinstance(child, JitJoinOp) or not isinstance(child_op, Join):
+                    continue
+                cols = [a for a, _ in keys] if side == 0 else [b for _, b in keys]
+                if link(parent, side, child, cols, child_op.left_width):
+                    break
 
     # -- columnar groups --------------------------------------------------------------------
 
@@ -287,11 +383,15 @@ def lower_plan(
     groups: Sequence[Group] = (),
     make_group: MakeGroup | None = None,
     late_insert: bool = False,
+    join: JoinSettings | None = None,
 ) -> Lowering:
     """Lower ``plan`` to row operators in step (topological) order; ``groups`` run as MIGs
     built by ``make_group``; ``panes=False`` disables the pane rewrite; ``late_insert``: late
-    tuples may enter open windows (no panes, no FIFO deltas)."""
-    return Lowering(plan, panes and not late_insert, groups, make_group, late_insert).run()
+    tuples may enter open windows (no panes, no FIFO deltas); ``join`` chooses each join
+    chain's implementation (default: binary hash-join trees)."""
+    return Lowering(
+        plan, panes and not late_insert, groups, make_group, late_insert, join or JoinSettings()
+    ).run()
 
 
 # -- one lowering per logical operator kind ---------------------------------------------------
@@ -388,7 +488,8 @@ def _join(op: Join, ins: list[Port], lowering: Lowering) -> Lowered:
         ]
         residual = conjoin([*not_null, *op.residual()])
     res = compile_predicate(residual, in_null) if residual is not None else None
-    node = HashJoinOp(op.id, lk, rk, res, (left.replace, right.replace), nested_loop=not keys)
+    cls = JitJoinOp if op.id in lowering.jit_joins else HashJoinOp
+    node = cls(op.id, lk, rk, res, (left.replace, right.replace), nested_loop=not keys)
     return Lowered(node, in_null, left.finite + right.finite)
 
 

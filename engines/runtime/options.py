@@ -69,6 +69,12 @@ class RunOptions:
     #: or ``--min-recall``/``--recall-period``, ``--adapt-method``, ``--quality-param``);
     #: None when none was given.
     quality: QualityOptions | None = None
+    #: ``--join-impl``: how the row engine runs each join chain: ``tree`` (binary symmetric
+    #: hash joins), ``mjoin``, ``acaching``, ``jit``, or ``auto`` (the cost model's choice per
+    #: chain, optimizer/join_impl.py); docs/joins.md.
+    join_impl: str = "tree"
+    #: ``--join-memory``: MB for A-Caching's caches (None: unlimited).
+    join_memory_mb: float | None = None
 
     @property
     def late_insert(self) -> bool:

@@ -1,0 +1,830 @@
+"""A-Caching (Babu, Munagala, Widom, Motwani; ICDE'05; seed 002): adaptive caching of
+subresults inside an MJoin (``engines.row.mjoin``), per research/acaching-and-jit.md section 1.
+
+A *candidate* caches segment ``first..last`` (step indexes) of pipeline ``i``: the inputs ``S``
+it joins, keyed by the segment columns that the prefix (the pipeline's inputs before the
+segment) is equal to. It is valid only when
+
+* every predicate between prefix and segment is a hashable equality (so an entry's key is a
+  function of the segment tuple: the Update operators can find the entry of a segment change;
+  theta predicates inside the prefix or the segment are fine), and
+* the *prefix invariant* (Def. 3.2) holds: for every ``l`` in ``S``, pipeline ``l``'s first
+  ``|S| - 1`` steps join exactly ``S - {l}``, so that after them pipeline ``l`` carries
+  ``d(segment)``; an Update operator placed there inserts (or deletes) each such tuple into
+  the cache entry of its key, if that entry exists.
+
+Candidates of different pipelines with the same inputs and key are one *shared* cache
+(Def. 4.1): one storage, one set of Updates, several Lookups.
+
+Storage (section 3.3): direct-mapped, a fixed number of buckets; a key's entry is
+``[key, tuples]``; creating an entry evicts whatever held the bucket, which is always safe
+(a miss recomputes). Entries are exact (Def. 3.1): ``v = sigma_{K=u}(segment)``, empty ones
+included. Each Lookup runs before the segment: a hit emits ``q + s`` for every ``s`` of the
+entry and jumps past the segment; misses of one batch are grouped by key, the segment runs
+once per distinct key from one representative partial, and the result creates the entry.
+
+Profiler (section 1.4): a fraction ``sample`` of each input's delta tuples bypasses the caches
+and runs through the pipeline step by step: per step, the partials that entered (delta) and
+the time spent (tau); ``W`` observations kept. A candidate not in use estimates its miss
+probability from a bitmap at its Lookup position (``alpha * W_d`` bits, one hash, reset every
+``W_d`` lookups) with the linear-counting correction ``-m ln(1 - b/m)`` for the distinct keys
+seen; a cache in use observes its miss rate directly.
+
+Costs (section 1.3), per interval: ``d_l`` = partials reaching step ``l``, ``c_l`` its time per
+partial, ``d_out`` what leaves the segment::
+
+    benefit = sum d_l c_l - d_first * probe - miss * (sum d_l c_l + d_out * update)
+    cost    = update * (d(segment) tuples reaching the Updates of every pipeline of S)
+
+``probe`` and ``update`` are per-lookup and per-update costs (``PROBE_S + PER_TUPLE_S *
+entry size``, ``UPDATE_S``): constants of this implementation, measured on this machine by
+``experiments/acaching_fig6.py --calibrate`` (docs/joins.md).
+
+Selection (section 1.5): the set of candidates, pairwise compatible (no two overlap in a
+pipeline; no cache's Update point falls strictly inside another used segment of that
+pipeline, whose hits would skip it), that maximizes ``sum benefit - sum cost`` (a shared
+cache's cost counted once): exhaustive search up to ``EXHAUSTIVE_SITES`` candidates (the
+paper's "negligible for n <= 6"), greedy by net gain beyond. Memory (section 5): chosen
+caches get buckets greedily by ``(benefit - cost) / expected bytes`` under ``memory_bytes``.
+
+Adaptive loop (section 1.6): every ``interval`` input tuples, once every pipeline has ``W``
+observations, the estimates are recomputed; selection re-runs only when one moved by more
+than 20% since the last selection, and a used cache whose benefit fell below its cost is
+dropped at once. With ``adapt_orders`` the probe orders are re-chosen A-Greedy style from the
+stores' current sizes and key counts; a pipeline whose order changes drops the caches that
+touch it and is profiled afresh. Caches start empty when chosen.
+
+Not built: globally-consistent caches (section 1.8); the greedy of Thm. 4.3 (the greedy here
+adds candidates by net gain).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import operator
+import random
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from engines.row.base import Row, Rows
+from engines.row.mjoin import MJoinOp, NarySpec, Pipeline, greedy_order, run_steps
+
+#: Per-lookup cost (s) of a cache probe, plus per tuple of the entry emitted.
+PROBE_S = 0.35e-6
+PER_TUPLE_S = 0.10e-6
+#: Per-update cost (s) of an Update operator.
+UPDATE_S = 0.45e-6
+#: Exhaustive selection up to this many candidates (2^n subsets, pruned by conflicts).
+EXHAUSTIVE_SITES = 18
+#: Bytes per cached tuple reference and per entry (CPython list slot, entry list and key).
+TUPLE_BYTES = 8
+ENTRY_BYTES = 120
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A cacheable segment ``first..last`` (step indexes) of pipeline ``pipeline``."""
+
+    pipeline: int
+    first: int
+    last: int
+    inputs: frozenset[int]
+    key_cols: tuple[int, ...]  # global segment columns of the key, one per equality, sorted
+    prefix_cols: tuple[int, ...]  # flat columns of the partial before ``first``, aligned
+
+    @property
+    def group(self) -> tuple[frozenset[int], tuple[int, ...]]:
+        """Sharing identity: candidates with equal groups are one cache (Def. 4.1)."""
+        return self.inputs, self.key_cols
+
+    def label(self) -> str:
+        ins = ",".join(str(p) for p in sorted(self.inputs))
+        return f"p{self.pipeline}[{self.first}..{self.last}]{{{ins}}}"
+
+
+def candidates(spec: NarySpec, pipelines: Sequence[Pipeline]) -> list[Candidate]:
+    """Every valid candidate (module docstring) for the current probe orders."""
+    out = []
+    starts = spec.starts
+    for i, pipe in enumerate(pipelines):
+        nsteps = len(pipe.steps)
+        for first in range(nsteps):
+            for last in range(first + 1, nsteps):
+                prefix = set(pipe.order[: first + 1])
+                seg = frozenset(pipe.order[first + 1 : last + 2])
+                pairs: list[tuple[int, int]] = []  # (segment column, prefix column)
+                ok = True
+                for c in spec.conjuncts:
+                    ins = spec.inputs_of(c)
+                    if not (ins & prefix and ins & seg) or not ins <= prefix | seg:
+                        continue  # inside one side, or applied after the segment
+                    eq = spec.hashable(c)
+                    if eq is None:
+                        ok = False
+                        break
+                    a, b = eq
+                    if spec.owner(a) in seg:
+                        a, b = b, a
+                    pairs.append((b, a))
+                if not ok or not pairs:
+                    continue
+                if not all(frozenset(pipelines[p].order[1 : len(seg)]) == seg - {p} for p in seg):
+                    continue
+                pairs.sort()
+                key = tuple(b for b, _ in pairs)
+                prefix_flat = tuple(
+                    pipe.flat_starts[spec.owner(a)] + a - starts[spec.owner(a)] for _, a in pairs
+                )
+                out.append(Candidate(i, first, last, seg, key, prefix_flat))
+    return out
+
+
+def compatible(chosen: Sequence[Candidate], spec: NarySpec, pipelines: Sequence[Pipeline]) -> bool:
+    """No two chosen segments overlap in a pipeline, and no Update point of a chosen cache
+    lies strictly inside a chosen segment of its pipeline."""
+    by_pipe: dict[int, list[tuple[int, int]]] = {}
+    for c in chosen:
+        for a, b in by_pipe.get(c.pipeline, ()):
+            if not (c.last < a or b < c.first):
+                return False
+        by_pipe.setdefault(c.pipeline, []).append((c.first, c.last))
+    for c in chosen:
+        t = len(c.inputs) - 2  # Update after this step index, in each pipeline of S
+        for p in c.inputs:
+            for a, b in by_pipe.get(p, ()):
+                if a <= t < b:
+                    return False
+    return True
+
+
+class SubresultCache:
+    """Direct-mapped storage of one (possibly shared) cache: ``buckets`` slots of
+    ``[key, tuples]``; tuples are the segment's, in the layout of ``layout`` (global columns)."""
+
+    __slots__ = ("buckets", "entries", "hits", "inconsistent", "layout", "misses", "table")
+
+    def __init__(self, buckets: int, layout: tuple[int, ...]) -> None:
+        self.buckets = max(1, buckets)
+        self.table: list[list[Any] | None] = [None] * self.buckets
+        self.entries = 0
+        self.hits = 0
+        self.misses = 0
+        self.inconsistent = 0
+        self.layout = layout
+
+    def probe(self, u: Any) -> Rows | None:
+        e = self.table[hash(u) % self.buckets]
+        if e is not None and e[0] == u:
+            return e[1]
+        return None
+
+    def create(self, u: Any, v: Rows) -> None:
+        h = hash(u) % self.buckets
+        if self.table[h] is None:
+            self.entries += 1
+        self.table[h] = [u, v]
+
+    def insert(self, u: Any, s: Row) -> None:
+        e = self.table[hash(u) % self.buckets]
+        if e is not None and e[0] == u:
+            e[1].append(s)
+
+    def delete(self, u: Any, s: Row) -> None:
+        h = hash(u) % self.buckets
+        e = self.table[h]
+        if e is not None and e[0] == u:
+            try:
+                e[1].remove(s)
+            except ValueError:  # cannot happen while Def. 3.1 holds: drop the entry (safe)
+                self.table[h] = None
+                self.entries -= 1
+                self.inconsistent += 1
+
+    def tuples(self) -> int:
+        return sum(len(e[1]) for e in self.table if e is not None)
+
+
+class MissEstimator:
+    """Bitmap miss-probability estimate at a Lookup position (section 1.4): ``alpha * wd``
+    bits, one hash; every ``wd`` keys the distinct count is estimated by linear counting."""
+
+    __slots__ = ("bits", "history", "m", "seen", "set", "wd")
+
+    def __init__(self, wd: int = 128, alpha: int = 8, w: int = 10) -> None:
+        self.wd = wd
+        self.m = alpha * wd
+        self.bits = bytearray(self.m)
+        self.set = 0
+        self.seen = 0
+        self.history: deque[float] = deque(maxlen=w)
+
+    def add(self, u: Any) -> None:
+        h = hash(u) % self.m
+        if not self.bits[h]:
+            self.bits[h] = 1
+            self.set += 1
+        self.seen += 1
+        if self.seen >= self.wd:
+            frac = min(self.set / self.m, 1 - 1 / self.m)
+            distinct = -self.m * math.log(1 - frac)
+            self.history.append(min(1.0, distinct / self.seen))
+            self.bits = bytearray(self.m)
+            self.set = 0
+            self.seen = 0
+
+    def estimate(self) -> float | None:
+        if not self.history:
+            if self.seen >= 8:  # a partial window is better than nothing
+                frac = min(self.set / self.m, 1 - 1 / self.m)
+                return min(1.0, -self.m * math.log(1 - frac) / self.seen)
+            return None
+        return sum(self.history) / len(self.history)
+
+
+@dataclass
+class _Obs:
+    """Profiled work of one pipeline: per step, partials in and seconds; per window."""
+
+    n: int = 0
+    delta: list[int] = field(default_factory=list)  # entering step l; last = outputs
+    tau: list[float] = field(default_factory=list)
+
+
+@dataclass
+class Estimate:
+    """A candidate's figures at one selection (section 1.3), per interval."""
+
+    candidate: Candidate
+    benefit: float
+    cost: float  # of its group (counted once per group)
+    miss: float
+    entry_size: float
+    entries: float
+    work: float
+
+
+@dataclass
+class _Site:
+    """A cache in use at one pipeline: its Lookup (before step ``first``)."""
+
+    cand: Candidate
+    cache: SubresultCache
+    key: Callable[[Row], Any]
+    width: int  # flat columns of the prefix (the segment starts there)
+    to_cache: Callable[[Row], Row] | None  # segment tuple (site layout) -> cache layout
+    from_cache: Callable[[Row], Row] | None
+
+
+@dataclass
+class _Update:
+    """An Update operator: after step ``after`` of a pipeline, ``d(segment)`` into a cache."""
+
+    after: int
+    cache: SubresultCache
+    key: Callable[[Row], Any]
+    to_cache: Callable[[Row], Row] | None
+
+
+def _getter(positions: Sequence[int]) -> Callable[[Row], Any]:
+    if len(positions) == 1:
+        p = positions[0]
+        return lambda r: r[p]
+    return operator.itemgetter(*positions)
+
+
+def _perm(src: Sequence[int], dst: Sequence[int]) -> Callable[[Row], Row] | None:
+    """Rows laid out as global columns ``src`` -> laid out as ``dst`` (None if equal)."""
+    if list(src) == list(dst):
+        return None
+    where = {g: k for k, g in enumerate(src)}
+    idx = [where[g] for g in dst]
+    if len(idx) == 1:
+        k = idx[0]
+        return lambda r: (r[k],)
+    g = operator.itemgetter(*idx)
+    return g
+
+
+class ACachingJoinOp(MJoinOp):
+    """MJoin with adaptive subresult caches (module docstring).
+
+    ``memory_bytes`` bounds the caches (None: unlimited); ``interval`` input tuples between
+    selections; ``sample`` the profiled fraction; ``seed`` the sampler's seed. ``force``
+    installs a given cache set and stops adapting (tests, experiments)."""
+
+    impl = "acaching"
+
+    def __init__(
+        self,
+        op_id: str,
+        spec: NarySpec,
+        replace_in: Sequence[bool],
+        orders: Sequence[Sequence[int]] | None = None,
+        memory_bytes: int | None = None,
+        interval: int = 10_000,
+        sample: float = 0.05,
+        window: int = 10,
+        seed: int = 0,
+        adapt_orders: bool = False,
+    ) -> None:
+        super().__init__(op_id, spec, replace_in, orders)
+        self.memory_bytes = memory_bytes
+        self.interval = interval
+        self.sample = sample
+        self.w = window
+        self.rng = random.Random(seed)
+        self.adapt_orders = adapt_orders
+        self.forced = False
+        self.obs: list[deque[_Obs]] = [deque(maxlen=window) for _ in range(spec.n)]
+        self.cur: list[_Obs] = [self._fresh_obs(i) for i in range(spec.n)]
+        self.obs_size = 16  # sampled tuples per observation
+        self.rates = [0] * spec.n  # input tuples this interval
+        self.since = 0
+        self.cands: list[Candidate] = []
+        self.estimators: dict[Candidate, MissEstimator] = {}
+        self.used: dict[tuple[frozenset[int], tuple[int, ...]], SubresultCache] = {}
+        self.chosen: list[Candidate] = []
+        self.sites: list[list[_Site]] = [[] for _ in range(spec.n)]
+        self.updates: list[list[_Update]] = [[] for _ in range(spec.n)]
+        self.last_estimates: dict[Candidate, Estimate] = {}
+        self.reselections: list[dict[str, Any]] = []
+        self.timeline: list[dict[str, Any]] = []
+        self.tuples_seen = 0
+        self.cache_probes = 0
+        self._refresh_candidates()
+
+    def _fresh_obs(self, i: int) -> _Obs:
+        steps = len(self.pipelines[i].steps)
+        return _Obs(0, [0] * (steps + 1), [0.0] * steps)
+
+    def _refresh_candidates(self) -> None:
+        self.cands = candidates(self.spec, self.pipelines)
+        self.estimators = {c: self.estimators.get(c) or MissEstimator() for c in self.cands}
+
+    # -- installing caches --------------------------------------------------------------------
+
+    def install(self, chosen: Sequence[Candidate], buckets: dict[Any, int] | None = None) -> None:
+        """Use exactly the caches ``chosen`` (compatible candidates of the current orders);
+        kept groups keep their entries unless their bucket count changes."""
+        if not compatible(chosen, self.spec, self.pipelines):
+            raise ValueError("incompatible cache set")
+        starts, widths = self.spec.starts, self.spec.widths
+        layouts: dict[Any, tuple[int, ...]] = {}
+        groups: dict[Any, list[Candidate]] = {}
+        for c in chosen:
+            groups.setdefault(c.group, []).append(c)
+        new_used: dict[Any, SubresultCache] = {}
+        for g, cs in groups.items():
+            first = min(cs, key=lambda c: c.pipeline)
+            order = self.pipelines[first.pipeline].order[first.first + 1 : first.last + 2]
+            layout = tuple(starts[p] + k for p in order for k in range(widths[p]))
+            layouts[g] = layout
+            want = (buckets or {}).get(g) or self._default_buckets(g)
+            old = self.used.get(g)
+            if old is not None and old.buckets == want and old.layout == layout:
+                new_used[g] = old
+            else:
+                new_used[g] = SubresultCache(want, layout)
+        self.used = new_used
+        self.chosen = list(chosen)
+        self.sites = [[] for _ in range(self.spec.n)]
+        self.updates = [[] for _ in range(self.spec.n)]
+        for c in chosen:
+            pipe = self.pipelines[c.pipeline]
+            cache = self.used[c.group]
+            order = pipe.order[c.first + 1 : c.last + 2]
+            site_layout = [starts[p] + k for p in order for k in range(widths[p])]
+            width = pipe.flat_starts[order[0]]
+            self.sites[c.pipeline].append(
+                _Site(
+                    c,
+                    cache,
+                    _getter(c.prefix_cols),
+                    width,
+                    _perm(site_layout, cache.layout),
+                    _perm(cache.layout, site_layout),
+                )
+            )
+        for g, cs in groups.items():
+            seg = cs[0].inputs
+            cache = self.used[g]
+            for p in seg:
+                pipe = self.pipelines[p]
+                order = pipe.order[: len(seg)]
+                flat = [starts[q] + k for q in order for k in range(widths[q])]
+                where = {gcol: f for f, gcol in enumerate(flat)}
+                self.updates[p].append(
+                    _Update(
+                        len(seg) - 2,
+                        cache,
+                        _getter([where[k] for k in cs[0].key_cols]),
+                        _perm(flat, cache.layout),
+                    )
+                )
+        for s in self.sites:
+            s.sort(key=lambda x: x.cand.first)
+        self.timeline.append(
+            {
+                "at_tuples": self.tuples_seen,
+                "caches": sorted({c.label() for c in chosen}),
+            }
+        )
+
+    def force(self, chosen: Sequence[Candidate], buckets: int | None = None) -> None:
+        """Install ``chosen`` with ``buckets`` slots each and stop adapting."""
+        self.forced = True
+        self.install(chosen, {c.group: buckets for c in chosen} if buckets else None)
+
+    def _default_buckets(self, group: Any) -> int:
+        for c in self.cands:
+            if c.group == group and c in self.last_estimates:
+                return max(
+                    64, 1 << max(0, math.ceil(math.log2(2 * self.last_estimates[c].entries + 1)))
+                )
+        return 1024
+
+    def reorder(self, i: int, order: Sequence[int]) -> None:
+        if tuple(order) == self.pipelines[i].order:
+            return
+        super().reorder(i, order)
+        keep = [c for c in self.chosen if c.pipeline != i and i not in c.inputs]
+        self._refresh_candidates()
+        keep = [c for c in keep if c in self.cands]
+        self.install(keep)
+        self.obs[i].clear()
+        self.cur[i] = self._fresh_obs(i)
+        self.last_estimates = {}
+
+    def _reset_derived(self) -> None:
+        for g, cache in list(self.used.items()):
+            self.used[g] = SubresultCache(cache.buckets, cache.layout)
+        if self.chosen:
+            self.install(self.chosen)
+
+    # -- processing ---------------------------------------------------------------------------
+
+    def _pipeline(self, i: int, rows: Rows, deleting: bool) -> Rows:
+        pipe = self.pipelines[i]
+        if pipe.pre is not None:
+            rows = [r for r in rows if pipe.pre(r)]
+        self.rates[i] += len(rows)
+        self.tuples_seen += len(rows)
+        if not rows:
+            return rows
+        if not self.forced and self.sample > 0:
+            rnd = self.rng.random
+            p = self.sample
+            flags = [rnd() < p for _ in rows]
+            if any(flags):
+                sampled = [r for r, f in zip(rows, flags, strict=True) if f]
+                rest = [r for r, f in zip(rows, flags, strict=True) if not f]
+                out = self._profiled(i, sampled, deleting) + self._cached(i, rest, deleting)
+                return self._output(pipe, out)
+        return self._output(pipe, self._cached(i, rows, deleting))
+
+    def _cached(self, i: int, partials: Rows, deleting: bool) -> Rows:
+        pipe = self.pipelines[i]
+        steps = pipe.steps
+        sites = self.sites[i]
+        updates = self.updates[i]
+        stores = self.stores
+        if not sites and not updates:
+            counts = [0]
+            out = run_steps(steps, stores, partials, counts)
+            self.probes += counts[0]
+            return out
+        pos = 0
+        si = 0
+        counts = [0]
+        while pos < len(steps) and partials:
+            site = sites[si] if si < len(sites) else None
+            if site is not None and site.cand.first == pos:
+                partials = self._lookup(site, steps, partials, counts)
+                pos = site.cand.last + 1
+                si += 1
+            else:
+                partials = run_steps(steps[pos : pos + 1], stores, partials, counts)
+                pos += 1
+            for u in updates:
+                if u.after == pos - 1:
+                    self._update(u, partials, deleting)
+        self.probes += counts[0]
+        return partials if pos >= len(steps) else []
+
+    def _lookup(self, site: _Site, steps: list[Any], partials: Rows, counts: list[int]) -> Rows:
+        cache = site.cache
+        key = site.key
+        frm = site.from_cache
+        out: Rows = []
+        misses: dict[Any, Rows] = {}
+        self.cache_probes += len(partials)
+        for q in partials:
+            u = key(q)
+            v = cache.probe(u)
+            if v is None:
+                m = misses.get(u)
+                if m is None:
+                    misses[u] = [q]
+                else:
+                    m.append(q)
+                continue
+            cache.hits += 1
+            if v:
+                if frm is None:
+                    out.extend([q + s for s in v])
+                else:
+                    out.extend([q + frm(s) for s in v])
+        if misses:
+            seg = steps[site.cand.first : site.cand.last + 1]
+            width = site.width
+            to = site.to_cache
+            for u, qs in misses.items():
+                cache.misses += len(qs)
+                res = run_steps(seg, self.stores, [qs[0]], counts)
+                v = [r[width:] for r in res]
+                cache.create(u, v if to is None else [to(s) for s in v])
+                for q in qs:
+                    out.extend([q + s for s in v])
+        return out
+
+    @staticmethod
+    def _update(u: _Update, partials: Rows, deleting: bool) -> None:
+        cache, key, to = u.cache, u.key, u.to_cache
+        if deleting:
+            for r in partials:
+                cache.delete(key(r), r if to is None else to(r))
+        else:
+            for r in partials:
+                cache.insert(key(r), r if to is None else to(r))
+
+    def _profiled(self, i: int, partials: Rows, deleting: bool) -> Rows:
+        """The sampled tuples: step by step, timed, bypassing Lookups (Updates still run: the
+        caches must see every change)."""
+        steps = self.pipelines[i].steps
+        obs = self.cur[i]
+        obs.n += len(partials)
+        est = [c for c in self.cands if c.pipeline == i]
+        counts = [0]
+        for pos, st in enumerate(steps):
+            obs.delta[pos] += len(partials)
+            for c in est:
+                if c.first == pos:
+                    e = self.estimators[c]
+                    key = _getter(c.prefix_cols)
+                    for q in partials:
+                        e.add(key(q))
+            t0 = time.perf_counter()
+            partials = run_steps([st], self.stores, partials, counts) if partials else []
+            obs.tau[pos] += time.perf_counter() - t0
+            for u in self.updates[i]:
+                if u.after == pos:
+                    self._update(u, partials, deleting)
+        obs.delta[len(steps)] += len(partials)
+        self.probes += counts[0]
+        if obs.n >= self.obs_size:
+            self.obs[i].append(obs)
+            self.cur[i] = self._fresh_obs(i)
+        return partials
+
+    def step(self, instant: int, inputs: list[Any]) -> Any:
+        out = super().step(instant, inputs)
+        self.since += sum(len(d.ins) + len(d.dels) for d in inputs if not d.empty and not d.replace)
+        if self.since >= self.interval and not self.forced:
+            self._adapt()
+        return out
+
+    # -- the adaptive loop --------------------------------------------------------------------
+
+    def estimates(self) -> dict[Candidate, Estimate]:
+        """Section 1.3's figures for every candidate (empty until profiled)."""
+        if not all(len(self.obs[i]) >= 1 for i in range(self.spec.n)):
+            return {}
+        sums = []
+        for i in range(self.spec.n):
+            obs = list(self.obs[i])
+            n = sum(o.n for o in obs)
+            d = [sum(o.delta[pos] for o in obs) for pos in range(len(obs[0].delta))]
+            t = [sum(o.tau[pos] for o in obs) for pos in range(len(obs[0].tau))]
+            sums.append((n, d, t))
+        rates = self.rates
+        out: dict[Candidate, Estimate] = {}
+        group_cost: dict[Any, float] = {}
+        for c in self.cands:
+            if c.group in group_cost:
+                continue
+            upd = 0.0
+            for p in c.inputs:
+                n, d, _ = sums[p]
+                if n:
+                    upd += rates[p] * d[len(c.inputs) - 1] / n
+            group_cost[c.group] = UPDATE_S * upd
+        for c in self.cands:
+            n, d, t = sums[c.pipeline]
+            if not n:
+                continue
+            r = rates[c.pipeline]
+            work = sum(r * t[pos] / n for pos in range(c.first, c.last + 1))  # sum d_l c_l
+            d_first = r * d[c.first] / n
+            d_out = r * d[c.last + 1] / n
+            entry = d[c.last + 1] / d[c.first] if d[c.first] else 0.0
+            cache = self.used.get(c.group)
+            if cache is not None and c in self.chosen and cache.hits + cache.misses > 0:
+                miss = cache.misses / (cache.hits + cache.misses)
+            else:
+                m = self.estimators[c].estimate()
+                miss = 1.0 if m is None else m
+            probe = PROBE_S + PER_TUPLE_S * entry
+            benefit = work - d_first * probe - miss * (work + d_out * UPDATE_S)
+            entries = max(64.0, min(d_first, 65536.0))  # lookups per interval bound the keys
+            out[c] = Estimate(c, benefit, group_cost[c.group], miss, entry, entries, work)
+        return out
+
+    def _adapt(self) -> None:
+        if self.adapt_orders:
+            self._adapt_orders()
+        est = self.estimates()
+        self.since = 0
+        if est:
+            drop = [c for c in self.chosen if c in est and est[c].benefit - est[c].cost < 0]
+            moved = self._moved(est)
+            if moved or drop:
+                chosen = select(est, self.spec, self.pipelines)
+                buckets = self._allocate(chosen, est)
+                chosen = [c for c in chosen if buckets.get(c.group, 0) > 0]
+                if set(chosen) != set(self.chosen):
+                    self.install(chosen, buckets)
+                self.reselections.append(
+                    {
+                        "at_tuples": self.tuples_seen,
+                        "chosen": sorted(c.label() for c in chosen),
+                        "candidates": len(est),
+                        "net": {c.label(): est[c].benefit - est[c].cost for c in est},
+                    }
+                )
+                self.last_estimates = est
+        for c in self.used.values():
+            c.hits = c.misses = 0
+        self.rates = [0] * self.spec.n
+
+    def _moved(self, est: dict[Candidate, Estimate]) -> bool:
+        if not self.last_estimates:
+            return True
+        for c, e in est.items():
+            old = self.last_estimates.get(c)
+            if old is None:
+                return True
+            for a, b in ((e.benefit, old.benefit), (e.cost, old.cost), (e.miss, old.miss)):
+                if abs(a - b) > 0.2 * max(abs(b), 1e-9):
+                    return True
+        return False
+
+    def _allocate(
+        self, chosen: Sequence[Candidate], est: dict[Candidate, Estimate]
+    ) -> dict[Any, int]:
+        """Buckets per chosen group: unlimited memory -> ~2x the expected entries; under a
+        budget, greedily by net gain per expected byte (section 5)."""
+        groups: dict[Any, list[Candidate]] = {}
+        for c in chosen:
+            groups.setdefault(c.group, []).append(c)
+        want: dict[Any, tuple[float, int, float]] = {}
+        for g, cs in groups.items():
+            net = sum(est[c].benefit for c in cs) - est[cs[0]].cost
+            entries = max(est[c].entries for c in cs)
+            size = max(est[c].entry_size for c in cs)
+            buckets = max(64, 1 << max(0, math.ceil(math.log2(2 * entries + 1))))
+            per_entry = ENTRY_BYTES + TUPLE_BYTES * size
+            want[g] = (net, buckets, per_entry)
+        if self.memory_bytes is None:
+            return {g: b for g, (_, b, _) in want.items()}
+        left = float(self.memory_bytes)
+        out = {}
+        for g, (_net, b, per) in sorted(
+            want.items(), key=lambda kv: -kv[1][0] / (kv[1][1] * kv[1][2])
+        ):
+            n = int(min(b, left // per))
+            if n >= 1:
+                out[g] = n
+                left -= n * per
+        return out
+
+    def _adapt_orders(self) -> None:
+        def fanout(p: int, cols: tuple[int, ...]) -> float:
+            s = self.stores[p]
+            if not cols:
+                return float(s.size) + 1.0
+            keys = s.distinct(cols) if cols in s.indexes else max(1, s.size // 2)
+            return s.size / max(1, keys)
+
+        for i in range(self.spec.n):
+            order = greedy_order(self.spec, i, fanout)
+            if order != self.pipelines[i].order:
+                self.reorder(i, order)
+
+    # -- reporting ------------------------------------------------------------------------------
+
+    def join_metrics(self) -> dict[str, Any]:
+        m = super().join_metrics()
+        caches = []
+        for c in self.chosen:
+            cache = self.used[c.group]
+            e = self.last_estimates.get(c)
+            caches.append(
+                {
+                    "segment": c.label(),
+                    "pipeline": c.pipeline,
+                    "inputs": sorted(c.inputs),
+                    "key": list(c.key_cols),
+                    "entries": cache.entries,
+                    "tuples": cache.tuples(),
+                    "buckets": cache.buckets,
+                    "hit_rate": (
+                        cache.hits / (cache.hits + cache.misses)
+                        if cache.hits + cache.misses
+                        else None
+                    ),
+                    "benefit_minus_cost": None if e is None else e.benefit - e.cost,
+                    "inconsistent": cache.inconsistent,
+                }
+            )
+        m.update(
+            {
+                "candidates": len(self.cands),
+                "caches": caches,
+                "cache_probes": self.cache_probes,
+                "reselections": len(self.reselections),
+                "selections": self.reselections[-20:],
+                "timeline": self.timeline[-50:],
+            }
+        )
+        return m
+
+
+def select(
+    est: dict[Candidate, Estimate], spec: NarySpec, pipelines: Sequence[Pipeline]
+) -> list[Candidate]:
+    """The compatible candidate set of largest total net gain (module docstring)."""
+    cands = [c for c in est if est[c].benefit > 0]
+    if len(cands) <= EXHAUSTIVE_SITES:
+        return _exhaustive(cands, est, spec, pipelines)
+    return _greedy(cands, est, spec, pipelines)
+
+
+def _gain(chosen: Sequence[Candidate], est: dict[Candidate, Estimate]) -> float:
+    groups = {c.group: est[c].cost for c in chosen}
+    return sum(est[c].benefit for c in chosen) - sum(groups.values())
+
+
+def _exhaustive(
+    cands: list[Candidate],
+    est: dict[Candidate, Estimate],
+    spec: NarySpec,
+    pipelines: Sequence[Pipeline],
+) -> list[Candidate]:
+    best: tuple[float, list[Candidate]] = (0.0, [])
+
+    def go(k: int, chosen: list[Candidate]) -> None:
+        nonlocal best
+        if k == len(cands):
+            g = _gain(chosen, est)
+            if g > best[0] + 1e-15:
+                best = (g, list(chosen))
+            return
+        c = cands[k]
+        chosen.append(c)
+        if compatible(chosen, spec, pipelines):
+            go(k + 1, chosen)
+        chosen.pop()
+        go(k + 1, chosen)
+
+    go(0, [])
+    return best[1]
+
+
+def _greedy(
+    cands: list[Candidate],
+    est: dict[Candidate, Estimate],
+    spec: NarySpec,
+    pipelines: Sequence[Pipeline],
+) -> list[Candidate]:
+    chosen: list[Candidate] = []
+    for c in sorted(cands, key=lambda c: -est[c].benefit):
+        trial = [*chosen, c]
+        if compatible(trial, spec, pipelines) and _gain(trial, est) > _gain(chosen, est):
+            chosen = trial
+    return chosen
+
+
+def all_subsets(
+    cands: Sequence[Candidate], spec: NarySpec, pipelines: Sequence[Pipeline]
+) -> list[list[Candidate]]:
+    """Every compatible cache set (tests force each)."""
+    return [
+        list(combo)
+        for r in range(len(cands) + 1)
+        for combo in itertools.combinations(cands, r)
+        if compatible(list(combo), spec, pipelines)
+    ]
