@@ -33,8 +33,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from optimizer.ir.join_chains import JoinChain, join_chains
 from optimizer.ir.plan import Join, LogicalPlan
-from optimizer.phase_one import JoinChain, join_chains
 
 #: Unit costs (seconds) of the row engine's join work, measured on this machine
 #: (experiments/README.md, "Join implementations").

@@ -45,13 +45,12 @@ from optimizer.ir.costing import CostModel, Estimates, OpEstimate
 from optimizer.ir.errors import OptionError
 from optimizer.ir.expr import (
     ColumnRef,
-    Expr,
     column_equality,
     columns_used,
     conjoin,
-    conjuncts,
     remap_columns,
 )
+from optimizer.ir.join_chains import JoinChain, join_chains
 from optimizer.ir.plan import Join, LogicalPlan, Project
 from optimizer.ir.schema import Schema
 
@@ -66,49 +65,6 @@ class PhaseOneResult:
     seconds: float
     orders: tuple[tuple[str, ...], ...]
     """Per chain, the chosen left-deep order of its leaves (operator ids)."""
-
-
-@dataclass(frozen=True)
-class JoinChain:
-    """A maximal tree of joins: its leaves (left to right), joins (bottom-up) and root."""
-
-    root: str
-    leaves: tuple[str, ...]
-    joins: tuple[str, ...]
-    conjuncts: tuple[Expr, ...]
-    """The chain's conjuncts over the concatenation of the leaves' columns in leaf order."""
-
-
-def join_chains(plan: LogicalPlan) -> list[JoinChain]:
-    """Every maximal join tree of ``plan`` with at least one join."""
-    out = []
-    for op_id in plan.ids_of("join"):
-        if any(isinstance(plan.op(c), Join) for c in plan.consumers(op_id)):
-            continue
-        leaves: list[str] = []
-        joins: list[str] = []
-        conj: list[Expr] = []
-        _collect(plan, op_id, leaves, joins, conj)
-        out.append(JoinChain(op_id, tuple(leaves), tuple(joins), tuple(conj)))
-    return out
-
-
-def _collect(
-    plan: LogicalPlan, node: str, leaves: list[str], joins: list[str], conj: list[Expr]
-) -> None:
-    """Walk a join tree left to right, collecting leaves, joins and shifted conjuncts."""
-    op = plan.op(node)
-    if not isinstance(op, Join):
-        leaves.append(node)
-        return
-    offset = sum(len(plan.op(leaf).schema) for leaf in leaves)
-    left, right = plan.inputs(node)
-    _collect(plan, left, leaves, joins, conj)
-    _collect(plan, right, leaves, joins, conj)
-    joins.append(node)
-    if op.condition is not None:
-        shift = {i: i + offset for i in range(len(op.schema))}
-        conj.extend(remap_columns(c, shift) for c in conjuncts(op.condition))
 
 
 class _ChainModel:

@@ -2,38 +2,42 @@
 per research/acaching-and-jit.md section 2, in the row engine's delta model.
 
 A *consumer* join ``P`` reads a *producer* join ``C`` on one side. A partial result of ``C``
-whose key for ``P`` has no partner in ``P``'s opposite store is a non-productive result (NPR);
-JIT stops ``C`` from producing it until a partner arrives.
+with no partner in ``P``'s opposite store is a non-productive result (NPR); JIT stops ``C``
+from producing it until a partner may exist.
 
-The minimal non-productive sub-tuples (MNS) are found by exact hash checks (the spec's advice
-for hash joins: level-1 checks): ``P``'s key on ``C``'s output must come from one input side
-of ``C`` (a Type I MNS; keys spanning both sides are Type II, which the paper allows to skip),
-so the MNS of a partial is its component on that side, identified by its key value ``v``.
-Feedback is a synchronous call (the spec's advice for Python). Suspension and blacklists are
-keyed by ``v`` (the spec's fix of the MNS-expiry gap: a younger similar tuple stays covered).
+MNS detection (section 2.4, with the spec's advice for hash joins: exact level-1 checks).
+``P``'s join key on ``C``'s output is a list of equalities ``C.col_a = other.col'_a``; each
+``col_a`` comes from one input side of ``C``. A partial is certainly an NPR when, for some
+``a``, no tuple of ``P``'s opposite store has ``col'_a`` equal to the partial's ``col_a``: the
+component of ``C``'s side that carries ``col_a`` is then a level-1 MNS, identified by the pair
+``(a, value)``. ``P`` keeps, per ``a``, a count of its opposite store's values of ``col'_a``.
+Feedback is a synchronous call (the spec's advice for Python), and suspensions are keyed by
+``(a, value)``, not by tuples (the spec's fix of the MNS-expiry gap: a younger tuple with the
+same value stays covered).
 
-Protocol, with ``suspended`` the set of keys ``C`` does not produce:
+Protocol (``C.suspended`` is the set of suspended pairs):
 
-* ``P`` receives partials of key ``v`` and, after the step, its opposite store has no ``v``:
-  ``P`` drops its stored partials of ``v`` (they cannot produce output) and calls
-  ``C.suspend(v)``: ``C`` moves its side-store tuples of key ``v`` to a blacklist. Opposite
-  arrivals at ``C`` no longer see them; their own deletes leave the blacklist silently; new
-  tuples of key ``v`` go straight to it. ``C`` emits no partial of key ``v`` any more.
-* an opposite arrival at ``P`` with a suspended key ``v`` (before ``P`` probes): ``C.resume(v)``
-  moves the blacklisted tuples back and returns their join with ``C``'s other store, i.e.
-  every current partial of key ``v``; ``P`` adds them to its store, then processes the instant
-  as usual (the resumed partials are part of the relation the arrival joins).
+* after a step, a partial that arrived at ``P`` has a value of ``col_a`` with no partner: ``P``
+  drops its stored partials with that value (they can produce nothing) and calls
+  ``C.suspend(a, value)``. ``C`` moves the tuples of that side carrying the value to a
+  blacklist: arrivals on ``C``'s other side no longer see them, their own deletes leave the
+  blacklist silently, and new tuples carrying a suspended value go straight to it. A tuple is
+  blacklisted while any of its values is suspended.
+* before a step, an arrival on ``P``'s other side whose ``col'_a`` value is suspended for
+  ``a``: ``C.resume(a, value)`` releases the tuples no other suspended value holds back and
+  returns their join with ``C``'s other (active) store; ``P`` adds these partials to its store,
+  then processes the instant as usual (they belong to the relation the arrival joins).
 
-Invariant: ``P``'s store = the full producer relation restricted to unsuspended keys, and no
-suspended key has a partner in ``P``'s opposite store. Hence every output is exact; the
-delete of a suspended partial is never emitted because its insert was dropped with it. DOE
-(the empty-state case) is the per-key rule applied to every key that arrives.
+Invariant: ``P``'s store is ``C``'s full result restricted to partials with no suspended value,
+and no suspended ``(a, value)`` has a partner in ``P``'s opposite store. So every output is
+exact, and the delete of a suspended partial is never emitted because its insert was dropped
+with it. DOE (the empty-state case) is the rule applied to every value that arrives.
 
-Restrictions (lowering enforces them; ``links_for_chain``): one producer per consumer (two
-producers of one consumer could each wait for the other), a producer is not also a consumer
-(its blacklist would hide tuples from its own producer's feedback), equi-joins only, no
-wholesale-replaced inputs. ``snapshot`` returns full states (suspended partials recomputed,
-blacklisted tuples included) so migration and checkpoints see exact relations.
+Restrictions (``link`` enforces them): one producer per consumer (two producers of one
+consumer could each wait for the other), a producer is not also a consumer (its blacklist
+would hide tuples from its own producer's feedback), equi-joins only, no wholesale-replaced
+inputs. ``snapshot`` returns full states (suspended partials recomputed, blacklisted tuples
+included) so migration and checkpoints see exact relations.
 """
 
 from __future__ import annotations
@@ -42,7 +46,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from engines.row.base import Delta, Row, Rows
-from engines.row.compile import compile_key
 from engines.row.join import HashJoinOp, _Store
 
 Key = Callable[[Row], Any]
@@ -55,199 +58,315 @@ class JitJoinOp(HashJoinOp):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        # producer role
-        self.pk_side: int | None = None
-        self.pk: Key | None = None
-        self.suspended: set[Any] = set()
-        self.blacklist: dict[Any, Rows] = {}
-        self.active_by_pk: dict[Any, Rows] = {}
+        # producer role: attrs[s] = [(a, column of side s's tuples)]
+        self.producing = False
+        self.attrs: tuple[list[tuple[int, int]], list[tuple[int, int]]] = ([], [])
+        self.suspended: set[tuple[int, Any]] = set()
+        self.blacklist: dict[tuple[int, Any], Rows] = {}
+        self.active_by: dict[int, dict[Any, Rows]] = {}  # a -> value -> active tuples
         # consumer role
         self.child: JitJoinOp | None = None
         self.child_side = 0
+        self.child_cols: list[int] = []  # per a: column of the child's output
+        self.other_cols: list[int] = []  # per a: column of the other input
+        self.other_counts: list[dict[Any, int]] = []
+        self.by_value: list[dict[Any, set[Any]]] = []  # per a: value -> keys of my store
         # figures
         self.suspensions = 0
         self.resumptions = 0
         self.partials_dropped = 0
         self.partials_recomputed = 0
         self.blacklisted_arrivals = 0
-        self.peak_stored = 0
 
     # -- producer -------------------------------------------------------------------------------
 
-    def make_producer(self, side: int, cols: Sequence[int]) -> None:
-        """Produce for a consumer whose key is ``cols`` of this join's ``side`` input."""
-        self.pk_side = side
-        self.pk = compile_key(list(cols))
-        store = self.left if side == 0 else self.right
-        for r in store.rows():
-            self.active_by_pk.setdefault(self.pk(r), []).append(r)
+    def make_producer(self, attrs: Sequence[tuple[int, int, int]]) -> None:
+        """Produce for a consumer: ``attrs`` are ``(a, side, column of that side)``."""
+        self.producing = True
+        for a, side, col in attrs:
+            self.attrs[side].append((a, col))
+            index: dict[Any, Rows] = {}
+            for r in (self.left if side == 0 else self.right).rows():
+                index.setdefault(r[col], []).append(r)
+            self.active_by[a] = index
 
-    def _side_store(self) -> _Store:
-        return self.left if self.pk_side == 0 else self.right
+    def _store(self, side: int) -> _Store:
+        return self.left if side == 0 else self.right
 
-    def suspend(self, v: Any) -> None:
-        if v in self.suspended:
+    def _side_of(self, a: int) -> tuple[int, int]:
+        for side in (0, 1):
+            for b, col in self.attrs[side]:
+                if b == a:
+                    return side, col
+        raise KeyError(a)
+
+    def _index_add(self, side: int, rows: Rows) -> None:
+        for a, col in self.attrs[side]:
+            index = self.active_by[a]
+            for r in rows:
+                b = index.get(r[col])
+                if b is None:
+                    index[r[col]] = [r]
+                else:
+                    b.append(r)
+
+    def _index_remove(self, side: int, rows: Rows, skip: int | None = None) -> None:
+        for a, col in self.attrs[side]:
+            if a == skip:
+                continue
+            index = self.active_by[a]
+            for r in rows:
+                b = index[r[col]]
+                b.remove(r)
+                if not b:
+                    del index[r[col]]
+
+    def _held(self, side: int, r: Row) -> tuple[int, Any] | None:
+        """The first suspended pair holding ``r`` back, or None."""
+        susp = self.suspended
+        for a, col in self.attrs[side]:
+            pair = (a, r[col])
+            if pair in susp:
+                return pair
+        return None
+
+    def suspend(self, a: int, v: Any) -> None:
+        pair = (a, v)
+        if pair in self.suspended:
             return
-        self.suspended.add(v)
+        self.suspended.add(pair)
         self.suspensions += 1
-        rows = self.active_by_pk.pop(v, None)
-        store = self._side_store()
+        side, _ = self._side_of(a)
+        rows = self.active_by[a].pop(v, None)
+        self.blacklist[pair] = rows or []
         if rows:
+            store = self._store(side)
             key = store.key
             for r in rows:
                 store.remove(r, key(r))
-        self.blacklist[v] = rows or []
+            self._index_remove(side, rows, skip=a)
 
-    def resume(self, v: Any) -> Rows:
-        """Every current partial of key ``v``; ``v`` is produced again from now on."""
-        self.suspended.discard(v)
+    def resume(self, a: int, v: Any) -> Rows:
+        """Every partial the release of ``(a, v)`` makes producible again."""
+        pair = (a, v)
+        self.suspended.discard(pair)
         self.resumptions += 1
-        rows = self.blacklist.pop(v, [])
+        side, _ = self._side_of(a)
+        back: Rows = []
+        for r in self.blacklist.pop(pair, []):
+            held = self._held(side, r)
+            if held is None:
+                back.append(r)
+            else:
+                self.blacklist[held].append(r)
         out: Rows = []
-        if rows:
-            store = self._side_store()
-            store.add_all(rows)
-            self.active_by_pk.setdefault(v, []).extend(rows)
-            self._probe_side(rows, out)
+        if back:
+            self._store(side).add_all(back)
+            self._index_add(side, back)
+            self._probe_side(side, back, out)
         self.partials_recomputed += len(out)
         return out
 
-    def recompute(self, v: Any) -> Rows:
-        """The partials of a suspended key, without resuming it (snapshots)."""
+    def recompute(self) -> Rows:
+        """Every partial held back (snapshots): blacklisted left tuples joined with the whole
+        right relation, plus active left tuples joined with blacklisted right tuples."""
+        held: tuple[Rows, Rows] = ([], [])
+        for pair, rows in self.blacklist.items():
+            held[self._side_of(pair[0])[0]].extend(rows)
         out: Rows = []
-        self._probe_side(self.blacklist.get(v, []), out)
+        if held[0]:
+            whole = _Store(self.right.key)
+            whole.add_all(self.right.rows() + held[1])
+            self._probe(held[0], self.left.key, whole, True, out)
+        if held[1]:
+            self._probe(held[1], self.right.key, self.left, False, out)
         return out
 
-    def _probe_side(self, rows: Rows, out: Rows) -> None:
-        if self.pk_side == 0:
+    def _probe_side(self, side: int, rows: Rows, out: Rows) -> None:
+        if side == 0:
             self._probe(rows, self.left.key, self.right, True, out)
         else:
             self._probe(rows, self.right.key, self.left, False, out)
 
-    def _split(self, d: Delta) -> Delta:
-        """The producer side's delta without the suspended keys' tuples (which go to, or
-        leave, the blacklist)."""
-        pk = self.pk
-        assert pk is not None
-        susp = self.suspended
+    def _split(self, side: int, d: Delta) -> Delta:
+        """Side ``side``'s delta without the tuples a suspended value holds back (they go
+        to, or leave, the blacklist)."""
         ins: Rows = []
         dels: Rows = []
-        by_pk = self.active_by_pk
         for r in d.ins:
-            v = pk(r)
-            if v in susp:
-                self.blacklist[v].append(r)
-                self.blacklisted_arrivals += 1
-            else:
+            held = self._held(side, r)
+            if held is None:
                 ins.append(r)
-                b = by_pk.get(v)
-                if b is None:
-                    by_pk[v] = [r]
-                else:
-                    b.append(r)
-        for r in d.dels:
-            v = pk(r)
-            if v in susp:
-                self.blacklist[v].remove(r)
             else:
-                dels.append(r)
-                b = by_pk[v]
-                b.remove(r)
-                if not b:
-                    del by_pk[v]
+                self.blacklist[held].append(r)
+                self.blacklisted_arrivals += 1
+        for r in d.dels:
+            if self.suspended and self._unlist(side, r):
+                continue
+            dels.append(r)
+        if ins:
+            self._index_add(side, ins)
+        if dels:
+            self._index_remove(side, dels)
         return Delta(ins, dels)
+
+    def _unlist(self, side: int, r: Row) -> bool:
+        """Remove ``r`` from the blacklist if it is there."""
+        for a, col in self.attrs[side]:
+            rows = self.blacklist.get((a, r[col]))
+            if rows:
+                try:
+                    rows.remove(r)
+                except ValueError:
+                    continue
+                return True
+        return False
 
     # -- consumer -------------------------------------------------------------------------------
 
-    def make_consumer(self, side: int, child: JitJoinOp) -> None:
+    def make_consumer(self, side: int, child: JitJoinOp, pairs: Sequence[tuple[int, int]]) -> None:
+        """Consume ``child`` (on ``side``); ``pairs``: ``(child output column, other input
+        column)`` per equality of this join's key."""
         self.child = child
         self.child_side = side
+        self.child_cols = [c for c, _ in pairs]
+        self.other_cols = [o for _, o in pairs]
+        other = self.right if side == 0 else self.left
+        self.other_counts = [{} for _ in pairs]
+        for r in other.rows():
+            for a, col in enumerate(self.other_cols):
+                cnt = self.other_counts[a]
+                cnt[r[col]] = cnt.get(r[col], 0) + 1
+        mine = self.left if side == 0 else self.right
+        self.by_value = [{} for _ in pairs]
+        self._note(mine.rows(), mine.key)
+
+    def _note(self, rows: Rows, key: Key) -> None:
+        for a, col in enumerate(self.child_cols):
+            index = self.by_value[a]
+            for r in rows:
+                s = index.get(r[col])
+                if s is None:
+                    index[r[col]] = {key(r)}
+                else:
+                    s.add(key(r))
 
     def step(self, instant: int, inputs: list[Delta]) -> Delta:
-        if self.pk_side is not None:
-            d = inputs[self.pk_side]
-            if not d.empty:
-                inputs = list(inputs)
-                inputs[self.pk_side] = self._split(d)
+        if self.producing:
+            inputs = list(inputs)
+            for side in (0, 1):
+                if self.attrs[side] and not inputs[side].empty:
+                    inputs[side] = self._split(side, inputs[side])
         child = self.child
         if child is None:
-            out = super().step(instant, inputs)
-            self._peak()
-            return out
+            return self._stepped(instant, inputs)
         c = self.child_side
         mine = self.left if c == 0 else self.right
-        other = self.right if c == 0 else self.left
         dother = inputs[1 - c]
-        if dother.ins and child.suspended:
-            okey = other.key
+        counts = self.other_counts
+        ocols = self.other_cols
+        if dother.ins:
             susp = child.suspended
-            wake = {k for k in map(okey, dother.ins) if k in susp}
-            for v in wake:
-                rows = child.resume(v)
-                if rows:
-                    mine.add_all(rows)
-        out = super().step(instant, inputs)
+            for r in dother.ins:
+                for a, col in enumerate(ocols):
+                    v = r[col]
+                    cnt = counts[a]
+                    cnt[v] = cnt.get(v, 0) + 1
+                    if susp and (a, v) in susp:
+                        rows = child.resume(a, v)
+                        if rows:
+                            mine.add_all(rows)
+                            self._note(rows, mine.key)
+        if dother.dels:
+            for r in dother.dels:
+                for a, col in enumerate(ocols):
+                    cnt = counts[a]
+                    v = r[col]
+                    n = cnt[v] - 1
+                    if n:
+                        cnt[v] = n
+                    else:
+                        del cnt[v]
+        out = self._stepped(instant, inputs)
         dchild = inputs[c]
         if dchild.ins:
-            key = mine.key
-            partners = other.buckets
-            susp = child.suspended
-            for v in {key(r) for r in dchild.ins}:
-                if v not in partners and v not in susp:
-                    b = mine.buckets.pop(v, None)
-                    if b is not None:
-                        mine.size -= len(b)
-                        self.partials_dropped += len(b)
-                    child.suspend(v)
-        self._peak()
+            self._note(dchild.ins, mine.key)
+            ccols = self.child_cols
+            for r in dchild.ins:
+                for a, col in enumerate(ccols):
+                    v = r[col]
+                    if v not in counts[a]:
+                        if (a, v) not in child.suspended:
+                            self._drop(a, v)
+                            child.suspend(a, v)
+                        break
         return out
 
-    def _peak(self) -> None:
+    def _drop(self, a: int, v: Any) -> None:
+        """Drop my stored partials whose column ``a`` is ``v``."""
+        mine = self.left if self.child_side == 0 else self.right
+        col = self.child_cols[a]
+        for k in self.by_value[a].pop(v, ()):
+            b = mine.buckets.get(k)
+            if not b:
+                continue
+            keep = [r for r in b if r[col] != v]
+            dropped = len(b) - len(keep)
+            if dropped:
+                self.partials_dropped += dropped
+                mine.size -= dropped
+                if keep:
+                    b.clear()
+                    b.extend(keep)
+                else:
+                    del mine.buckets[k]
+
+    def _stepped(self, instant: int, inputs: list[Delta]) -> Delta:
+        out = super().step(instant, inputs)
         n = self.left.size + self.right.size + sum(len(b) for b in self.blacklist.values())
         if n > self.peak_stored:
             self.peak_stored = n
+        return out
 
     # -- state ----------------------------------------------------------------------------------
 
     def snapshot(self) -> dict[str, Any]:
         left, right = self.left.rows(), self.right.rows()
-        extra = [r for rows in self.blacklist.values() for r in rows]
-        if self.pk_side == 0:
-            left += extra
-        elif self.pk_side == 1:
-            right += extra
+        for pair, rows in self.blacklist.items():
+            (left if self._side_of(pair[0])[0] == 0 else right).extend(rows)
         if self.child is not None:
-            full = [r for v in self.child.suspended for r in self.child.recompute(v)]
-            if self.child_side == 0:
-                left += full
-            else:
-                right += full
+            (left if self.child_side == 0 else right).extend(self.child.recompute())
         return {"left": left, "right": right}
 
     def restore(self, snap: dict[str, Any]) -> None:
         super().restore(snap)
         self.suspended.clear()
         self.blacklist.clear()
-        self.active_by_pk.clear()
-        if self.pk_side is not None and self.pk is not None:
-            for r in self._side_store().rows():
-                self.active_by_pk.setdefault(self.pk(r), []).append(r)
+        for side in (0, 1):
+            for a, _ in self.attrs[side]:
+                self.active_by[a] = {}
+            self._index_add(side, self._store(side).rows())
+        if self.child is not None:
+            self.make_consumer(
+                self.child_side,
+                self.child,
+                list(zip(self.child_cols, self.other_cols, strict=True)),
+            )
 
     def join_metrics(self) -> dict[str, Any]:
         m = super().join_metrics()
         m.update(
             {
                 "impl": "jit",
-                "role": ("producer " if self.pk_side is not None else "")
+                "role": ("producer " if self.producing else "")
                 + ("consumer" if self.child is not None else ""),
                 "suspensions": self.suspensions,
                 "resumptions": self.resumptions,
-                "suspended_keys": len(self.suspended),
+                "suspended_values": len(self.suspended),
                 "blacklisted_tuples": sum(len(b) for b in self.blacklist.values()),
                 "partials_dropped": self.partials_dropped,
                 "partials_recomputed": self.partials_recomputed,
                 "blacklisted_arrivals": self.blacklisted_arrivals,
-                "peak_tuples_stored": self.peak_stored,
             }
         )
         return m
@@ -257,21 +376,20 @@ def link(
     parent: JitJoinOp,
     side: int,
     child: JitJoinOp,
-    parent_cols: Sequence[int],
+    pairs: Sequence[tuple[int, int]],
     child_left_width: int,
 ) -> bool:
-    """Make ``child`` (on ``parent``'s ``side``) a JIT producer for ``parent`` when allowed:
-    ``parent_cols`` are the parent's key columns on that side (columns of the child's
-    output). Returns whether the link was made."""
-    if parent.child is not None or child.child is not None or parent.pk_side is not None:
+    """Make ``child`` (on ``parent``'s ``side``) a JIT producer for ``parent`` when allowed.
+    ``pairs`` are the parent's key equalities as ``(child output column, other input
+    column)``. Returns whether the link was made."""
+    if parent.child is not None or child.child is not None or parent.producing or child.producing:
         return False
-    if not parent_cols or parent.nested_loop or any(parent.replace_in) or any(child.replace_in):
+    if not pairs or parent.nested_loop or any(parent.replace_in) or any(child.replace_in):
         return False
-    if all(c < child_left_width for c in parent_cols):
-        child.make_producer(0, parent_cols)
-    elif all(c >= child_left_width for c in parent_cols):
-        child.make_producer(1, [c - child_left_width for c in parent_cols])
-    else:
-        return False  # a Type II MNS: skipped
-    parent.make_consumer(side, child)
+    attrs = [
+        (a, 0, c) if c < child_left_width else (a, 1, c - child_left_width)
+        for a, (c, _) in enumerate(pairs)
+    ]
+    child.make_producer(attrs)
+    parent.make_consumer(side, child, pairs)
     return True

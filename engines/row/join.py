@@ -89,6 +89,7 @@ class HashJoinOp(RowOperator):
         self.replace_in = replace_in
         self.nested_loop = nested_loop
         self.probes = 0
+        self.peak_stored = 0
 
     # probe one delta list of one side against the other side's store
     def _probe(self, rows: Rows, key: Key, other: _Store, left_side: bool, out: Rows) -> None:
@@ -148,6 +149,9 @@ class HashJoinOp(RowOperator):
             right.add_all(dr.ins)
         if dr.dels:
             self._remove_all(right, dr.dels)
+        stored = left.size + right.size
+        if stored > self.peak_stored:
+            self.peak_stored = stored
         if not ins and not dels:
             return NO_CHANGE
         return Delta(ins, dels)
@@ -188,6 +192,7 @@ class HashJoinOp(RowOperator):
             "impl": self.impl,
             "probes": self.probes,
             "tuples_stored": self.left.size + self.right.size,
+            "peak_tuples_stored": self.peak_stored,
         }
 
     def snapshot(self) -> dict[str, Any]:

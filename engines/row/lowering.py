@@ -54,6 +54,7 @@ from engines.row.windows import (
 from optimizer.ir.dispatch import KindTable
 from optimizer.ir.errors import PlanError
 from optimizer.ir.expr import Binary, ColumnRef, Expr, Unary, conjoin, conjuncts
+from optimizer.ir.join_chains import JoinChain, join_chains
 from optimizer.ir.placement import Group
 from optimizer.ir.plan import (
     R2S,
@@ -71,7 +72,6 @@ from optimizer.ir.plan import (
     equi_pair,
 )
 from optimizer.ir.types import DataType
-from optimizer.phase_one import JoinChain, join_chains
 
 
 @dataclass(frozen=True)
@@ -135,7 +135,7 @@ JOIN_IMPLS = ("tree", "mjoin", "acaching", "jit")
 
 @dataclass(frozen=True)
 class JoinSettings:
-    """How the row engine runs each maximal join chain (``optimizer.phase_one.join_chains``):
+    """How the row engine runs each maximal join chain (``optimizer.ir.join_chains``):
     ``impls`` per chain root id (others: ``default``); ``memory_bytes`` bounds A-Caching's
     caches; ``acaching`` passes options to ``ACachingJoinOp`` (interval, sample, ...)."""
 
@@ -287,8 +287,8 @@ class Lowering:
                 child_op = plan.op(child_id)
                 if not isinstance(child, JitJoinOp) or not isinstance(child_op, Join):
                     continue
-                cols = [a for a, _ in keys] if side == 0 else [b for _, b in keys]
-                if link(parent, side, child, cols, child_op.left_width):
+                pairs = [(a, b) if side == 0 else (b, a) for a, b in keys]
+                if link(parent, side, child, pairs, child_op.left_width):
                     break
 
     # -- columnar groups --------------------------------------------------------------------

@@ -1,0 +1,294 @@
+"""Join implementations on the row engine: binary trees, MJoin, A-Caching and JIT (issue 18).
+
+Parts (``python experiments/join_impls.py PART [--repeat N]``; results in
+experiments/results/join_impls_<part>.json, summarized in experiments/README.md):
+
+* ``fig6``: A-Caching Fig. 6's shape. Q3 ``r(a) join s(a, b) join t(b)``, multiplicity 1 in r
+  and s and 5 in t (rates 200, 200, 1000 tuples/s, 5 s windows, b over 1000 values); the
+  domain of ``a`` is swept, which moves the caches' hit probability. Plans: the two
+  left-deep trees (r,s,t and s,t,r), MJoin, A-Caching (adaptive). Throughput over in-memory
+  tables through the whole row engine, runs interleaved (ABCD ABCD ...), median of N.
+* ``burst``: Fig. 12's shape. Q3 with a 20x burst in r from the middle of the run; per
+  re-selection interval, A-Caching's caches, against the static plans before and after.
+* ``cands7``: the candidates of a 7-way join (the seed's 7-way join had 15, 6 chosen).
+* ``jit``: JIT Figs. 14-15's shape, 4 streams, left-deep clique (stream 4 over 100x the
+  domain): CPU seconds (the joins' busy time) and peak stored tuples against the plain tree
+  (REF), over window sizes and rates.
+* ``choice``: optimizer/join_impl.py's choice against the measured best of tree / MJoin /
+  A-Caching / JIT at 10 workload points.
+
+Run with nothing else on the machine (the numbers are wall-clock medians).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from engines.row.acaching import ACachingJoinOp, candidates  # noqa: E402
+from engines.row.lowering import JoinSettings  # noqa: E402
+from engines.row.mjoin import NarySpec  # noqa: E402
+from engines.sources.multiway import MultiwayStream, catalog_text, stream_table  # noqa: E402
+from hycq.api import execute  # noqa: E402
+from optimizer.ir.expr import Binary, ColumnRef  # noqa: E402
+from optimizer.ir.types import DataType  # noqa: E402
+from optimizer.sql import plan_query  # noqa: E402
+from optimizer.sql.catalog import parse_catalog_text  # noqa: E402
+
+OUT = ROOT / "experiments" / "results"
+
+
+def _catalog(streams: list[MultiwayStream]) -> Any:
+    return parse_catalog_text(catalog_text(streams, 1, {s.name: f"{s.name}.csv" for s in streams}))
+
+
+def _tables(streams: list[MultiwayStream], seconds: float, seed: int = 1) -> dict[str, Any]:
+    return {s.name: stream_table(s, seconds, seed) for s in streams}
+
+
+def _q3_sql(order: tuple[str, ...], window: float) -> str:
+    src = ", ".join(f"{n} [RANGE {window:g} SECONDS SLIDE 1 SECOND] AS {n}" for n in order)
+    return f"SELECT COUNT(*) AS n FROM {src} WHERE r.a = s.a AND s.b = t.b"
+
+
+def _measure(sql: str, catalog: Any, tables: dict[str, Any], join: JoinSettings) -> dict[str, Any]:
+    plan = plan_query(sql, catalog)
+    t0 = time.perf_counter()
+    res = execute(plan, catalog, tables, placement="row", join=join)
+    wall = time.perf_counter() - t0
+    joins = {k: v for k, v in res.metrics["operators"].items() if "join" in v}
+    return {
+        "wall_s": wall,
+        "tuples": res.metrics["tuples_in"],
+        "throughput": res.metrics["tuples_in"] / wall,
+        "join_busy_s": sum(v["busy_s"] for v in joins.values()),
+        "peak_stored": sum(v["join"].get("peak_tuples_stored", 0) for v in joins.values()),
+        "joins": {k: v["join"] for k, v in joins.items()},
+        "rows": res.table.num_rows if res.table is not None else None,
+    }
+
+
+def _interleaved(
+    plans: dict[str, tuple[str, JoinSettings]], catalog: Any, tables: dict[str, Any], repeat: int
+) -> dict[str, Any]:
+    runs: dict[str, list[dict[str, Any]]] = {k: [] for k in plans}
+    for _ in range(repeat):
+        for name, (sql, join) in plans.items():
+            runs[name].append(_measure(sql, catalog, tables, join))
+    out = {}
+    for name, rs in runs.items():
+        med = statistics.median(r["throughput"] for r in rs)
+        last = rs[-1]
+        out[name] = {
+            "throughput_median": med,
+            "throughputs": [r["throughput"] for r in rs],
+            "join_busy_s_median": statistics.median(r["join_busy_s"] for r in rs),
+            "peak_stored": last["peak_stored"],
+            "joins": last["joins"],
+        }
+    return out
+
+
+def _q3_streams(
+    rate: float, mult: float, window: float, a_keys: int, b_keys: int
+) -> list[MultiwayStream]:
+    dom = (("a", a_keys), ("b", b_keys))
+    return [
+        MultiwayStream("r", (("a", "INTEGER"),), rate, b_keys, domains=dom),
+        MultiwayStream("s", (("a", "INTEGER"), ("b", "INTEGER")), rate, b_keys, domains=dom),
+        MultiwayStream("t", (("b", "INTEGER"),), rate * mult, b_keys, domains=dom),
+    ]
+
+
+def fig6(repeat: int) -> dict[str, Any]:
+    rate, mult, window, seconds = 200.0, 5.0, 5.0, 30.0
+    b_keys = int(rate * window)
+    points = []
+    for a_keys in (20, 100, 1000, 5000, 25000):
+        streams = _q3_streams(rate, mult, window, a_keys, b_keys)
+        catalog = _catalog(streams)
+        tables = _tables(streams, seconds)
+        ac = {"interval": 5000}
+        plans = {
+            "tree_rst": (_q3_sql(("r", "s", "t"), window), JoinSettings("tree")),
+            "tree_str": (_q3_sql(("s", "t", "r"), window), JoinSettings("tree")),
+            "mjoin": (_q3_sql(("r", "s", "t"), window), JoinSettings("mjoin")),
+            "acaching": (_q3_sql(("r", "s", "t"), window), JoinSettings("acaching", acaching=ac)),
+        }
+        res = _interleaved(plans, catalog, tables, repeat)
+        caches = next(iter(res["acaching"]["joins"].values())).get("caches", [])
+        hit = [c["hit_rate"] for c in caches if c["hit_rate"] is not None]
+        best_static = max(res[k]["throughput_median"] for k in ("tree_rst", "tree_str", "mjoin"))
+        point = {
+            "a_keys": a_keys,
+            "hit_rate": hit[0] if hit else None,
+            "caches": [c["segment"] for c in caches],
+            "throughput": {k: round(v["throughput_median"]) for k, v in res.items()},
+            "acaching_over_best_static": res["acaching"]["throughput_median"] / best_static,
+        }
+        print(json.dumps(point), flush=True)
+        points.append(point)
+    return {
+        "rate": rate,
+        "multiplicity": mult,
+        "window_s": window,
+        "seconds": seconds,
+        "points": points,
+    }
+
+
+def burst(repeat: int) -> dict[str, Any]:
+    """Q3, r at 20x its rate from half-time on; A-Caching re-selects every 5,000 tuples."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    rate, mult, window, seconds = 100.0, 5.0, 5.0, 40.0
+    streams = _q3_streams(rate, mult, window, 200, int(rate * window))
+    catalog = _catalog(streams)
+    tables = _tables(streams, seconds)
+    burst_r = MultiwayStream(
+        "r",
+        (("a", "INTEGER"),),
+        rate * 20,
+        200,
+        start=seconds / 2,
+        end=seconds,
+        domains=(("a", 200),),
+    )
+    first = tables["r"]["ts"][0].as_py()
+    before = tables["r"].filter(pc.less(tables["r"]["ts"], first + int(seconds / 2)))
+    tables["r"] = pa.concat_tables([before, stream_table(burst_r, seconds, 7)]).sort_by("ts")
+    ac = {"interval": 5000}
+    sql = _q3_sql(("r", "s", "t"), window)
+    res = _interleaved(
+        {
+            "tree_rst": (sql, JoinSettings("tree")),
+            "tree_str": (_q3_sql(("s", "t", "r"), window), JoinSettings("tree")),
+            "mjoin": (sql, JoinSettings("mjoin")),
+            "acaching": (sql, JoinSettings("acaching", acaching=ac)),
+        },
+        catalog,
+        tables,
+        repeat,
+    )
+    j = next(iter(res["acaching"]["joins"].values()))
+    out = {
+        "throughput": {k: round(v["throughput_median"]) for k, v in res.items()},
+        "acaching_timeline": j.get("timeline"),
+        "selections": [{k: s[k] for k in ("at_tuples", "chosen")} for s in j.get("selections", [])],
+    }
+    print(json.dumps(out, indent=1), flush=True)
+    return out
+
+
+def cands7() -> dict[str, Any]:
+    """Candidates of a 7-way chain join whose pipelines all walk right first (segments
+    ``{j..6}`` then satisfy the prefix invariant in every pipeline left of ``j``)."""
+    n = 7
+    w = 2
+    col = lambda i: ColumnRef(i, f"c{i}", DataType.INTEGER)  # noqa: E731
+    conj = tuple(
+        Binary("=", col(p * w + 1), col((p + 1) * w), DataType.BOOLEAN) for p in range(n - 1)
+    )
+    spec = NarySpec((w,) * n, conj, (False,) * (n * w))
+    # every pipeline walks the chain to the right end first, then to the left
+    orders = [(i, *range(i + 1, n), *range(i - 1, -1, -1)) for i in range(n)]
+    op = ACachingJoinOp("j", spec, [False] * n, orders)
+    cs = candidates(spec, op.pipelines)
+    groups = {c.group for c in cs}
+    out = {
+        "inputs": n,
+        "candidates": len(cs),
+        "shared_groups": len(groups),
+        "labels": [c.label() for c in cs],
+    }
+    print(json.dumps(out, indent=1))
+    return out
+
+
+def _clique_streams(n: int, rate: float, dmax: int, last_factor: int = 100) -> list[MultiwayStream]:
+    out = []
+    for i in range(1, n + 1):
+        cols = tuple((f"x{j}", "INTEGER") for j in range(1, n + 1) if j != i)
+        keys = dmax * (last_factor if i == n else 1)
+        doms = tuple(
+            (f"x{j}", dmax * last_factor if n in (i, j) else dmax)
+            for j in range(1, n + 1)
+            if j != i
+        )
+        out.append(MultiwayStream(f"c{i}", cols, rate, keys, domains=doms))
+    return out
+
+
+def _clique_sql(n: int, window: float) -> str:
+    names = [f"c{i}" for i in range(1, n + 1)]
+    src = ", ".join(f"{x} [RANGE {window:g} SECONDS SLIDE 10 SECONDS] AS {x}" for x in names)
+    cond = " AND ".join(f"{a}.x{b[1:]} = {b}.x{a[1:]}" for a, b in itertools.combinations(names, 2))
+    return f"SELECT COUNT(*) AS n FROM {src} WHERE {cond}"
+
+
+def jit(repeat: int) -> dict[str, Any]:
+    n, dmax, hours = 4, 50, 1.0
+    points = []
+    grid = [(w, 1.0) for w in (300, 450, 600, 750, 900)] + [
+        (600, lam) for lam in (0.4, 0.7, 1.3, 1.6)
+    ]
+    for window, lam in grid:
+        streams = _clique_streams(n, lam, dmax)
+        catalog = _catalog(streams)
+        tables = _tables(streams, hours * 3600)
+        sql = _clique_sql(n, window)
+        res = _interleaved(
+            {"ref": (sql, JoinSettings("tree")), "jit": (sql, JoinSettings("jit"))},
+            catalog,
+            tables,
+            repeat,
+        )
+        point = {
+            "window_s": window,
+            "rate": lam,
+            "cpu_s": {k: round(v["join_busy_s_median"], 3) for k, v in res.items()},
+            "peak_stored": {k: v["peak_stored"] for k, v in res.items()},
+            "cpu_ratio_ref_over_jit": res["ref"]["join_busy_s_median"]
+            / max(1e-9, res["jit"]["join_busy_s_median"]),
+            "memory_saved": 1 - res["jit"]["peak_stored"] / max(1, res["ref"]["peak_stored"]),
+            "throughput": {k: round(v["throughput_median"]) for k, v in res.items()},
+        }
+        print(json.dumps(point), flush=True)
+        points.append(point)
+    return {"streams": n, "dmax": dmax, "hours": hours, "points": points}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("part", choices=("fig6", "burst", "cands7", "jit", "choice"))
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    started = time.time()
+    if args.part == "fig6":
+        result = fig6(args.repeat)
+    elif args.part == "burst":
+        result = burst(args.repeat)
+    elif args.part == "cands7":
+        result = cands7()
+    elif args.part == "jit":
+        result = jit(args.repeat)
+    else:
+        raise SystemExit("choice: not measured yet")
+    result["command"] = f"python experiments/join_impls.py {args.part} --repeat {args.repeat}"
+    result["seconds"] = round(time.time() - started, 1)
+    OUT.mkdir(exist_ok=True)
+    (OUT / f"join_impls_{args.part}.json").write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
