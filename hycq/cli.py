@@ -661,6 +661,8 @@ def _calibrate(args: argparse.Namespace) -> int:
 def _data_generate(args: argparse.Namespace) -> int:
     if args.generator == "keyed":
         return _generate_keyed(args)
+    if args.generator == "multiway":
+        return _generate_multiway(args)
     if args.generator in ("x3", "x4"):
         return _generate_qddh(args)
     from engines.output_files import check_writable
@@ -720,6 +722,24 @@ def _data_generate(args: argparse.Namespace) -> int:
         note = Path(f"{args.out}.README.md")
         write_bytes(note, readme_text(args.out.name, {"readings": delay}, "s", args.seed), "--out")
         sys.stderr.write(f"wrote {note} (the delay parameters)\n")
+    return 0
+
+
+def _generate_multiway(args: argparse.Namespace) -> int:
+    from engines.sources.multiway import query_text, workload, write_workload
+
+    out: Path = args.out
+    if out.exists() and not out.is_dir():
+        raise OptionError(f"--out {out} is a file; --generator multiway writes a folder")
+    if not out.parent.exists():
+        raise OptionError(f"output folder does not exist: {out.parent}")
+    rate = args.rate if args.rate is not None else 100.0
+    keys = args.keys if args.keys != 100 else None
+    streams = workload(args.shape, args.ways, rate, args.window, args.multiplicity, keys)
+    files = write_workload(streams, out, args.seconds, args.seed, args.format)
+    (out / "query.sql").write_text(query_text(args.shape, streams, args.window) + "\n")
+    names = ", ".join(p.name for p in files.values())
+    sys.stderr.write(f"wrote {names}, catalog.toml and query.sql to {out}\n")
     return 0
 
 

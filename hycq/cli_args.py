@@ -569,9 +569,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     gen.add_argument(
         "--generator",
-        choices=("smartplug", "keyed", "x3", "x4"),
+        choices=("smartplug", "keyed", "multiway", "x3", "x4"),
         default="smartplug",
-        help="what to generate (default smartplug); x3, x4: Ji's out-of-order join workloads "
+        help="what to generate (default smartplug); multiway: a multiway join workload "
+        "(--shape q3|clique|star, --ways, --multiplicity, --window; streams with several "
+        "join columns, into the folder --out with catalog.toml and query.sql); x3, x4: Ji's "
+        "out-of-order join workloads "
         "(section 4.3: 100 tuples/s per stream, ms timestamps, Zipf delays up to 20 s, join "
         "values Zipf over 1..100 with drifting skew; x3 3 streams, x4 a 4-stream star) into "
         "the folder --out with catalog.toml and README.md, for queries/qddh (the "
@@ -608,6 +611,30 @@ def build_parser() -> argparse.ArgumentParser:
     )
     gen.add_argument("--houses", type=_positive_int, help="smartplug: number of houses (40)")
     gen.add_argument("--seed", type=_non_negative_int, default=42, help="random seed (42)")
+    mw = gen.add_argument_group("multiway join workloads (--generator multiway)")
+    mw.add_argument(
+        "--shape",
+        choices=("q3", "clique", "star"),
+        default="q3",
+        help="q3: A-Caching's r(a) join s(a,b) join t(b); clique: every pair of --ways streams "
+        "equal on its own column (JIT's shape); star: a hub and --ways - 1 spokes (default q3)",
+    )
+    mw.add_argument(
+        "--ways", type=_positive_int, default=4, help="streams of a clique or star (2-8; 4)"
+    )
+    mw.add_argument(
+        "--multiplicity",
+        type=positive_float,
+        default=5.0,
+        help="q3: tuples of t per join value in a window (t's rate is this times r's; 5)",
+    )
+    mw.add_argument(
+        "--window",
+        type=positive_float,
+        default=10.0,
+        help="the query's window in seconds: join values range over rate x window (1 tuple "
+        "per value and window) unless --keys is given (10)",
+    )
     keyed = gen.add_argument_group("keyed streams (--generator keyed)")
     keyed.add_argument(
         "--stream",

@@ -120,6 +120,8 @@ def _generator_input(stream: StreamDef, options: RunOptions) -> StreamInput:
         return _keyed_input(stream, rate, seconds, options)
     if spec.generator in ("x3", "x4"):
         return _qddh_input(stream, spec.generator, rate, seconds, options)
+    if spec.generator == "multiway":
+        return _multiway_input(stream, rate, seconds, options)
     from engines.sources.smartplug import SCHEMA, SmartPlugGenerator
 
     kwargs: dict[str, Any] = {
@@ -145,6 +147,39 @@ def _generator_input(stream: StreamDef, options: RunOptions) -> StreamInput:
         gen.rate,
         f"generator smartplug ({gen.houses} houses, {gen.plugs} plugs, seed {gen.seed})",
         expected_rows=gen.rows(seconds),
+    )
+
+
+def _multiway_input(
+    stream: StreamDef, rate: float, seconds: float, options: RunOptions
+) -> StreamInput:
+    """A multiway join-workload stream (engines/sources/multiway.py), in event-time order."""
+    from engines.sources.keyed import DEFAULT_ORIGIN
+    from engines.sources.multiway import MultiwayStream, stream_table
+
+    opt = stream.source.option
+    columns = tuple((c.name, c.dtype.value) for c in stream.columns if c.name.lower() != "ts")
+    spec = MultiwayStream(
+        stream.name,
+        columns,
+        rate,
+        int(cast(int, opt("keys", 100))),
+        float(cast(float, opt("start", 0.0))),
+        cast("float | None", opt("end", None)),
+        stream.time_unit,
+    )
+    seed = int(cast(int, opt("seed", 42)))
+    table = stream_table(spec, seconds, seed, int(cast(int, opt("origin", DEFAULT_ORIGIN))))
+    table = table.select(["ts" if c.name.lower() == "ts" else c.name for c in stream.columns])
+    table = table.rename_columns([c.name for c in stream.columns])
+    chunk = max(1, int(rate * max(1, options.batch_seconds)))
+    return StreamInput(
+        stream,
+        iter(table.to_batches(max_chunksize=chunk)),
+        rate,
+        f"generator multiway (stream {stream.name}, {rate:g} tuples/s, keys {spec.keys}, "
+        f"seed {seed})",
+        expected_rows=table.num_rows,
     )
 
 

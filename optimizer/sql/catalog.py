@@ -14,6 +14,8 @@ A catalog names the streams a query may read::
     [streams.readings.source]   # used when `hycq run` gets no --data for the stream
     kind = "generator"          # or "file" with path = "...", format = "debs"|"csv"|"parquet"
     generator = "smartplug"     # or "keyed" (columns ts, k, v; engines/sources/keyed.py), or
+                                # "multiway" (ts plus INTEGER/DOUBLE columns: seed, origin, keys,
+                                # start, end; engines/sources/multiway.py), or
                                 # "x3"/"x4" (Ji's out-of-order join workloads: seed, origin)
     houses = 40                 # keyed: seed, origin, keys, skew, start, end, silent
     seed = 42                   # drift (strings, optimizer/ir/profile.py): rate_profile
@@ -67,6 +69,7 @@ _GENERATOR_OPTIONS = {
     },
     "x3": {"seed", "origin"},
     "x4": {"seed", "origin"},
+    "multiway": {"seed", "origin", "keys", "start", "end"},
 }
 #: The streams of the out-of-order join workloads (engines.sources.qddh_joins.WORKLOADS; a test
 #: checks they agree): stream -> its join attributes, INTEGER columns beside ``ts`` BIGINT
@@ -233,6 +236,8 @@ def _parse_stream(sname: str, body: Any, name: str, base: Path | None) -> Stream
             )
     elif source.generator in QDDH_STREAMS:
         _check_qddh(sname, columns, ts, unit, source.generator, name, where)
+    elif source.generator == "multiway":
+        _check_multiway(columns, ts, name, where)
     elif source.kind == "generator":
         _check_generated(columns, ts, unit, source.generator or "smartplug", name, where)
     distinct, selectivity = _parse_stats(body.get("statistics"), name, f"{where}.statistics")
@@ -267,7 +272,7 @@ def _parse_source(raw: Any, name: str, where: str, base: Path | None) -> SourceS
             raise CatalogError(
                 f"{name}: {where}.generator: unknown generator '{gen}'",
                 hint=did_you_mean(gen, sorted(_GENERATOR_OPTIONS))
-                or "the built-in generators are 'smartplug', 'keyed', 'x3' and 'x4'",
+                or "the built-in generators are 'smartplug', 'keyed', 'multiway', 'x3' and 'x4'",
             )
         allowed = _GENERATOR_OPTIONS[gen]
         _check_keys(raw, {"kind", "generator"} | allowed, name, where)
@@ -289,7 +294,7 @@ def _parse_source(raw: Any, name: str, where: str, base: Path | None) -> SourceS
             if gen == "keyed" and key == "silent":
                 options.append((key, _silent_periods(value, name, f"{where}.silent")))
                 continue
-            if gen == "keyed" and key in _KEYED_NUMBERS:
+            if gen in ("keyed", "multiway") and key in _KEYED_NUMBERS:
                 ok = isinstance(value, int | float) and not isinstance(value, bool)
                 if not ok or not math.isfinite(value) or value < 0:
                     raise CatalogError(f"{name}: {where}.{key} must be a number >= 0")
@@ -302,7 +307,11 @@ def _parse_source(raw: Any, name: str, where: str, base: Path | None) -> SourceS
             if value >= 2**63:
                 raise CatalogError(f"{name}: {where}.{key} is too large: {value}")
             options.append((key, value))
-        if gen == "keyed" and "end" in raw and float(raw["end"]) <= float(raw.get("start", 0)):
+        if (
+            gen in ("keyed", "multiway")
+            and "end" in raw
+            and float(raw["end"]) <= float(raw.get("start", 0))
+        ):
             raise CatalogError(f"{name}: {where}.end must be after start")
         return SourceSpec(kind="generator", generator=gen, options=tuple(options))
     _check_keys(raw, {"kind", "path", "format"}, name, where)
@@ -360,6 +369,24 @@ def _check_qddh(
             f"{name}: {where}: the {workload} generator's stream {sname} has columns "
             f"{layout} (timestamp ts, time_unit ms)",
             hint=f'timestamp = "ts", time_unit = "ms", [streams.{sname}.columns] {declared}',
+        )
+
+
+def _check_multiway(columns: list[Field], ts: str, name: str, where: str) -> None:
+    """A multiway generator stream: timestamp ``ts`` BIGINT, then INTEGER join columns
+    (uniform over ``keys``) and DOUBLE columns (uniform in [0, 100)), any names."""
+    for c in columns:
+        want = (DataType.BIGINT,) if c.name.lower() == "ts" else (DataType.INTEGER, DataType.DOUBLE)
+        if c.dtype not in want:
+            raise CatalogError(
+                f"{name}: {where}.columns.{c.name} is {c.dtype.value}; the multiway generator "
+                "writes ts BIGINT and INTEGER or DOUBLE columns",
+                hint=f'declare {c.name} = "{want[0].value}"',
+            )
+    if ts.lower() != "ts" or "ts" not in [c.name.lower() for c in columns]:
+        raise CatalogError(
+            f"{name}: {where}: the multiway generator's event time is column 'ts'",
+            hint='timestamp = "ts", [streams.X.columns] ts = "BIGINT"',
         )
 
 

@@ -148,7 +148,7 @@ def test_every_shipped_query_runs_on_the_row_engine(query: Path, tmp_path: Path)
     # The drifting join workloads run at a few tuples per second with rare matches; the
     # out-of-order star and chain joins (qddh) at Zipf skew 1 make thousands of results a
     # second.
-    seconds = {"drift": "30", "qddh": "4"}.get(query.parent.name, "8")
+    seconds = {"drift": "30", "qddh": "4", "multiway": "30"}.get(query.parent.name, "8")
     r = hycq("run", str(query), "--placement", "row", "--duration", seconds, "--output", str(out))
     assert r.returncode == 0, r.stderr
     assert pq.read_table(out).num_rows > 0

@@ -274,7 +274,7 @@ CASES = [
         "unknown-generator-far",
         edit('generator = "smartplug"', 'generator = "kafka"'),
         ["unknown generator 'kafka'"],
-        "the built-in generators are 'smartplug', 'keyed', 'x3' and 'x4'",
+        "the built-in generators are 'smartplug', 'keyed', 'multiway', 'x3' and 'x4'",
     ),
     (
         "x3-generator-stream-name",
