@@ -110,7 +110,7 @@ def _q3_streams(
 
 
 def fig6(repeat: int) -> dict[str, Any]:
-    rate, mult, window, seconds = 200.0, 5.0, 5.0, 30.0
+    rate, mult, window, seconds = 200.0, 5.0, 5.0, 120.0
     b_keys = int(rate * window)
     points = []
     for a_keys in (20, 100, 1000, 5000, 25000):

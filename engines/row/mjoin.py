@@ -203,13 +203,13 @@ def greedy_order(
         bound = frozenset(order)
         linked = [p for p in sorted(left) if spec.connected(bound, p)]
         pool = linked or sorted(left)
-        best = min(pool, key=lambda p: (fanout(p, _index_cols(spec, bound, p)), p))
+        best = min(pool, key=lambda p: (fanout(p, index_cols(spec, bound, p)), p))
         order.append(best)
         left.discard(best)
     return tuple(order)
 
 
-def _index_cols(spec: NarySpec, bound: frozenset[int], p: int) -> tuple[int, ...]:
+def index_cols(spec: NarySpec, bound: frozenset[int], p: int) -> tuple[int, ...]:
     cols: list[int] = []
     for c in spec.conjuncts:
         eq = spec.hashable(c)
@@ -350,8 +350,6 @@ class MJoinOp(RowOperator):
         self.spec = spec
         self.replace_in = tuple(replace_in)
         self.stores = [IndexedStore() for _ in range(spec.n)]
-        for s in self.stores:
-            s.ensure_index(())
         if orders is None:
             orders = [
                 greedy_order(spec, i, lambda p, cols: 0.0 if cols else 1.0) for i in range(spec.n)
