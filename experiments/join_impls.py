@@ -268,6 +268,76 @@ def jit(repeat: int) -> dict[str, Any]:
     return {"streams": n, "dmax": dmax, "hours": hours, "points": points}
 
 
+def _choice_points() -> list[tuple[str, list[MultiwayStream], str]]:
+    """Ten workload points: Q3 over three domains of a, the clique at two rates, the star
+    with slow and fast spokes, a 4-way chain, a 3-way clique and a 5-way star."""
+    pts = []
+    for a_keys in (50, 1000, 20000):
+        st = _q3_streams(200.0, 5.0, 5.0, a_keys, 1000)
+        pts.append((f"q3_a{a_keys}", st, _q3_sql(("r", "s", "t"), 5.0)))
+    for lam in (1.0, 3.0):
+        st = _clique_streams(4, lam, 50)
+        pts.append((f"clique4_rate{lam:g}", st, _clique_sql(4, 300)))
+    from engines.sources.multiway import query_text, workload
+
+    for spoke in (5.0, 100.0):
+        st = workload("star", n=4, rate=100, keys=500, spoke_rate=spoke)
+        pts.append((f"star4_spoke{spoke:g}", st, query_text("star", st, 5)))
+    st = workload("star", n=5, rate=50, keys=200)
+    pts.append(("star5", st, query_text("star", st, 5)))
+    st = workload("clique", n=3, rate=20, keys=30)
+    pts.append(("clique3", st, query_text("clique", st, 5)))
+    chain = [
+        MultiwayStream(f"k{i}", (("a", "INTEGER"), ("b", "INTEGER")), 50.0, 300) for i in range(4)
+    ]
+    cond = " AND ".join(f"k{i}.b = k{i + 1}.a" for i in range(3))
+    src = ", ".join(f"k{i} [RANGE 5 SECONDS SLIDE 1 SECOND] AS k{i}" for i in range(4))
+    pts.append(("chain4", chain, f"SELECT COUNT(*) AS n FROM {src} WHERE {cond}"))
+    return pts
+
+
+def choice(repeat: int) -> dict[str, Any]:
+    from engines.runtime import RunOptions
+    from hycq.api import LoadedQuery, join_settings
+    from hycq.planning import OptimizerOptions, optimize
+
+    points = []
+    hits = 0
+    for name, streams, sql in _choice_points():
+        catalog = _catalog(streams)
+        seconds = 3600.0 if name.startswith("clique4") else 60.0
+        tables = _tables(streams, seconds)
+        q = LoadedQuery(sql, name, catalog, plan_query(sql, catalog), 0.0)
+        samples = {n: t.slice(0, 20000) for n, t in tables.items()}
+        opt = optimize(q, OptimizerOptions(engines=("row", "duckdb")), samples=samples)
+        js = join_settings(opt, RunOptions(join_impl="auto"))
+        assert js is not None
+        (pred,) = js[1]
+        plan = opt.plan
+        runs: dict[str, list[float]] = {k: [] for k in ("tree", "mjoin", "acaching", "jit")}
+        for _ in range(repeat):
+            for impl in runs:
+                t0 = time.perf_counter()
+                res = execute(plan, catalog, tables, placement="row", join=JoinSettings(impl))
+                runs[impl].append(res.metrics["tuples_in"] / (time.perf_counter() - t0))
+        med = {k: statistics.median(v) for k, v in runs.items()}
+        best = max(med, key=lambda k: med[k])
+        within = med[pred["chosen"]] >= 0.95 * med[best]
+        hits += within
+        point = {
+            "point": name,
+            "chosen": pred["chosen"],
+            "predicted_s_per_s": pred["predicted_seconds_per_second"],
+            "measured_tuples_per_s": {k: round(v) for k, v in med.items()},
+            "measured_best": best,
+            "chosen_over_best": med[pred["chosen"]] / med[best],
+            "within_5pct": within,
+        }
+        print(json.dumps(point), flush=True)
+        points.append(point)
+    return {"points": points, "within_5pct": hits, "of": len(points)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("part", choices=("fig6", "burst", "cands7", "jit", "choice"))
@@ -283,7 +353,7 @@ def main() -> None:
     elif args.part == "jit":
         result = jit(args.repeat)
     else:
-        raise SystemExit("choice: not measured yet")
+        result = choice(args.repeat)
     result["command"] = f"python experiments/join_impls.py {args.part} --repeat {args.repeat}"
     result["seconds"] = round(time.time() - started, 1)
     OUT.mkdir(exist_ok=True)

@@ -21,7 +21,10 @@ Sliding windows send each tuple twice (insert, later delete), hence the factor 2
 * JIT: the tree, with the output of a producer join discounted by the probability that its
   key has a partner in the consumer's opposite state, ``1 - exp(-fanout)`` with ``fanout =
   |L + j| / |L|`` the consumer's expected partners per partial (Poisson); the consumer stores
-  and probes only those.
+  and probes only those; JIT's bookkeeping costs ``BOOK_S`` per tuple and key attribute
+  on both sides of a link.
+
+An alternative replaces the tree only when predicted ``MARGIN`` (10%) cheaper.
 
 The costs are a model (stated as such in explain); ``experiments/join_impl_choice.py``
 measures how often it picks the measured best.
@@ -41,6 +44,11 @@ from optimizer.ir.plan import Join, LogicalPlan
 PROBE_S = 0.40e-6
 OUT_S = 0.20e-6
 STORE_S = 0.55e-6
+
+#: JIT's bookkeeping per tuple and key attribute (value counts, partial notes, indexes).
+BOOK_S = 0.15e-6
+#: An alternative replaces the tree only when predicted this much cheaper.
+MARGIN = 0.10
 
 IMPLS = ("tree", "mjoin", "acaching", "jit")
 
@@ -130,11 +138,18 @@ def choose(
     for k, (left, j, lam_out) in enumerate(outs):
         lam_l = rate(left) if k > 0 else lam[order[0]]
         if k > 0:  # a producer's partial finds, on average, |L+j| / |L| partners
+            full = lam_l
             fanout = size(left | {j}) / max(size(left), 1e-9)
             lam_l *= 1 - math.exp(-fanout)
+            # bookkeeping: the consumer counts its other side's values and notes the
+            # partials it stores, per key attribute; the producer indexes its tuples
+            attrs = max(1, sum(1 for leaves, _ in cm.filters if j in leaves and leaves & left))
+            jit += 2 * (full + lam[j] + lam[order[k - 1]]) * attrs * BOOK_S
         jit += 2 * ((lam_l + lam[j]) * (PROBE_S + STORE_S) + lam_out * OUT_S)
     costs["jit"] = jit
-    chosen = forced or min(IMPLS, key=lambda k: (costs[k], IMPLS.index(k)))
+    # the tree unless an alternative is predicted clearly cheaper (the model's resolution)
+    best = min(IMPLS, key=lambda k: (costs[k], IMPLS.index(k)))
+    chosen = forced or (best if costs[best] < (1 - MARGIN) * costs["tree"] else "tree")
     return ChainChoice(chain.root, chain.leaves, chosen, costs)
 
 

@@ -391,6 +391,9 @@ class ACachingJoinOp(MJoinOp):
         self.cands: list[Candidate] = []
         self.estimators: dict[Candidate, MissEstimator] = {}
         self.used: dict[tuple[frozenset[int], tuple[int, ...]], SubresultCache] = {}
+        #: Groups whose cache started empty since the last selection: their observed miss
+        #: rate is a cold start's, so the estimate stands in for it once.
+        self.fresh: set[tuple[frozenset[int], tuple[int, ...]]] = set()
         self.chosen: list[Candidate] = []
         self.sites: list[list[_Site]] = [[] for _ in range(spec.n)]
         self.updates: list[list[_Update]] = [[] for _ in range(spec.n)]
@@ -433,6 +436,7 @@ class ACachingJoinOp(MJoinOp):
                 new_used[g] = old
             else:
                 new_used[g] = SubresultCache(want, layout)
+        self.fresh |= {g for g, c in new_used.items() if self.used.get(g) is not c}
         self.used = new_used
         self.chosen = list(chosen)
         self.sites = [[] for _ in range(self.spec.n)]
@@ -692,7 +696,8 @@ class ACachingJoinOp(MJoinOp):
             dom = est.domain()
             entries = dom if dom is not None else max(64.0, d_first)
             cache = self.used.get(c.group)
-            if cache is not None and c in self.chosen and cache.hits + cache.misses > 0:
+            settled = c.group not in self.fresh  # a new cache's first interval is cold
+            if cache is not None and c in self.chosen and settled and cache.hits + cache.misses:
                 miss = cache.misses / (cache.hits + cache.misses)
             else:
                 m = est.estimate(d_first, self.w, buckets_for(entries))
@@ -739,6 +744,8 @@ class ACachingJoinOp(MJoinOp):
         for c in self.used.values():
             c.hits = c.misses = 0
         self.rates = [0] * self.spec.n
+        if est:
+            self.fresh = {g for g in self.fresh if g in self.used and self.used[g].entries == 0}
 
     def _moved(self, est: dict[Candidate, Estimate]) -> bool:
         if not self.last_estimates:
