@@ -168,3 +168,31 @@ def test_random_nway_joins(seed: int, tmp_path: Any) -> None:
         join = JoinSettings(default=impl, acaching={"interval": 50, "sample": 0.2, "window": 2})
         result = execute(plan, catalog, data, placement="row", join=join)
         assert_same_stream(result.table, expected)
+
+
+def test_auto_prices_every_implementation() -> None:
+    """``--join-impl auto``: one choice per chain, every alternative priced (positive,
+    finite), a forced implementation kept, and the tree unless an alternative is clearly
+    cheaper."""
+    import math
+
+    from engines.runtime import RunOptions
+    from hycq.api import LoadedQuery, join_settings
+    from hycq.planning import OptimizerOptions, optimize
+    from optimizer.join_impl import MARGIN
+
+    sql = QUERIES["j3"]
+    q = LoadedQuery(sql, "j3", CATALOG, plan_query(sql, CATALOG), 0.0)
+    data = _workload("equal")
+    opt = optimize(q, OptimizerOptions(engines=("row", "duckdb")), samples=data)
+    auto = join_settings(opt, RunOptions(join_impl="auto"))
+    assert auto is not None
+    (choice,) = auto[1]
+    costs = choice["predicted_seconds_per_second"]
+    assert set(costs) == {"tree", "mjoin", "acaching", "jit"}
+    assert all(math.isfinite(v) and v > 0 for v in costs.values())
+    if choice["chosen"] != "tree":
+        assert costs[choice["chosen"]] < (1 - MARGIN) * costs["tree"]
+    forced = join_settings(opt, RunOptions(join_impl="mjoin"))
+    assert forced is not None and forced[1][0]["chosen"] == "mjoin"
+    assert join_settings(opt, RunOptions(join_impl="tree")) is None
