@@ -148,8 +148,8 @@ def choose(
         jit += 2 * ((lam_l + lam[j]) * (PROBE_S + STORE_S) + lam_out * OUT_S)
     costs["jit"] = jit
     # the tree unless an alternative is predicted clearly cheaper (the model's resolution)
-    best = min(IMPLS, key=lambda k: (costs[k], IMPLS.index(k)))
-    chosen = forced or (best if costs[best] < (1 - MARGIN) * costs["tree"] else "tree")
+    cheapest = min(IMPLS, key=lambda k: (costs[k], IMPLS.index(k)))
+    chosen = forced or (cheapest if costs[cheapest] < (1 - MARGIN) * costs["tree"] else "tree")
     return ChainChoice(chain.root, chain.leaves, chosen, costs)
 
 

@@ -77,8 +77,8 @@ from engines.row.mjoin import (
     MJoinOp,
     NarySpec,
     Pipeline,
-    index_cols,
     greedy_order,
+    index_cols,
     run_steps,
 )
 
