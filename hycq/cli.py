@@ -143,6 +143,15 @@ def _explain(args: argparse.Namespace) -> int:
         ),
     )
     info = api.explain(q, args.rate, engines, optimized=opt)
+    if args.join_impl is not None:
+        from engines.runtime import RunOptions
+
+        impl = "auto" if args.join_impl == "tree" else args.join_impl
+        joins = api.join_settings(opt, RunOptions(join_impl=impl))
+        info["join_impls"] = [] if joins is None else joins[1]
+        if args.join_impl == "tree":
+            for c in info["join_impls"]:
+                c["chosen"] = "tree"
     if args.json:
         _print_json(info)
         return 0
@@ -180,6 +189,14 @@ def _explain(args: argparse.Namespace) -> int:
         f"optimization {ms['phase_one']:.1f} + {ms['phase_two']:.1f} = {ms['total']:.1f} ms"
     )
     print(f"R2R operators: {info['r2r_operators']}")
+    for c in info.get("join_impls", ()):
+        costs = ", ".join(
+            f"{k} {1e3 * v:.3g}" for k, v in c["predicted_seconds_per_second"].items()
+        )
+        print(
+            f"join chain {c['root']} ({', '.join(c['leaves'])}): {c['chosen']}; predicted "
+            f"row-engine ms per second: {costs}"
+        )
     return 0
 
 

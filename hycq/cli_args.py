@@ -273,6 +273,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _plan_flags(ex)
     _optimizer_flags(ex, join_order=True)
+    ex.add_argument(
+        "--join-impl",
+        choices=("tree", "mjoin", "acaching", "jit", "auto"),
+        help="also show, per chain of joins, the row engine's join implementation for this "
+        "setting and every alternative's predicted cost (docs/joins.md; JSON: join_impls)",
+    )
     ex.add_argument("--json", action="store_true", help="print one JSON object (see CONTRACT)")
     ex.add_argument("--schema", action="store_true", help="show every operator's output schema")
 
