@@ -231,7 +231,7 @@ def test_forced_caches_equal_naive(
     drive(op, spec, updates, between)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(n=st.integers(3, 5), shape=st.sampled_from(SHAPES), seed=st.integers(0, 10_000))
 def test_adaptive_caching_equals_naive(n: int, shape: str, seed: int) -> None:
     """The adaptive loop (profiling every tuple, re-selecting every few tuples, reordering
