@@ -34,6 +34,7 @@ Example:
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any
@@ -499,7 +500,13 @@ def _literal(e: Literal) -> str:
 
 def _build(source: str, name: str) -> Callable[..., Any]:
     namespace = dict(RUNTIME)
-    exec(compile(source, f"<hycq:{name}>", "exec"), namespace)
+    with warnings.catch_warnings():
+        # A folded operand can leave `(-0.0) is None` or `(None) is True` in the code: right
+        # (identity with None/True/False is what the generator means), but CPython warns
+        # ("is" with a literal), and under -W error the warning is a SyntaxError.
+        warnings.simplefilter("ignore", SyntaxWarning)
+        code = compile(source, f"<hycq:{name}>", "exec")
+    exec(code, namespace)
     fn = namespace[name]
     fn.__hycq_source__ = source  # kept for debugging and tests
     return fn
