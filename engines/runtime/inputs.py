@@ -171,16 +171,8 @@ def _multiway_input(
     seed = int(cast(int, opt("seed", 42)))
     table = stream_table(spec, seconds, seed, int(cast(int, opt("origin", DEFAULT_ORIGIN))))
     table = table.select(["ts" if c.name.lower() == "ts" else c.name for c in stream.columns])
-    table = table.rename_columns([c.name for c in stream.columns])
-    chunk = max(1, int(rate * max(1, options.batch_seconds)))
-    return StreamInput(
-        stream,
-        iter(table.to_batches(max_chunksize=chunk)),
-        rate,
-        f"generator multiway (stream {stream.name}, {rate:g} tuples/s, keys {spec.keys}, "
-        f"seed {seed})",
-        expected_rows=table.num_rows,
-    )
+    what = f"generator multiway (stream {stream.name}, {rate:g} tuples/s, keys {spec.keys}, "
+    return _table_input(stream, table, rate, options, what + f"seed {seed})")
 
 
 def _qddh_input(
@@ -193,13 +185,22 @@ def _qddh_input(
     seed = int(cast(int, stream.source.option("seed", 42)))
     origin = int(cast(int, stream.source.option("origin", DEFAULT_ORIGIN)))
     table = stream_table(workload, stream.name.lower(), seconds, seed, origin, rate)
+    what = f"generator {workload} (stream {stream.name}, {rate:g} tuples/s, seed {seed})"
+    return _table_input(stream, table, rate, options, what)
+
+
+def _table_input(
+    stream: StreamDef, table: pa.Table, rate: float, options: RunOptions, description: str
+) -> StreamInput:
+    """A generated table as a stream input: columns named as the catalog declares them, in
+    batches of ``--batch-seconds`` worth of tuples."""
     table = table.rename_columns([c.name for c in stream.columns])
     chunk = max(1, int(rate * max(1, options.batch_seconds)))
     return StreamInput(
         stream,
         iter(table.to_batches(max_chunksize=chunk)),
         rate,
-        f"generator {workload} (stream {stream.name}, {rate:g} tuples/s, seed {seed})",
+        description,
         expected_rows=table.num_rows,
     )
 

@@ -54,67 +54,55 @@ def test_bad_settings() -> None:
         workload("ring")
 
 
+def _hycq(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "hycq.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+
+
 def test_cli_writes_a_runnable_workload(tmp_path: Path) -> None:
     out = tmp_path / "w"
-    gen = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "hycq.cli",
-            "data",
-            "generate",
-            "--generator",
-            "multiway",
-            "--shape",
-            "star",
-            "--ways",
-            "3",
-            "--rate",
-            "20",
-            "--seconds",
-            "20",
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
+    gen = _hycq(
+        "data",
+        "generate",
+        "--generator",
+        "multiway",
+        "--shape",
+        "star",
+        "--ways",
+        "3",
+        "--rate",
+        "20",
+        "--seconds",
+        "20",
+        "--out",
+        out,
     )
     assert gen.returncode == 0, gen.stderr
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "hycq.cli",
-            "run",
-            str(out / "query.sql"),
-            "--catalog",
-            str(out / "catalog.toml"),
-            "--join-impl",
-            "acaching",
-            "--placement",
-            "row",
-        ],
-        capture_output=True,
-        text=True,
+    run = _hycq(
+        "run",
+        out / "query.sql",
+        "--catalog",
+        out / "catalog.toml",
+        "--join-impl",
+        "acaching",
+        "--placement",
+        "row",
     )
     assert run.returncode == 0, run.stderr
-    bad = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "hycq.cli",
-            "data",
-            "generate",
-            "--generator",
-            "multiway",
-            "--shape",
-            "clique",
-            "--ways",
-            "9",
-            "--out",
-            str(tmp_path / "x"),
-        ],
-        capture_output=True,
-        text=True,
+    bad = _hycq(
+        "data",
+        "generate",
+        "--generator",
+        "multiway",
+        "--shape",
+        "clique",
+        "--ways",
+        "9",
+        "--out",
+        tmp_path / "x",
     )
     assert bad.returncode == 2 and "2 to 8 streams" in bad.stderr
