@@ -77,6 +77,7 @@ class JitJoinOp(HashJoinOp):
         self.partials_dropped = 0
         self.partials_recomputed = 0
         self.blacklisted_arrivals = 0
+        self.held_tuples = 0  # tuples in the blacklist (kept, not summed per step)
 
     # -- producer -------------------------------------------------------------------------------
 
@@ -139,6 +140,7 @@ class JitJoinOp(HashJoinOp):
         side, _ = self._side_of(a)
         rows = self.active_by[a].pop(v, None)
         self.blacklist[pair] = rows or []
+        self.held_tuples += len(rows or ())
         if rows:
             store = self._store(side)
             key = store.key
@@ -161,6 +163,7 @@ class JitJoinOp(HashJoinOp):
                 self.blacklist[held].append(r)
         out: Rows = []
         if back:
+            self.held_tuples -= len(back)
             self._store(side).add_all(back)
             self._index_add(side, back)
             self._probe_side(side, back, out)
@@ -200,6 +203,7 @@ class JitJoinOp(HashJoinOp):
             else:
                 self.blacklist[held].append(r)
                 self.blacklisted_arrivals += 1
+                self.held_tuples += 1
         for r in d.dels:
             if self.suspended and self._unlist(side, r):
                 continue
@@ -219,6 +223,7 @@ class JitJoinOp(HashJoinOp):
                     rows.remove(r)
                 except ValueError:
                     continue
+                self.held_tuples -= 1
                 return True
         return False
 
@@ -323,7 +328,7 @@ class JitJoinOp(HashJoinOp):
 
     def _stepped(self, instant: int, inputs: list[Delta]) -> Delta:
         out = super().step(instant, inputs)
-        n = self.left.size + self.right.size + sum(len(b) for b in self.blacklist.values())
+        n = self.left.size + self.right.size + self.held_tuples
         if n > self.peak_stored:
             self.peak_stored = n
         return out
@@ -342,6 +347,7 @@ class JitJoinOp(HashJoinOp):
         super().restore(snap)
         self.suspended.clear()
         self.blacklist.clear()
+        self.held_tuples = 0
         for side in (0, 1):
             for a, _ in self.attrs[side]:
                 self.active_by[a] = {}
@@ -363,7 +369,7 @@ class JitJoinOp(HashJoinOp):
                 "suspensions": self.suspensions,
                 "resumptions": self.resumptions,
                 "suspended_values": len(self.suspended),
-                "blacklisted_tuples": sum(len(b) for b in self.blacklist.values()),
+                "blacklisted_tuples": self.held_tuples,
                 "partials_dropped": self.partials_dropped,
                 "partials_recomputed": self.partials_recomputed,
                 "blacklisted_arrivals": self.blacklisted_arrivals,

@@ -155,6 +155,8 @@ def test_jit_equals_naive(seed: int) -> None:
         want.subtract(before)
         assert +got == +want and -got == -want, t
         before = after
+        for op in tree.nodes:  # the kept count is the blacklist's size
+            assert op.held_tuples == sum(len(b) for b in op.blacklist.values())
         # snapshots are full relations: the JIT tree's equal the plain tree's
         for j, r in zip(tree.nodes, ref.nodes, strict=True):
             sj, sr = j.snapshot(), r.snapshot()
