@@ -407,6 +407,7 @@ def calibrate(out: Path | None = None, settings: Settings | None = None) -> dict
         params.update(calibrate_row(s, fits))
     params.update(calibrate_conversion(s, fits))
     base = AnalyticalCostModel().with_engines(registry.cost_defaults())
+    warnings = floor_unit_costs(params, base)
     model = replace(base, name="calibrated", **params)
     engines = dict(base.engines)
     errors: dict[str, dict[str, float]] = {}
@@ -434,4 +435,41 @@ def calibrate(out: Path | None = None, settings: Settings | None = None) -> dict
             k: {"slope": f.slope, "intercept": f.intercept, "r2": f.r2} for k, f in fits.items()
         },
         "sql_prediction_error": errors,
+        "warnings": warnings,
     }
+
+
+#: Per-tuple costs that are never free: a fit of zero means noise swamped the signal (a
+#: busy machine, too few points), not that the work costs nothing.
+POSITIVE_UNIT_COSTS = (
+    "select",
+    "project",
+    "window",
+    "agg_base",
+    "agg_incremental",
+    "join_input",
+    "to_arrow",
+    "from_arrow",
+)
+
+
+def floor_unit_costs(params: dict[str, Any], base: AnalyticalCostModel) -> list[str]:
+    """Replace unit costs fitted to zero by the analytical value scaled to this machine.
+
+    The scale is the median ratio measured/analytical over the costs that did fit, so a fast
+    machine's fallback stays fast. Returns one warning per replaced constant (the CLI prints
+    them; rerun ``hycq calibrate`` on a quiet machine to measure them instead).
+    """
+    fitted = {k: float(params[k]) for k in POSITIVE_UNIT_COSTS if k in params}
+    ratios = [v / getattr(base, k) for k, v in fitted.items() if v > 0 and getattr(base, k) > 0]
+    speed = statistics.median(ratios) if ratios else 1.0
+    warnings = []
+    for name, value in fitted.items():
+        if value <= 0:
+            params[name] = getattr(base, name) * speed
+            warnings.append(
+                f"{name} fitted to 0 (measurements too noisy); using the analytical "
+                f"{1e6 * getattr(base, name):.3g} us x machine speed {speed:.2f} = "
+                f"{1e6 * params[name]:.3g} us; rerun hycq calibrate on a quiet machine"
+            )
+    return warnings

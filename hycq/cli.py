@@ -658,6 +658,8 @@ def _calibrate(args: argparse.Namespace) -> int:
 
     settings = dataclasses.replace(base, engines=engines, progress=progress)
     summary = calibrate(args.out, settings)
+    for warning in summary["warnings"]:
+        sys.stderr.write(f"warning: {warning}\n")
     us = {k: v * 1e6 for k, v in summary["parameters"].items()}
     print(f"wrote {summary['profile']} in {summary['seconds']:.1f} s")
     print("row engine, us per tuple: " + ", ".join(f"{k} {v:.3g}" for k, v in us.items()))

@@ -175,3 +175,17 @@ def test_calibrate_measures_fits_and_becomes_the_default(
     )
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["cost_model"] == "calibrated"
+
+
+def test_unit_costs_fitted_to_zero_fall_back_to_scaled_analytical_values() -> None:
+    """A noisy calibration that fits a per-tuple cost to 0 keeps a positive value, scaled by
+    the machine speed the other fits measured, and says so."""
+    from hycq.calibrate import floor_unit_costs
+
+    base = AnalyticalCostModel()
+    params = {"select": 2 * base.select, "project": 2 * base.project, "join_input": 0.0}
+    warnings = floor_unit_costs(params, base)
+    assert params["join_input"] == pytest.approx(2 * base.join_input)
+    assert params["select"] == 2 * base.select  # fitted values are kept
+    assert len(warnings) == 1 and "join_input fitted to 0" in warnings[0]
+    assert floor_unit_costs({"select": base.select}, base) == []
