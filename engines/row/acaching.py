@@ -79,6 +79,7 @@ from engines.row.mjoin import (
     Pipeline,
     greedy_order,
     index_cols,
+    run_pipeline,
     run_steps,
 )
 
@@ -173,51 +174,64 @@ def compatible(chosen: Sequence[Candidate], spec: NarySpec, pipelines: Sequence[
     return True
 
 
-class SubresultCache:
-    """Direct-mapped storage of one (possibly shared) cache: ``buckets`` slots of
-    ``[key, tuples]``; tuples are the segment's, in the layout of ``layout`` (global columns)."""
+#: An empty slot of ``SubresultCache.slots``.
+_EMPTY: Any = object()
 
-    __slots__ = ("buckets", "entries", "hits", "inconsistent", "layout", "misses", "table")
+
+class SubresultCache:
+    """Direct-mapped storage of one (possibly shared) cache: ``buckets`` slots; a key ``u``
+    lives in slot ``hash(u) % buckets`` and creating it evicts the slot's previous key. Tuples
+    are the segment's, in the layout of ``layout`` (global columns).
+
+    The slots hold only keys; the entries live in a dict ``u -> tuples``, so a Lookup or an
+    Update is one ``dict.get`` (the hot loops) while which keys are present is exactly the
+    direct-mapped table's (``slots`` is kept in step by ``create`` and ``drop``)."""
+
+    __slots__ = ("buckets", "entries", "hits", "inconsistent", "layout", "misses", "slots")
 
     def __init__(self, buckets: int, layout: tuple[int, ...]) -> None:
         self.buckets = max(1, buckets)
-        self.table: list[list[Any] | None] = [None] * self.buckets
-        self.entries = 0
+        self.slots: list[Any] = [_EMPTY] * self.buckets
+        self.entries: dict[Any, Rows] = {}
         self.hits = 0
         self.misses = 0
         self.inconsistent = 0
         self.layout = layout
 
     def probe(self, u: Any) -> Rows | None:
-        e = self.table[hash(u) % self.buckets]
-        if e is not None and e[0] == u:
-            return e[1]
-        return None
+        return self.entries.get(u)
 
     def create(self, u: Any, v: Rows) -> None:
         h = hash(u) % self.buckets
-        if self.table[h] is None:
-            self.entries += 1
-        self.table[h] = [u, v]
+        old = self.slots[h]
+        if old is not _EMPTY and old is not u and old != u:
+            del self.entries[old]  # the direct-mapped eviction
+        self.slots[h] = u
+        self.entries[u] = v
+
+    def drop(self, u: Any) -> None:
+        if self.entries.pop(u, None) is not None:
+            self.slots[hash(u) % self.buckets] = _EMPTY
 
     def insert(self, u: Any, s: Row) -> None:
-        e = self.table[hash(u) % self.buckets]
-        if e is not None and e[0] == u:
-            e[1].append(s)
+        e = self.entries.get(u)
+        if e is not None:
+            e.append(s)
 
     def delete(self, u: Any, s: Row) -> None:
-        h = hash(u) % self.buckets
-        e = self.table[h]
-        if e is not None and e[0] == u:
+        e = self.entries.get(u)
+        if e is not None:
             try:
-                e[1].remove(s)
+                e.remove(s)
             except ValueError:  # cannot happen while Def. 3.1 holds: drop the entry (safe)
-                self.table[h] = None
-                self.entries -= 1
+                self.drop(u)
                 self.inconsistent += 1
 
     def tuples(self) -> int:
-        return sum(len(e[1]) for e in self.table if e is not None)
+        return sum(len(v) for v in self.entries.values())
+
+    def __len__(self) -> int:
+        return len(self.entries)
 
 
 class MissEstimator:
@@ -319,6 +333,12 @@ class _Site:
     width: int  # flat columns of the prefix (the segment starts there)
     to_cache: Callable[[Row], Row] | None  # segment tuple (site layout) -> cache layout
     from_cache: Callable[[Row], Row] | None
+    #: How a hit's results are built from prefix ``q`` and cached tuple ``s``: ``QS``
+    #: ``q + s``; ``SQ`` ``s + q``; ``EMIT`` ``emit(q, entry, out)`` (a generated loop);
+    #: ``PERM`` ``q + from_cache(s)``. A segment that ends the pipeline emits the join's
+    #: output layout (QS, SQ or EMIT), otherwise the flat layout (QS or PERM).
+    mode: int = 0
+    emit: Callable[[Row, Rows, Rows], None] | None = None
 
 
 @dataclass
@@ -332,10 +352,7 @@ class _Update:
 
 
 def _getter(positions: Sequence[int]) -> Callable[[Row], Any]:
-    if len(positions) == 1:
-        p = positions[0]
-        return lambda r: r[p]
-    return operator.itemgetter(*positions)
+    return operator.itemgetter(*positions)  # one position: the value itself, not a 1-tuple
 
 
 def _perm(src: Sequence[int], dst: Sequence[int]) -> Callable[[Row], Row] | None:
@@ -349,6 +366,51 @@ def _perm(src: Sequence[int], dst: Sequence[int]) -> Callable[[Row], Row] | None
         return lambda r: (r[k],)
     g = operator.itemgetter(*idx)
     return g
+
+
+QS, SQ, EMIT, PERM = 0, 1, 2, 3
+
+
+def _emission(
+    spec: NarySpec,
+    pipe: Pipeline,
+    c: Candidate,
+    site_layout: Sequence[int],
+    layout: tuple[int, ...],
+) -> tuple[int, Callable[[Row, Rows, Rows], None] | None]:
+    """How a Lookup at ``c`` builds its hits' results (``_Site.mode``) and the generated
+    emitter for mode EMIT."""
+    if c.last < len(pipe.steps) - 1:  # flat partials continue down the pipeline
+        return (QS if list(site_layout) == list(layout) else PERM), None
+    width = pipe.flat_starts[pipe.order[c.first + 1]]
+    prefix = [spec.starts[p] + k for p in pipe.order[: c.first + 1] for k in range(spec.widths[p])]
+    assert len(prefix) == width
+    total = list(range(sum(spec.widths)))
+    if prefix + list(layout) == total:
+        return QS, None
+    if list(layout) + prefix == total:
+        return SQ, None
+    return EMIT, _emitter(spec, pipe, c, layout)
+
+
+def _emitter(
+    spec: NarySpec, pipe: Pipeline, c: Candidate, layout: tuple[int, ...]
+) -> Callable[[Row, Rows, Rows], None]:
+    """``emit(q, v, out)``: the results of prefix ``q`` and cached tuples ``v`` (in
+    ``layout``) in the join's output layout, for a segment that ends the pipeline."""
+    where = {g: k for k, g in enumerate(layout)}
+    parts = []
+    for g in range(sum(spec.widths)):
+        owner = spec.owner(g)
+        if owner in c.inputs:
+            parts.append(f"s[{where[g]}]")
+        else:
+            parts.append(f"q[{pipe.flat_starts[owner] + g - spec.starts[owner]}]")
+    src = f"def _emit(q, v, out):\n    out.extend([({', '.join(parts)},) for s in v])\n"
+    namespace: dict[str, Any] = {}
+    exec(compile(src, f"<hycq:acaching-emit {c.label()}>", "exec"), namespace)
+    fn: Callable[[Row, Rows, Rows], None] = namespace["_emit"]
+    return fn
 
 
 class ACachingJoinOp(MJoinOp):
@@ -426,9 +488,9 @@ class ACachingJoinOp(MJoinOp):
             groups.setdefault(c.group, []).append(c)
         new_used: dict[Any, SubresultCache] = {}
         for g, cs in groups.items():
-            first = min(cs, key=lambda c: c.pipeline)
-            order = self.pipelines[first.pipeline].order[first.first + 1 : first.last + 2]
-            layout = tuple(starts[p] + k for p in order for k in range(widths[p]))
+            # the segment's columns in input order: for a segment ending a pipeline the
+            # output is then often ``entry + prefix`` or ``prefix + entry`` (no permutation)
+            layout = tuple(starts[p] + k for p in sorted(cs[0].inputs) for k in range(widths[p]))
             layouts[g] = layout
             want = (buckets or {}).get(g) or self._default_buckets(g)
             old = self.used.get(g)
@@ -455,6 +517,7 @@ class ACachingJoinOp(MJoinOp):
                     width,
                     _perm(site_layout, cache.layout),
                     _perm(cache.layout, site_layout),
+                    *_emission(self.spec, pipe, c, site_layout, cache.layout),
                 )
             )
         for g, cs in groups.items():
@@ -533,38 +596,43 @@ class ACachingJoinOp(MJoinOp):
                 sampled = rows[start::stride]
                 rest = list(rows)
                 del rest[start::stride]
-                out = self._profiled(i, sampled, deleting) + self._cached(i, rest, deleting)
-                return self._output(pipe, out)
-        return self._output(pipe, self._cached(i, rows, deleting))
+                profiled = self._output(pipe, self._profiled(i, sampled, deleting))
+                return profiled + self._cached(i, rest, deleting)
+        return self._cached(i, rows, deleting)
 
     def _cached(self, i: int, partials: Rows, deleting: bool) -> Rows:
+        """Pipeline ``i`` with its Lookups and Updates; results in the output layout.
+
+        Between the Lookups and the Update points the steps run as compiled runners
+        (``Pipeline.runner``); a Lookup whose segment ends the pipeline emits the output
+        layout directly."""
         pipe = self.pipelines[i]
-        steps = pipe.steps
         sites = self.sites[i]
         updates = self.updates[i]
-        stores = self.stores
+        counts = [0]
+        last = len(pipe.steps) - 1
         if not sites and not updates:
-            counts = [0]
-            out = run_steps(steps, stores, partials, counts)
+            out = run_pipeline(pipe, self.stores, partials, counts)
             self.probes += counts[0]
             return out
+        stops = sorted({s.cand.first for s in sites} | {u.after + 1 for u in updates})
         pos = 0
         si = 0
-        counts = [0]
-        while pos < len(steps) and partials:
+        while pos <= last and partials:
             site = sites[si] if si < len(sites) else None
             if site is not None and site.cand.first == pos:
-                partials = self._lookup(site, steps, partials, counts)
+                partials = self._lookup(site, pipe.steps, partials, counts)
                 pos = site.cand.last + 1
                 si += 1
             else:
-                partials = run_steps(steps[pos : pos + 1], stores, partials, counts)
-                pos += 1
+                end = min([x for x in stops if x > pos] + [last + 1])
+                partials = run_pipeline(pipe, self.stores, partials, counts, pos, end - 1)
+                pos = end
             for u in updates:
                 if u.after == pos - 1:
                     self._update(u, partials, deleting)
         self.probes += counts[0]
-        return partials if pos >= len(steps) else []
+        return partials if pos > last else []
 
     def _lookup(self, site: _Site, steps: list[Any], partials: Rows, counts: list[int]) -> Rows:
         cache = site.cache
@@ -573,38 +641,53 @@ class ACachingJoinOp(MJoinOp):
         out: Rows = []
         misses: dict[Any, Rows] = {}
         self.cache_probes += len(partials)
-        table = cache.table
-        nb = cache.buckets
-        hits = 0
+        get = cache.entries.get
+        extend = out.extend
+        emit = site.emit
+        mode = site.mode
+        missed = 0
         for q in partials:  # cache.probe, inlined (it is the hot loop)
             u = key(q)
-            e = table[hash(u) % nb]
-            if e is None or e[0] != u:
+            v = get(u)
+            if v is None:
+                missed += 1
                 m = misses.get(u)
                 if m is None:
                     misses[u] = [q]
                 else:
                     m.append(q)
-                continue
-            hits += 1
-            v = e[1]
-            if v:
-                if frm is None:
-                    out.extend([q + s for s in v])
+            elif v:
+                if mode == QS:
+                    extend([q + s for s in v])
+                elif mode == SQ:
+                    extend([s + q for s in v])
+                elif mode == EMIT:
+                    emit(q, v, out)  # type: ignore[misc]
                 else:
-                    out.extend([q + frm(s) for s in v])
-        cache.hits += hits
+                    extend([q + frm(s) for s in v])  # type: ignore[misc]
+        cache.hits += len(partials) - missed
         if misses:
+            cache.misses += missed
             seg = steps[site.cand.first : site.cand.last + 1]
             width = site.width
             to = site.to_cache
             for u, qs in misses.items():
-                cache.misses += len(qs)
                 res = run_steps(seg, self.stores, [qs[0]], counts)
                 v = [r[width:] for r in res]
-                cache.create(u, v if to is None else [to(s) for s in v])
+                if to is not None:
+                    v = [to(s) for s in v]
+                cache.create(u, v)
+                if not v:
+                    continue
                 for q in qs:
-                    out.extend([q + s for s in v])
+                    if mode == QS:
+                        extend([q + s for s in v])
+                    elif mode == SQ:
+                        extend([s + q for s in v])
+                    elif mode == EMIT:
+                        emit(q, v, out)  # type: ignore[misc]
+                    else:
+                        extend([q + frm(s) for s in v])  # type: ignore[misc]
         return out
 
     @staticmethod
@@ -614,13 +697,11 @@ class ACachingJoinOp(MJoinOp):
             for r in partials:
                 cache.delete(key(r), r if to is None else to(r))
             return
-        table = cache.table
-        nb = cache.buckets
+        get = cache.entries.get
         for r in partials:  # cache.insert, inlined
-            k = key(r)
-            e = table[hash(k) % nb]
-            if e is not None and e[0] == k:
-                e[1].append(r if to is None else to(r))
+            e = get(key(r))
+            if e is not None:
+                e.append(r if to is None else to(r))
 
     def _profiled(self, i: int, partials: Rows, deleting: bool) -> Rows:
         """The sampled tuples: step by step, timed, bypassing Lookups (Updates still run: the
@@ -745,7 +826,7 @@ class ACachingJoinOp(MJoinOp):
             c.hits = c.misses = 0
         self.rates = [0] * self.spec.n
         if est:
-            self.fresh = {g for g in self.fresh if g in self.used and self.used[g].entries == 0}
+            self.fresh = {g for g in self.fresh if g in self.used and len(self.used[g]) == 0}
 
     def _moved(self, est: dict[Candidate, Estimate]) -> bool:
         if not self.last_estimates:
@@ -827,7 +908,7 @@ class ACachingJoinOp(MJoinOp):
                     "pipeline": c.pipeline,
                     "inputs": sorted(c.inputs),
                     "key": list(c.key_cols),
-                    "entries": cache.entries,
+                    "entries": len(cache),
                     "tuples": cache.tuples(),
                     "buckets": cache.buckets,
                     "hit_rate": (

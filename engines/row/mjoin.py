@@ -30,7 +30,7 @@ from __future__ import annotations
 import operator
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from engines.row.base import NO_CHANGE, Delta, Row, RowOperator, Rows
@@ -119,6 +119,19 @@ class Pipeline:
     flat_starts: dict[int, int]
     to_output: Callable[[Row], Row] | None  # None: already in input order
     pre: Callable[[Row], bool] | None = None
+    #: Output column k is the flat column ``out_perm[k]`` (identity: None).
+    out_perm: tuple[int, ...] | None = None
+    #: Widths of the inputs in pipeline order.
+    widths: list[int] = field(default_factory=list)
+    #: Compiled runners (``compile_runner``) by ``(first, last, final)``, built on first use.
+    runners: dict[tuple[int, int, bool], Runner] = field(default_factory=dict)
+
+    def runner(self, first: int, last: int, final: bool) -> Runner:
+        """Steps ``first..last`` as one compiled loop; ``final``: emit the output layout."""
+        r = self.runners.get((first, last, final))
+        if r is None:
+            r = self.runners[(first, last, final)] = compile_runner(self, first, last, final)
+        return r
 
 
 def compile_pipeline(spec: NarySpec, order: Sequence[int]) -> Pipeline:
@@ -188,7 +201,120 @@ def compile_pipeline(spec: NarySpec, order: Sequence[int]) -> Pipeline:
     to_output: Callable[[Row], Row] | None = None  # >= 2 columns: itemgetter gives tuples
     if perm != list(range(len(perm))):
         to_output = operator.itemgetter(*perm)
-    return Pipeline(order, steps, flat, to_output, pre)
+    widths = [spec.widths[p] for p in order]
+    return Pipeline(
+        order,
+        steps,
+        flat,
+        to_output,
+        pre,
+        tuple(perm) if to_output is not None else None,
+        widths=widths,
+    )
+
+
+#: ``runner(partials, out, counts, gets, residuals)``: joins ``partials`` through some steps,
+#: appending results to ``out`` and the number of index probes to ``counts[0]``; ``gets[k]`` is
+#: the ``get`` of the index step ``k`` probes, ``residuals[k]`` its residual check (or None).
+Runner = Callable[[Rows, Rows, list[int], Sequence[Any], Sequence[Any]], None]
+
+
+def compile_runner(pipe: Pipeline, first: int, last: int, final: bool) -> Runner:
+    """Steps ``first..last`` of ``pipe`` as one generated loop nest.
+
+    ``run_steps`` materializes every partial result (a tuple per step) and the pipeline then
+    permutes the results into the output layout. The runner instead binds each matched tuple
+    to a loop variable (``q`` the incoming partial, ``o1``, ``o2``, ... the inputs joined) and
+    builds one tuple per result, in the output layout when ``final`` (the steps end the
+    pipeline), else flat. A partial is materialized only where a residual must see it."""
+    steps = pipe.steps[first : last + 1]
+    base = sum(pipe.widths[: first + 1])  # flat width of the incoming partials
+    spans: list[tuple[str, int, int]] = [("q", 0, base)]
+    pos = base
+    for k in range(1, len(steps) + 1):
+        w = pipe.widths[first + k]
+        spans.append((f"o{k}", pos, w))
+        pos += w
+
+    def col(f: int, upto: int) -> str:
+        for var, start, w in spans[: upto + 1]:
+            if start <= f < start + w:
+                return f"{var}[{f - start}]"
+        raise PlanError(f"pipeline column {f} is not bound yet")
+
+    def key(k: int) -> str:
+        cols = steps[k - 1].probe_cols
+        if not cols:
+            return "()"
+        if len(cols) == 1:
+            return col(cols[0], k - 1)
+        return "(" + ", ".join(col(c, k - 1) for c in cols) + ",)"
+
+    def flat(upto: int) -> str:
+        return " + ".join(var for var, _, _ in spans[: upto + 1])
+
+    m = len(steps)
+    if final and pipe.out_perm is not None:
+        result = "(" + ", ".join(col(f, m) for f in pipe.out_perm) + ",)"
+    else:
+        result = flat(m)
+    lines = ["def _run(partials, out, counts, gets, residuals):"]
+    lines += [f"    G{k} = gets[{k - 1}]" for k in range(1, m + 1)]
+    lines += [f"    R{k} = residuals[{k - 1}]" for k in range(1, m + 1) if steps[k - 1].residual]
+    lines += ["    append = out.append", "    extend = out.extend", "    n = len(partials)"]
+    lines.append("    for q in partials:")
+    ind = "        "
+    for k in range(1, m + 1):
+        lines.append(f"{ind}b{k} = G{k}({key(k)})")
+        lines.append(f"{ind}if not b{k}:")
+        lines.append(f"{ind}    continue")
+        if k == m and steps[k - 1].residual is None:
+            lines.append(f"{ind}extend([{result} for o{k} in b{k}])")
+            break
+        lines.append(f"{ind}for o{k} in b{k}:")
+        ind += "    "
+        if steps[k - 1].residual is not None:
+            lines.append(f"{ind}if not R{k}({flat(k)}):")
+            lines.append(f"{ind}    continue")
+        if k < m:
+            lines.append(f"{ind}n += 1")
+        else:
+            lines.append(f"{ind}append({result})")
+    lines.append("    counts[0] += n")
+    src = "\n".join(lines) + "\n"
+    namespace: dict[str, Any] = {}
+    exec(compile(src, f"<hycq:mjoin-runner {pipe.order} {first}..{last}>", "exec"), namespace)
+    fn: Runner = namespace["_run"]
+    fn.__hycq_source__ = src  # type: ignore[attr-defined]
+    return fn
+
+
+def run_pipeline(
+    pipe: Pipeline,
+    stores: Sequence[IndexedStore],
+    partials: Rows,
+    counts: list[int],
+    first: int = 0,
+    last: int | None = None,
+    final: bool = True,
+) -> Rows:
+    """Steps ``first..last`` (default: to the end) of ``pipe`` over ``partials`` through the
+    compiled runner; in the output layout when ``final`` and the steps end the pipeline."""
+    if last is None:
+        last = len(pipe.steps) - 1
+    if not partials:
+        return []
+    final = final and last == len(pipe.steps) - 1
+    steps = pipe.steps[first : last + 1]
+    out: Rows = []
+    pipe.runner(first, last, final)(
+        partials,
+        out,
+        counts,
+        [stores[st.p].indexes[st.index_cols].get for st in steps],
+        [st.residual for st in steps],
+    )
+    return out
 
 
 def greedy_order(
@@ -384,9 +510,9 @@ class MJoinOp(RowOperator):
         if pipe.pre is not None:
             rows = [r for r in rows if pipe.pre(r)]
         counts = [0]
-        out = run_steps(pipe.steps, self.stores, rows, counts)
+        out = run_pipeline(pipe, self.stores, rows, counts)
         self.probes += counts[0]
-        return self._output(pipe, out)
+        return out
 
     @staticmethod
     def _output(pipe: Pipeline, rows: Rows) -> Rows:

@@ -92,9 +92,7 @@ def check_caches(op: ACachingJoinOp, rels: list[list[Row]]) -> None:
         full = naive(sub, [rels[p] for p in seg])
         layout_pos = [remap[g] for g in cache.layout]
         key_pos = [remap[g] for g in c.key_cols]
-        for e in cache.table:
-            if e is None:
-                continue
+        for e in cache.entries.items():
             u = e[0] if isinstance(e[0], tuple) and len(key_pos) > 1 else (e[0],)
             want: Counter[Row] = Counter()
             for row, n in full.items():
@@ -329,3 +327,25 @@ def test_replacing_input_recomputes(replace_at: int) -> None:
         out = op.step(t, d)
         assert out.replace
         assert Counter(out.ins) == naive(spec, rels)
+
+
+def test_cache_storage_is_direct_mapped() -> None:
+    """A key lives in slot ``hash(u) % buckets``: creating a key evicts the slot's previous
+    key (and only it); at most ``buckets`` entries; updates touch present keys only."""
+    from engines.row.acaching import SubresultCache
+
+    cache = SubresultCache(8, (0,))
+    cache.create(1, [(10,)])
+    cache.create(9, [(90,)])  # same slot as 1 (hash(int) is the int): evicts it
+    assert cache.probe(1) is None and cache.probe(9) == [(90,)]
+    cache.create(2, [])
+    cache.insert(2, (20,))
+    cache.insert(3, (30,))  # absent: nothing cached
+    assert cache.probe(2) == [(20,)] and cache.probe(3) is None
+    for k in range(100):
+        cache.create(k, [])
+    assert len(cache) == 8 and all(cache.probe(k) == [] for k in range(92, 100))
+    cache.delete(99, (1,))  # not in the entry: Def. 3.1 broken, the entry is dropped (safe)
+    assert cache.probe(99) is None and cache.inconsistent == 1 and len(cache) == 7
+    cache.create(91, [])  # slot of 99 (and of 91's old neighbours) reusable
+    assert cache.probe(91) == [] and len(cache) == 8
