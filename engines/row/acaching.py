@@ -91,6 +91,11 @@ PROBE_S = 0.12e-6
 NONEMPTY_S = 0.30e-6
 PER_TUPLE_S = 0.06e-6
 UPDATE_S = 0.15e-6
+#: A trial (a selection that added caches) is reverted when the pipelines' measured time
+#: per tuple grew by more than this; the groups it added are then left out of selection for
+#: ``BAN_INTERVALS`` intervals, doubling at each refutation.
+TRIAL_MARGIN = 0.05
+BAN_INTERVALS = 8
 #: Exhaustive selection up to this many candidates (2^n subsets, pruned by conflicts).
 EXHAUSTIVE_SITES = 18
 #: Bytes per cached tuple reference and per entry (CPython list slot, entry list and key).
@@ -464,6 +469,16 @@ class ACachingJoinOp(MJoinOp):
         self.timeline: list[dict[str, Any]] = []
         self.tuples_seen = 0
         self.cache_probes = 0
+        #: Measured cost of the unsampled path, per pipeline, this interval: seconds, tuples.
+        self.spent = [0.0] * spec.n
+        self.passed = [0] * spec.n
+        #: A change of the cache set on trial: the set before, its measured cost per tuple
+        #: per pipeline, and intervals left to settle (cold caches) before it is judged.
+        self.trial: dict[str, Any] | None = None
+        #: Groups a trial refuted: group -> intervals left excluded; and how often refuted.
+        self.banned: dict[Any, int] = {}
+        self.refuted: dict[Any, int] = {}
+        self.reverts = 0
         self._refresh_candidates()
 
     def _fresh_obs(self, i: int) -> _Obs:
@@ -563,6 +578,7 @@ class ACachingJoinOp(MJoinOp):
             return
         super().reorder(i, order)
         keep = [c for c in self.chosen if c.pipeline != i and i not in c.inputs]
+        self.trial = None  # the costs it compares were measured under the old order
         self._refresh_candidates()
         keep = [c for c in keep if c in self.cands]
         self.install(keep)
@@ -597,8 +613,16 @@ class ACachingJoinOp(MJoinOp):
                 rest = list(rows)
                 del rest[start::stride]
                 profiled = self._output(pipe, self._profiled(i, sampled, deleting))
-                return profiled + self._cached(i, rest, deleting)
-        return self._cached(i, rows, deleting)
+                return profiled + self._timed(i, rest, deleting)
+        return self._timed(i, rows, deleting)
+
+    def _timed(self, i: int, rows: Rows, deleting: bool) -> Rows:
+        """``_cached``, its time and tuples counted per pipeline (what a trial judges)."""
+        t0 = time.perf_counter()
+        out = self._cached(i, rows, deleting)
+        self.spent[i] += time.perf_counter() - t0
+        self.passed[i] += len(rows)
+        return out
 
     def _cached(self, i: int, partials: Rows, deleting: bool) -> Rows:
         """Pipeline ``i`` with its Lookups and Updates; results in the output layout.
@@ -788,19 +812,70 @@ class ACachingJoinOp(MJoinOp):
             out[c] = Estimate(c, benefit, group_cost[c.group], miss, entry, entries, work)
         return out
 
+    def _measured(self) -> list[float | None]:
+        """This interval's measured seconds per tuple of each pipeline's unsampled path."""
+        return [t / n if n else None for t, n in zip(self.spent, self.passed, strict=True)]
+
+    def _judge(self) -> bool:
+        """Judge the cache set on trial against the set it replaced, on measured time: the
+        pipelines' seconds per tuple weighted by this interval's rates. Reverts (and bans
+        the groups it added, for ``BAN_INTERVALS`` doubling per refutation) when the new set
+        is slower by more than ``TRIAL_MARGIN``. Returns whether the set was reverted."""
+        trial = self.trial
+        if trial is None:
+            return False
+        if trial["settle"] > 0:
+            trial["settle"] -= 1
+            return False
+        self.trial = None
+        now = self._measured()
+        before, after = 0.0, 0.0
+        for i, (old, new) in enumerate(zip(trial["cost"], now, strict=True)):
+            if old is None or new is None:
+                continue
+            before += self.rates[i] * old
+            after += self.rates[i] * new
+        if before <= 0 or after <= before * (1 + TRIAL_MARGIN):
+            return False
+        old_set = [c for c in trial["old"] if c in self.cands]
+        added = {c.group for c in self.chosen} - {c.group for c in old_set}
+        for g in added:
+            self.refuted[g] = self.refuted.get(g, 0) + 1
+            self.banned[g] = BAN_INTERVALS * 2 ** (self.refuted[g] - 1)
+        self.reverts += 1
+        self.install(old_set)
+        self.reselections.append(
+            {
+                "at_tuples": self.tuples_seen,
+                "chosen": sorted(c.label() for c in old_set),
+                "reverted": {"measured_before_s": before, "measured_after_s": after},
+            }
+        )
+        return True
+
     def _adapt(self) -> None:
         if self.adapt_orders:
             self._adapt_orders()
         est = self.estimates()
         self.since = 0
-        if est:
+        self.banned = {g: k - 1 for g, k in self.banned.items() if k > 1}
+        reverted = self._judge()
+        if est and not reverted and self.trial is None:
+            est_ok = {c: e for c, e in est.items() if c.group not in self.banned}
             drop = [c for c in self.chosen if c in est and est[c].benefit - est[c].cost < 0]
             moved = self._moved(est)
             if moved or drop:
-                chosen = select(est, self.spec, self.pipelines)
+                chosen = select(est_ok, self.spec, self.pipelines)
                 buckets = self._allocate(chosen, est)
                 chosen = [c for c in chosen if buckets.get(c.group, 0) > 0]
                 if set(chosen) != set(self.chosen):
+                    added = {c.group for c in chosen} - {c.group for c in self.chosen}
+                    if added:  # adding caches is a hypothesis of the model: test it
+                        self.trial = {
+                            "old": list(self.chosen),
+                            "cost": self._measured(),
+                            "settle": 1,
+                        }
                     self.install(chosen, buckets)
                 self.reselections.append(
                     {
@@ -825,6 +900,8 @@ class ACachingJoinOp(MJoinOp):
         for c in self.used.values():
             c.hits = c.misses = 0
         self.rates = [0] * self.spec.n
+        self.spent = [0.0] * self.spec.n
+        self.passed = [0] * self.spec.n
         if est:
             self.fresh = {g for g in self.fresh if g in self.used and len(self.used[g]) == 0}
 
@@ -926,6 +1003,8 @@ class ACachingJoinOp(MJoinOp):
                 "caches": caches,
                 "cache_probes": self.cache_probes,
                 "reselections": len(self.reselections),
+                "reverts": self.reverts,
+                "banned": sorted(c.label() for c in self.cands if c.group in self.banned),
                 "selections": self.reselections[-20:],
                 "timeline": self.timeline[-50:],
             }

@@ -349,3 +349,26 @@ def test_cache_storage_is_direct_mapped() -> None:
     assert cache.probe(99) is None and cache.inconsistent == 1 and len(cache) == 7
     cache.create(91, [])  # slot of 99 (and of 91's old neighbours) reusable
     assert cache.probe(91) == [] and len(cache) == 8
+
+
+@pytest.mark.parametrize("slower", [True, False])
+def test_a_trial_that_measures_slower_is_reverted_and_banned(slower: bool) -> None:
+    """A selection that adds caches is a trial: after a settling interval the pipelines'
+    measured seconds per tuple (weighted by rate) are compared with the set it replaced; a
+    slower set is reverted and its groups are left out of selection for a while."""
+    spec = NarySpec((1, 2, 1), (eq(0, 1), eq(2, 3)), (False,) * 4)
+    op = ACachingJoinOp("j", spec, [False] * 3, orders=[(0, 1, 2), (1, 2, 0), (2, 1, 0)])
+    (cand,) = [c for c in op.cands if c.pipeline == 0]
+    op.install([cand])
+    op.trial = {"old": [], "cost": [1e-6, 1e-6, 1e-6], "settle": 1}
+    op.rates = [100, 100, 100]
+    assert not op._judge() and op.trial["settle"] == 0  # the cold interval is not judged
+    op.spent = [(3e-6 if slower else 0.5e-6) * 100, 1e-4, 1e-4]
+    op.passed = [100, 100, 100]
+    assert op._judge() is slower
+    assert op.trial is None
+    if slower:
+        assert op.chosen == [] and cand.group in op.banned and op.reverts == 1
+        assert op.reselections[-1]["reverted"]["measured_after_s"] > 0
+    else:
+        assert op.chosen == [cand] and not op.banned
