@@ -34,6 +34,7 @@ Example:
 from __future__ import annotations
 
 import math
+import operator
 import warnings
 from collections.abc import Callable, Sequence
 from fractions import Fraction
@@ -563,10 +564,10 @@ def compile_predicate(pred: Expr, cols: Sequence[bool]) -> Callable[[Row], bool]
 
 
 def compile_key(indexes: Sequence[int]) -> Callable[[Row], Any]:
-    """``r -> key``: a scalar for one column, a tuple for several, () for none."""
+    """``r -> key``: a scalar for one column, a tuple for several, () for none.
+
+    ``operator.itemgetter`` (C) for one or more columns: it gives exactly these values and
+    costs a fraction of a Python function call on the join's hot paths."""
     if not indexes:
         return _build("def _key(r):\n    return ()\n", "_key")
-    if len(indexes) == 1:
-        return _build(f"def _key(r):\n    return r[{indexes[0]}]\n", "_key")
-    items = ", ".join(f"r[{i}]" for i in indexes)
-    return _build(f"def _key(r):\n    return ({items},)\n", "_key")
+    return operator.itemgetter(*indexes)

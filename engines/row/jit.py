@@ -42,6 +42,7 @@ included) so migration and checkpoints see exact relations.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -51,13 +52,42 @@ from engines.row.join import HashJoinOp, _Store
 Key = Callable[[Row], Any]
 
 
+#: Input tuples (consumer's and producer's) per measuring epoch of the on/off controller.
+EPOCH_TUPLES = 4000
+#: Epochs in the better mode between two probes of the other mode.
+PROBE_EVERY = 6
+#: The other mode must be faster per tuple by this fraction to be switched to.
+SWITCH_MARGIN = 0.05
+
+
 class JitJoinOp(HashJoinOp):
-    """A hash join that can be a JIT producer, a JIT consumer, or plain (no link)."""
+    """A hash join that can be a JIT producer, a JIT consumer, or plain (no link).
+
+    A consumer also decides whether JIT pays (``adaptive``): JIT's bookkeeping (value
+    counts, per-value indexes, the blacklist checks) costs on every tuple, and saves only
+    where partners are rare. Every ``EPOCH_TUPLES`` input tuples of the pair it measures the
+    pair's seconds per tuple; every ``PROBE_EVERY`` epochs it runs one epoch in the other
+    mode (``unlink``: every held-back partial released, the bookkeeping dropped; ``relink``:
+    rebuilt from the stores) and keeps the mode that measured faster by ``SWITCH_MARGIN``.
+    The two modes are compared on adjacent epochs, so a window still filling does not bias
+    the choice; the switches' own work is timed apart (``switch_s``)."""
 
     impl = "jit"
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, adaptive: bool = True, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.adaptive = adaptive
+        self.clock = 0.0  # seconds in step
+        self.seen = 0  # input tuples
+        self._link_args: tuple[int, JitJoinOp, list[tuple[int, int]], int] | None = None
+        self.consumer: JitJoinOp | None = None  # the join this one produces for (linked)
+        self.jit_on = True
+        self.epoch_mark = (0.0, 0)
+        self.epochs: list[dict[str, Any]] = []
+        self.since_probe = 0
+        self.probing = False
+        self.switches = 0
+        self.switch_s = 0.0
         # producer role: attrs[s] = [(a, column of side s's tuples)]
         self.producing = False
         self.attrs: tuple[list[tuple[int, int]], list[tuple[int, int]]] = ([], [])
@@ -257,6 +287,104 @@ class JitJoinOp(HashJoinOp):
                     s.add(key(r))
 
     def step(self, instant: int, inputs: list[Delta]) -> Delta:
+        t0 = time.perf_counter()
+        out = self._step_jit(instant, inputs)
+        self.clock += time.perf_counter() - t0
+        self.seen += sum(len(d.ins) + len(d.dels) for d in inputs)
+        if self.adaptive and self._link_args is not None:
+            self._control()
+        return out
+
+    # -- the on/off controller (consumer) ---------------------------------------------------------
+
+    def _pair_totals(self) -> tuple[float, int]:
+        assert self._link_args is not None
+        child = self._link_args[1]
+        return self.clock + child.clock, self.seen + child.seen
+
+    def _control(self) -> None:
+        spent, seen = self._pair_totals()
+        t_mark, n_mark = self.epoch_mark
+        n = seen - n_mark
+        if n < EPOCH_TUPLES:
+            return
+        cost = (spent - t_mark) / n
+        self.epochs.append(
+            {"at_tuples": seen, "mode": "jit" if self.jit_on else "plain", "s_per_tuple": cost}
+        )
+        del self.epochs[:-40]
+        if self.probing:
+            # the probe epoch against the epoch before it (the other mode)
+            self.probing = False
+            before = self.epochs[-2]["s_per_tuple"] if len(self.epochs) >= 2 else cost
+            if not cost < before * (1 - SWITCH_MARGIN):
+                self._switch()  # the probed mode lost: back
+            self.since_probe = 0
+        else:
+            self.since_probe += 1
+            if self.since_probe >= PROBE_EVERY or (len(self.epochs) == 2 and self.jit_on):
+                self.probing = True
+                self._switch()
+        spent, seen = self._pair_totals()
+        self.epoch_mark = (spent, seen)
+
+    def _switch(self) -> None:
+        t0 = time.perf_counter()
+        if self.jit_on:
+            self.unlink()
+        else:
+            self.relink()
+        self.switches += 1
+        dt = time.perf_counter() - t0
+        self.switch_s += dt
+        self.clock -= dt  # the switch's work is not either mode's per-tuple cost
+
+    def unlink(self) -> None:
+        """Stop JIT between this consumer and its producer: every partial held back joins my
+        store again, the producer's blacklisted tuples return to its stores, and the
+        bookkeeping is dropped (both joins are then plain hash joins)."""
+        child = self.child
+        if child is None:
+            return
+        mine = self.left if self.child_side == 0 else self.right
+        back = child.release_all()
+        if back:
+            mine.add_all(back)
+            self.partials_recomputed += len(back)
+        self.child = None
+        self.other_counts = []
+        self.by_value = []
+        self.jit_on = False
+
+    def relink(self) -> None:
+        """Start JIT again (after ``unlink``), the bookkeeping rebuilt from the stores."""
+        if self._link_args is None or self.child is not None:
+            return
+        side, child, pairs, width = self._link_args
+        attrs = _attrs(pairs, width)
+        child.make_producer(attrs)
+        self.make_consumer(side, child, pairs)
+        self.jit_on = True
+
+    def release_all(self) -> Rows:
+        """Producer: give up every suspension; return the partials they held back (the
+        blacklisted tuples' joins) and put those tuples back in the stores."""
+        out = self.recompute()
+        held: tuple[Rows, Rows] = ([], [])
+        for pair, rows in self.blacklist.items():
+            held[self._side_of(pair[0])[0]].extend(rows)
+        for side in (0, 1):
+            if held[side]:
+                self._store(side).add_all(held[side])
+        self.suspended.clear()
+        self.blacklist.clear()
+        self.held_tuples = 0
+        self.producing = False
+        self.attrs = ([], [])
+        self.active_by = {}
+        return out
+
+    def _step_jit(self, instant: int, inputs: list[Delta]) -> Delta:
         if self.producing:
             inputs = list(inputs)
             for side in (0, 1):
@@ -364,8 +492,9 @@ class JitJoinOp(HashJoinOp):
         m.update(
             {
                 "impl": "jit",
-                "role": ("producer " if self.producing else "")
-                + ("consumer" if self.child is not None else ""),
+                # the link's roles, kept while the controller has JIT off (``jit_on``)
+                "role": ("producer " if self.consumer is not None else "")
+                + ("consumer" if self._link_args is not None else ""),
                 "suspensions": self.suspensions,
                 "resumptions": self.resumptions,
                 "suspended_values": len(self.suspended),
@@ -375,6 +504,17 @@ class JitJoinOp(HashJoinOp):
                 "blacklisted_arrivals": self.blacklisted_arrivals,
             }
         )
+        if self._link_args is not None or self.consumer is not None:
+            ctl = self if self._link_args is not None else self.consumer
+            assert ctl is not None
+            m.update(
+                {
+                    "jit_on": ctl.jit_on,
+                    "switches": ctl.switches,
+                    "switch_s": ctl.switch_s,
+                    "epochs": ctl.epochs[-20:],
+                }
+            )
         return m
 
 
@@ -392,10 +532,16 @@ def link(
         return False
     if not pairs or parent.nested_loop or any(parent.replace_in) or any(child.replace_in):
         return False
-    attrs = [
+    child.make_producer(_attrs(pairs, child_left_width))
+    parent.make_consumer(side, child, pairs)
+    parent._link_args = (side, child, list(pairs), child_left_width)
+    child.consumer = parent
+    return True
+
+
+def _attrs(pairs: Sequence[tuple[int, int]], child_left_width: int) -> list[tuple[int, int, int]]:
+    """``(a, side, column of that side)`` per key equality of the consumer."""
+    return [
         (a, 0, c) if c < child_left_width else (a, 1, c - child_left_width)
         for a, (c, _) in enumerate(pairs)
     ]
-    child.make_producer(attrs)
-    parent.make_consumer(side, child, pairs)
-    return True

@@ -28,7 +28,7 @@ and emit a replacing delta, as the binary join does.
 from __future__ import annotations
 
 import operator
-from collections import deque
+from collections import defaultdict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -360,17 +360,18 @@ class IndexedStore:
     __slots__ = ("indexes", "keys", "size")
 
     def __init__(self) -> None:
-        self.indexes: dict[tuple[int, ...], dict[Any, deque[Row]]] = {}
+        #: Probes use ``.get`` (a missing key is not created); only inserts index with ``[]``.
+        self.indexes: dict[tuple[int, ...], defaultdict[Any, deque[Row]]] = {}
         self.keys: dict[tuple[int, ...], Key] = {}
         self.size = 0
 
-    def ensure_index(self, cols: tuple[int, ...]) -> dict[Any, deque[Row]]:
+    def ensure_index(self, cols: tuple[int, ...]) -> defaultdict[Any, deque[Row]]:
         index = self.indexes.get(cols)
         if index is None:
             key = compile_key(cols)
-            index = {}
+            index = defaultdict(deque)
             for r in self.rows():
-                index.setdefault(key(r), deque()).append(r)
+                index[key(r)].append(r)
             self.indexes[cols] = index
             self.keys[cols] = key
         return index
@@ -384,22 +385,17 @@ class IndexedStore:
     def add_all(self, rows: Rows) -> None:
         for cols, index in self.indexes.items():
             key = self.keys[cols]
-            for r in rows:
-                k = key(r)
-                b = index.get(k)
-                if b is None:
-                    index[k] = deque((r,))
-                else:
-                    b.append(r)
+            for k, r in zip(map(key, rows), rows, strict=True):  # new keys get a deque
+                index[k].append(r)
         self.size += len(rows)
 
     def remove_all(self, rows: Rows) -> None:
         for cols, index in self.indexes.items():
             key = self.keys[cols]
-            for r in rows:
-                k = key(r)
+            for k, r in zip(map(key, rows), rows, strict=True):
                 b = index[k]
-                if b[0] == r:
+                h = b[0]
+                if h is r or h == r:  # window expiry: almost always the oldest, same object
                     b.popleft()
                 else:
                     b.remove(r)

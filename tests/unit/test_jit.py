@@ -16,6 +16,7 @@ from collections import Counter
 
 import pytest
 
+import engines.row.jit as jit_mod
 from engines.row.base import Delta, Row
 from engines.row.compile import compile_key
 from engines.row.jit import JitJoinOp, link
@@ -129,8 +130,15 @@ def updates(
     return out
 
 
+@pytest.mark.parametrize("switching", [False, True])
 @pytest.mark.parametrize("seed", range(30))
-def test_jit_equals_naive(seed: int) -> None:
+def test_jit_equals_naive(seed: int, switching: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Random trees, clique and chain keys: the JIT tree's output is the naive join's change
+    at every step; with ``switching`` the on/off controller unlinks and relinks every few
+    tuples (held-back partials released, bookkeeping rebuilt) and the output stays exact."""
+    if switching:
+        monkeypatch.setattr(jit_mod, "EPOCH_TUPLES", 3)
+        monkeypatch.setattr(jit_mod, "PROBE_EVERY", 1)
     rng = random.Random(seed)
     n = rng.choice([3, 4, 4, 5])
     shape = "bushy" if n == 4 and rng.random() < 0.4 else "left"
@@ -165,6 +173,8 @@ def test_jit_equals_naive(seed: int) -> None:
     jit_partials = sum(j.left.size + j.right.size for j in tree.nodes)
     ref_partials = sum(r.left.size + r.right.size for r in ref.nodes)
     assert jit_partials <= ref_partials
+    if switching:
+        assert sum(getattr(op, "switches", 0) for op in tree.nodes) >= 2
 
 
 def test_jit_suspends_and_resumes() -> None:
