@@ -15,6 +15,7 @@ experiments/results/join_impls_<part>.json, summarized in experiments/README.md)
 * ``jit``: JIT Figs. 14-15's shape, 4 streams, left-deep clique (stream 4 over 100x the
   domain): CPU seconds (the joins' busy time) and peak stored tuples against the plain tree
   (REF), over window sizes and rates.
+* ``units``: A-Caching's Update and Lookup costs on Q3's operator alone (UPDATE_S).
 * ``choice``: optimizer/join_impl.py's choice against the measured best of tree / MJoin /
   A-Caching / JIT at 10 workload points.
 
@@ -195,6 +196,66 @@ def burst(repeat: int) -> dict[str, Any]:
     return out
 
 
+def units(repeat: int) -> dict[str, Any]:
+    """A-Caching's unit costs on Q3's operator (no engine around it): seconds per delta tuple
+    of each pipeline with the t-pipeline cache (R join S keyed by b) and without, over stores
+    of 1,000 keys (multiplicity 1 in r and s, ``m`` in t). The r and s pipelines carry the
+    cache's Update point (their extra cost is UPDATE_S times the update partials); t's
+    Lookup saves its two probes."""
+    import random
+
+    col = lambda i: ColumnRef(i, f"c{i}", DataType.INTEGER)  # noqa: E731
+    eq = lambda a, b: Binary("=", col(a), col(b), DataType.BOOLEAN)  # noqa: E731
+    # r(ts, a) s(ts, a, b) t(ts, b): r.a = 1, s.a = 3, s.b = 4, t.b = 6
+    spec = NarySpec((2, 3, 2), (eq(1, 3), eq(4, 6)), (False,) * 7)
+    keys = 1000
+    out: dict[str, Any] = {"keys": keys, "points": []}
+    for mult in (1, 5):
+        rng = random.Random(mult)
+        base = [
+            [(i, rng.randrange(keys)) for i in range(keys)],
+            [(i, rng.randrange(keys), rng.randrange(keys)) for i in range(keys)],
+            [(i, rng.randrange(keys)) for i in range(keys * mult)],
+        ]
+
+        def make(cached: bool, base: list[Any] = base) -> ACachingJoinOp:
+            op = ACachingJoinOp(
+                "j", spec, [False] * 3, orders=[(0, 1, 2), (1, 0, 2), (2, 1, 0)], sample=0.0
+            )
+            for i, rows in enumerate(base):
+                op.stores[i].add_all(list(rows))
+            if cached:
+                (c,) = [c for c in op.cands if c.pipeline == 2]
+                op.force([c], 8192)
+                op._cached(2, [(0, b) for b in range(keys)], False)  # every key cached
+            return op
+
+        batches = [
+            [(0, rng.randrange(keys)) for _ in range(200)],
+            [(0, rng.randrange(keys), rng.randrange(keys)) for _ in range(200)],
+            [(0, rng.randrange(keys)) for _ in range(1000)],
+        ]
+        point: dict[str, Any] = {"multiplicity": mult}
+        for i, name in enumerate("rst"):
+            per = {}
+            for cached in (True, False):
+                times = []
+                for _ in range(max(5, 5 * repeat)):
+                    op = make(cached)
+                    op._cached(i, batches[i][:1], False)  # compile the runners
+                    if i == 0 or i == 1:  # updates grow the cache: a fresh operator each
+                        op = make(cached)
+                        op._cached(i, batches[i][:1], False)
+                    t0 = time.perf_counter()
+                    op._cached(i, batches[i], False)
+                    times.append((time.perf_counter() - t0) / len(batches[i]))
+                per["cached" if cached else "plain"] = 1e6 * min(times)
+            point[f"{name}_us_per_tuple"] = per
+        print(json.dumps(point), flush=True)
+        out["points"].append(point)
+    return out
+
+
 def cands7() -> dict[str, Any]:
     """Candidates of a 7-way chain join whose pipelines all walk right first (segments
     ``{j..6}`` then satisfy the prefix invariant in every pipeline left of ``j``)."""
@@ -345,7 +406,7 @@ def choice(repeat: int) -> dict[str, Any]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("part", choices=("fig6", "burst", "cands7", "jit", "choice"))
+    ap.add_argument("part", choices=("fig6", "burst", "cands7", "jit", "choice", "units"))
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     started = time.time()
@@ -357,6 +418,8 @@ def main() -> None:
         result = cands7()
     elif args.part == "jit":
         result = jit(args.repeat)
+    elif args.part == "units":
+        result = units(args.repeat)
     else:
         result = choice(args.repeat)
     result["command"] = f"python experiments/join_impls.py {args.part} --repeat {args.repeat}"

@@ -83,18 +83,23 @@ from engines.row.mjoin import (
     run_steps,
 )
 
-#: Costs (s) of the inlined Lookup and Update loops, measured on this machine (timeit over
-#: 100,000 lookups of 1,000 keys): a probe 0.12 us; emitting a non-empty entry 0.30 us more
-#: (building the list) plus 0.06 us per tuple; an update 0.09 us plus the append. A lookup
-#: costs ``PROBE_S + NONEMPTY_S * min(1, e) + PER_TUPLE_S * e`` for entries of ``e`` tuples.
+#: Costs (s) of the Lookup and Update operators, measured on this machine: a probe 0.12 us;
+#: emitting a non-empty entry 0.30 us more plus 0.06 us per tuple (timeit over 100,000
+#: lookups of 1,000 keys); an Update point 0.5 us per partial reaching it: the compiled
+#: pipeline splits there (the partial is built as a tuple), then key, lookup and append
+#: (``python experiments/join_impls.py units``: 0.3-0.55 us per Q3 r or s tuple, about 0.6
+#: update partials each). A lookup costs ``PROBE_S + NONEMPTY_S * min(1, e) + PER_TUPLE_S *
+#: e`` for entries of ``e`` tuples.
 PROBE_S = 0.12e-6
 NONEMPTY_S = 0.30e-6
 PER_TUPLE_S = 0.06e-6
-UPDATE_S = 0.15e-6
+UPDATE_S = 0.5e-6
 #: A trial (a selection that added caches) is reverted when the pipelines' measured time
 #: per tuple grew by more than this; the groups it added are then left out of selection for
 #: ``BAN_INTERVALS`` intervals, doubling at each refutation.
-TRIAL_MARGIN = 0.05
+TRIAL_MARGIN = 0.10
+#: A trial is judged only if the stores' size moved by less than this fraction meanwhile.
+STORE_DRIFT = 0.25
 BAN_INTERVALS = 8
 #: Exhaustive selection up to this many candidates (2^n subsets, pruned by conflicts).
 EXHAUSTIVE_SITES = 18
@@ -352,6 +357,21 @@ class _Update:
     to_cache: Callable[[Row], Row] | None
 
 
+def _call_overhead(pipe: Pipeline, stores: Sequence[Any]) -> float:
+    """Seconds of one timed single-step runner call on one partial that finds nothing (the
+    stores are empty when an operator is built): what the profiler subtracts per call."""
+    probe = [(None,) * pipe.widths[0]]
+    best = math.inf
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(100):
+            t1 = time.perf_counter()
+            run_pipeline(pipe, stores, probe, [0], 0, 0, final=False)
+            _ = time.perf_counter() - t1
+        best = min(best, (time.perf_counter() - t0) / 100)
+    return best
+
+
 def _getter(positions: Sequence[int]) -> Callable[[Row], Any]:
     return operator.itemgetter(*positions)  # one position: the value itself, not a 1-tuple
 
@@ -452,7 +472,7 @@ class ACachingJoinOp(MJoinOp):
         orders: Sequence[Sequence[int]] | None = None,
         memory_bytes: int | None = None,
         interval: int = 10_000,
-        sample: float = 0.05,
+        sample: float = 0.02,
         window: int = 10,
         seed: int = 0,
         adapt_orders: bool = True,
@@ -496,6 +516,7 @@ class ACachingJoinOp(MJoinOp):
         self.banned: dict[Any, int] = {}
         self.refuted: dict[Any, int] = {}
         self.reverts = 0
+        self.call_s = _call_overhead(self.pipelines[0], self.stores)
         self._refresh_candidates()
 
     def _fresh_obs(self, i: int) -> _Obs:
@@ -504,6 +525,11 @@ class ACachingJoinOp(MJoinOp):
 
     def _refresh_candidates(self) -> None:
         self.cands = candidates(self.spec, self.pipelines)
+        #: Per pipeline: its candidates and their Lookup keys (the profiler's estimators).
+        self._cands_of: list[list[tuple[Candidate, Callable[[Row], Any]]]] = [
+            [(c, _getter(c.prefix_cols)) for c in self.cands if c.pipeline == i]
+            for i in range(self.spec.n)
+        ]
         self.estimators = {c: self.estimators.get(c) or MissEstimator() for c in self.cands}
 
     # -- installing caches --------------------------------------------------------------------
@@ -637,7 +663,7 @@ class ACachingJoinOp(MJoinOp):
         t0 = time.perf_counter()
         out = self._cached(i, rows, deleting)
         self.spent[i] += time.perf_counter() - t0
-        self.passed[i] += len(rows)
+        self.passed[i] += len(rows) + len(out)  # work units: tuples in and results out
         return out
 
     def _cached(self, i: int, partials: Rows, deleting: bool) -> Rows:
@@ -718,22 +744,25 @@ class ACachingJoinOp(MJoinOp):
     def _profiled(self, i: int, partials: Rows, deleting: bool) -> Rows:
         """The sampled tuples: step by step, timed, bypassing Lookups (Updates still run: the
         caches must see every change)."""
-        steps = self.pipelines[i].steps
+        pipe = self.pipelines[i]
+        steps = pipe.steps
         obs = self.cur[i]
         obs.n += len(partials)
-        est = [c for c in self.cands if c.pipeline == i]
+        est = self._cands_of[i]
         counts = [0]
-        for pos, st in enumerate(steps):
+        for pos in range(len(steps)):
             obs.delta[pos] += len(partials)
-            for c in est:
+            for c, key in est:
                 if c.first == pos:
-                    e = self.estimators[c]
-                    key = _getter(c.prefix_cols)
+                    add = self.estimators[c].add
                     for q in partials:
-                        e.add(key(q))
+                        add(key(q))
+            pipe.runner(pos, pos, False)  # compiled before the clock starts
             t0 = time.perf_counter()
-            partials = run_steps([st], self.stores, partials, counts) if partials else []
-            obs.tau[pos] += time.perf_counter() - t0
+            # one step as the compiled runner runs it (flat partials)
+            partials = run_pipeline(pipe, self.stores, partials, counts, pos, pos, final=False)
+            # the call's fixed cost is the profiler's, not the step's work per tuple
+            obs.tau[pos] += max(0.0, time.perf_counter() - t0 - self.call_s)
             for u in self.updates[i]:
                 if u.after == pos:
                     self._update(u, partials, deleting)
@@ -747,7 +776,9 @@ class ACachingJoinOp(MJoinOp):
     def step(self, instant: int, inputs: list[Any]) -> Any:
         out = super().step(instant, inputs)
         self.since += sum(len(d.ins) + len(d.dels) for d in inputs if not d.empty and not d.replace)
-        if self.since >= self.interval and not self.forced:
+        # until the first selection, look every quarter interval (caches start sooner)
+        limit = self.interval if self.last_estimates else max(1, self.interval // 4)
+        if self.since >= limit and not self.forced:
             self._adapt()
         return out
 
@@ -801,7 +832,9 @@ class ACachingJoinOp(MJoinOp):
         return out
 
     def _measured(self) -> list[float | None]:
-        """This interval's measured seconds per tuple of each pipeline's unsampled path."""
+        """This interval's measured seconds per work unit (a tuple in or a result out: the
+        results grow with the windows, whatever the caches) of each pipeline's unsampled
+        path."""
         return [t / n if n else None for t, n in zip(self.spent, self.passed, strict=True)]
 
     def _judge(self) -> bool:
@@ -816,6 +849,11 @@ class ACachingJoinOp(MJoinOp):
             trial["settle"] -= 1
             return False
         self.trial = None
+        stored = sum(st.size for st in self.stores)
+        if abs(stored - trial["stored"]) > STORE_DRIFT * max(trial["stored"], 1):
+            # windows still filling (or draining): the two intervals are not comparable;
+            # the model's choice stands
+            return False
         now = self._measured()
         before, after = 0.0, 0.0
         for i, (old, new) in enumerate(zip(trial["cost"], now, strict=True)):
@@ -863,6 +901,7 @@ class ACachingJoinOp(MJoinOp):
                             "old": list(self.chosen),
                             "cost": self._measured(),
                             "settle": 1,
+                            "stored": sum(st.size for st in self.stores),
                         }
                     self.install(chosen, buckets)
                 self.reselections.append(

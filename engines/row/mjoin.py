@@ -125,6 +125,10 @@ class Pipeline:
     widths: list[int] = field(default_factory=list)
     #: Compiled runners (``compile_runner``) by ``(first, last, final)``, built on first use.
     runners: dict[tuple[int, int, bool], Runner] = field(default_factory=dict)
+    #: ``run_pipeline``'s runners with their stores' index ``get``s and residuals bound.
+    bound: dict[tuple[int, int, bool], tuple[Any, Runner, list[Any], list[Any]]] = field(
+        default_factory=dict
+    )
 
     def runner(self, first: int, last: int, final: bool) -> Runner:
         """Steps ``first..last`` as one compiled loop; ``final``: emit the output layout."""
@@ -305,15 +309,19 @@ def run_pipeline(
     if not partials:
         return []
     final = final and last == len(pipe.steps) - 1
-    steps = pipe.steps[first : last + 1]
+    bound = pipe.bound.get((first, last, final))
+    if bound is None or bound[0] is not stores:
+        steps = pipe.steps[first : last + 1]
+        # the index dicts live as long as the stores (cleared in place), so their ``get``s
+        # are bound once per runner, not per call
+        bound = pipe.bound[(first, last, final)] = (
+            stores,
+            pipe.runner(first, last, final),
+            [stores[st.p].indexes[st.index_cols].get for st in steps],
+            [st.residual for st in steps],
+        )
     out: Rows = []
-    pipe.runner(first, last, final)(
-        partials,
-        out,
-        counts,
-        [stores[st.p].indexes[st.index_cols].get for st in steps],
-        [st.residual for st in steps],
-    )
+    bound[1](partials, out, counts, bound[2], bound[3])
     return out
 
 

@@ -71,6 +71,9 @@ class Report:
     bench: BenchData | None = None
     run: dict[str, Any] | None = None
     run_units: list[UnitRow] | None = None
+    joins: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    """Per join chain: the join implementation chosen (``--join-impl auto``, or what the run
+    used) and every alternative's predicted row-engine cost (``api.join_settings``)."""
 
 
 def build_report(
@@ -129,6 +132,12 @@ def build_report(
             [(v.id, v.operators) for v in views],
             shared_core=opt.coster.shared_row_core,
         )
+    joins = (run_metrics or {}).get("join_impls")
+    if joins is None:
+        from types import SimpleNamespace
+
+        chosen = api.join_settings(opt, SimpleNamespace(join_impl="auto"))
+        joins = chosen[1] if chosen is not None else []
     return Report(
         query_name=q.name,
         query_text=q.text,
@@ -153,6 +162,7 @@ def build_report(
         bench=bench_data,
         run=run_metrics,
         run_units=units,
+        joins=list(joins),
     )
 
 

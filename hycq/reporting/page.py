@@ -74,6 +74,7 @@ def render(r: Report) -> str:
         _plan(r),
         _operators(r),
         _alternatives(r),
+        _joins(r) if _has_joins(r) else "",
         _rates(r),
         _trace(r),
         _bench(r) if r.bench is not None else "",
@@ -86,6 +87,7 @@ def render(r: Report) -> str:
         ("plan", "Plan"),
         ("operators", "Operators"),
         ("alternatives", "Alternatives"),
+        *([("joins", "Joins")] if _has_joins(r) else []),
         ("rates", "Over rates"),
         ("trace", "Optimizer trace"),
         *([("bench", "Measured")] if r.bench is not None else []),
@@ -595,6 +597,102 @@ def _run(r: Report) -> str:
         "the run is not throttled, so it measures cost, not load.</p>",
         _disorder(m.get("disorder")),
     )
+
+
+def _join_ops(r: Report) -> list[tuple[str, dict[str, Any]]]:
+    ops = (r.run or {}).get("operators") or {}
+    return [(k, v["join"]) for k, v in ops.items() if isinstance(v, dict) and "join" in v]
+
+
+def _has_joins(r: Report) -> bool:
+    return bool(r.joins) or bool(_join_ops(r))
+
+
+def _joins(r: Report) -> str:
+    """Join implementations (docs/joins.md): the choice per chain against the alternatives'
+    predicted costs, and, after a run, what each join did (probes, state, caches, JIT)."""
+    body = []
+    if r.joins:
+        impls: list[str] = []
+        for c in r.joins:
+            for k in c["predicted_seconds_per_second"]:
+                if k not in impls:
+                    impls.append(k)
+        rows = []
+        for c in r.joins:
+            pred = c["predicted_seconds_per_second"]
+            rows.append(
+                [
+                    f"<code>{html_escape(c['root'])}</code>",
+                    html_escape(", ".join(c["leaves"])),
+                    f"<b>{html_escape(c['chosen'])}</b>",
+                    *[_g(1e3 * pred[k]) if k in pred else "—" for k in impls],
+                ]
+            )
+        body += [
+            "<h3>Implementation per join chain</h3>",
+            _table(
+                ["chain root", "inputs", "chosen", *[f"{html_escape(k)} ms/s" for k in impls]],
+                rows,
+            ),
+            '<p class="note">Predicted row-engine milliseconds of join work per second of '
+            "input (optimizer/join_impl.py). <code>hycq run --join-impl auto</code> runs the "
+            "choice; the default is the binary tree.</p>",
+        ]
+    ops = _join_ops(r)
+    if ops:
+        rows = []
+        for op_id, j in ops:
+            detail = []
+            if j.get("impl") == "acaching":
+                caches = j.get("caches") or []
+                detail.append(
+                    "caches: "
+                    + (
+                        "; ".join(
+                            f"{c['segment']} key {c['key']}: {c['entries']} entries, hit rate "
+                            f"{fmt(c['hit_rate'])}, benefit - cost {fmt(c['benefit_minus_cost'])}"
+                            for c in caches
+                        )
+                        or "none"
+                    )
+                )
+                detail.append(
+                    f"re-selections {j.get('reselections', 0)}, reverted trials "
+                    f"{j.get('reverts', 0)}"
+                )
+            if j.get("impl") == "jit":
+                detail.append(
+                    f"{j.get('role', '').strip() or 'unlinked'}: suspensions "
+                    f"{j.get('suspensions', 0)}, resumptions {j.get('resumptions', 0)}, "
+                    f"partials dropped {j.get('partials_dropped', 0)}, recomputed "
+                    f"{j.get('partials_recomputed', 0)}"
+                )
+                if "jit_on" in j:
+                    detail.append(
+                        f"JIT {'on' if j['jit_on'] else 'off'} at the end, "
+                        f"{j.get('switches', 0)} switches"
+                    )
+            if j.get("probe_orders"):
+                detail.append(
+                    "probe orders "
+                    + " ".join("(" + ",".join(map(str, o)) + ")" for o in j["probe_orders"])
+                )
+            rows.append(
+                [
+                    f"<code>{html_escape(op_id)}</code>",
+                    html_escape(str(j.get("impl", "tree"))),
+                    _n(j.get("probes")),
+                    _n(j.get("tuples_stored")),
+                    _n(j.get("peak_tuples_stored")),
+                    html_escape(" · ".join(detail)) or "—",
+                ]
+            )
+        body += [
+            "<h3>What each join did in the run</h3>",
+            _table(["operator", "impl", "probes", "stored", "peak stored", "detail"], rows),
+        ]
+    return _section("joins", "Joins", *body)
 
 
 def _disorder(d: Any) -> str:

@@ -86,3 +86,33 @@ def test_explain_shows_the_choice() -> None:
 def test_bad_options_exit_2(args: tuple[str, ...], message: str) -> None:
     r = hycq("run", Q3, "--duration", "5", *args)
     assert r.returncode == 2 and message in r.stderr
+
+
+def test_report_shows_the_joins(tmp_path: Path) -> None:
+    """``hycq report`` shows the choice per join chain against the alternatives; the report
+    of an A-Caching run shows what the join did (caches, re-selections)."""
+    out = tmp_path / "plan.html"
+    r = hycq("report", Q3, "--out", out)
+    assert r.returncode == 0, r.stderr
+    page = out.read_text()
+    assert 'id="joins"' in page and "Implementation per join chain" in page
+    assert "acaching ms/s" in page and "mjoin ms/s" in page
+    ran = tmp_path / "ran.html"
+    r = hycq(
+        "run",
+        Q3,
+        "--placement",
+        "row",
+        "--duration",
+        "20",
+        "--join-impl",
+        "acaching",
+        "--output",
+        tmp_path / "o.parquet",
+        "--report",
+        ran,
+    )
+    assert r.returncode == 0, r.stderr
+    page = ran.read_text()
+    assert "What each join did in the run" in page and "re-selections" in page
+    assert "<b>acaching</b>" in page

@@ -360,7 +360,7 @@ def test_a_trial_that_measures_slower_is_reverted_and_banned(slower: bool) -> No
     op = ACachingJoinOp("j", spec, [False] * 3, orders=[(0, 1, 2), (1, 2, 0), (2, 1, 0)])
     (cand,) = [c for c in op.cands if c.pipeline == 0]
     op.install([cand])
-    op.trial = {"old": [], "cost": [1e-6, 1e-6, 1e-6], "settle": 1}
+    op.trial = {"old": [], "cost": [1e-6, 1e-6, 1e-6], "settle": 1, "stored": 0}
     op.rates = [100, 100, 100]
     assert not op._judge() and op.trial["settle"] == 0  # the cold interval is not judged
     op.spent = [(3e-6 if slower else 0.5e-6) * 100, 1e-4, 1e-4]
