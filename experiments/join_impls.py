@@ -152,12 +152,56 @@ def fig6(repeat: int) -> dict[str, Any]:
     return {"rate": rate, "window_s": window, "seconds": seconds, "keys": keys, "points": points}
 
 
+class _JoinClock:
+    """Seconds the join operators spend per instant (Fig. 12's processing rate over time):
+    wraps the ``step`` of every join class; nested calls (A-Caching's ``super().step``)
+    count once."""
+
+    def __init__(self) -> None:
+        from engines.row.acaching import ACachingJoinOp
+        from engines.row.join import HashJoinOp
+        from engines.row.mjoin import MJoinOp
+
+        self.per_instant: dict[int, float] = {}
+        self.depth = 0
+        self.saved = []
+        for cls in (HashJoinOp, MJoinOp, ACachingJoinOp):
+            orig = cls.__dict__["step"]
+            self.saved.append((cls, orig))
+            cls.step = self._wrap(orig)  # type: ignore[method-assign]
+
+    def _wrap(self, orig: Any) -> Any:
+        clock = self
+
+        def step(op: Any, instant: int, inputs: Any) -> Any:
+            clock.depth += 1
+            t0 = time.perf_counter()
+            try:
+                return orig(op, instant, inputs)
+            finally:
+                clock.depth -= 1
+                if clock.depth == 0:
+                    d = clock.per_instant
+                    d[instant] = d.get(instant, 0.0) + time.perf_counter() - t0
+
+        return step
+
+    def close(self) -> None:
+        for cls, orig in self.saved:
+            cls.step = orig  # type: ignore[method-assign]
+
+
 def burst(repeat: int) -> dict[str, Any]:
-    """Q3, r at 20x its rate from half-time on; A-Caching re-selects every 5,000 tuples."""
+    """Fig. 12's shape: Q3 (r, s at 100 tuples/s, t at 500, a over 200 values), r at 20x its
+    rate from 20 s to the end (60 s); A-Caching re-selects every 5,000 tuples. Besides whole-run
+    throughput, the joins' seconds per 2-second bucket of event time for every plan: how fast
+    A-Caching converges to the best static plan for the new rates."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    rate, mult, window, seconds = 100.0, 5.0, 5.0, 40.0
+    rate, mult, window, seconds = 100.0, 5.0, 5.0, 60.0
+    burst_at = 20.0
+    interval = 5000
     streams = _q3_streams(rate, mult, window, 200, int(rate * window))
     catalog = _catalog(streams)
     tables = _tables(streams, seconds)
@@ -166,29 +210,79 @@ def burst(repeat: int) -> dict[str, Any]:
         (("a", "INTEGER"),),
         rate * 20,
         200,
-        start=seconds / 2,
+        start=burst_at,
         end=seconds,
         domains=(("a", 200),),
     )
     first = tables["r"]["ts"][0].as_py()
-    before = tables["r"].filter(pc.less(tables["r"]["ts"], first + int(seconds / 2)))
+    before = tables["r"].filter(pc.less(tables["r"]["ts"], first + int(burst_at)))
     tables["r"] = pa.concat_tables([before, stream_table(burst_r, seconds, 7)]).sort_by("ts")
-    ac = {"interval": 5000}
+    ac = {"interval": interval}
     sql = _q3_sql(("r", "s", "t"), window)
-    res = _interleaved(
-        {
-            "tree_rst": (sql, JoinSettings("tree")),
-            "tree_str": (_q3_sql(("s", "t", "r"), window), JoinSettings("tree")),
-            "mjoin": (sql, JoinSettings("mjoin")),
-            "acaching": (sql, JoinSettings("acaching", acaching=ac)),
-        },
-        catalog,
-        tables,
-        repeat,
+    plans = {
+        "tree_rst": (sql, JoinSettings("tree")),
+        "tree_str": (_q3_sql(("s", "t", "r"), window), JoinSettings("tree")),
+        "mjoin": (sql, JoinSettings("mjoin")),
+        "acaching": (sql, JoinSettings("acaching", acaching=ac)),
+    }
+    buckets: dict[str, list[list[float]]] = {k: [] for k in plans}
+    runs: dict[str, list[dict[str, Any]]] = {k: [] for k in plans}
+    for _ in range(repeat):
+        for name, (q, join) in plans.items():
+            clock = _JoinClock()
+            try:
+                runs[name].append(_measure(q, catalog, tables, join))
+            finally:
+                clock.close()
+            instants = sorted(clock.per_instant)
+            b: list[float] = []
+            for k, inst in enumerate(instants):
+                if k // 2 >= len(b):
+                    b.append(0.0)
+                b[k // 2] += clock.per_instant[inst]
+            buckets[name].append(b)
+    med = {k: [statistics.median(x) for x in zip(*v, strict=False)] for k, v in buckets.items()}
+    # tuples per 2-second bucket (the same data for every plan)
+    ts = pa.concat_tables([t.select(["ts"]) for t in tables.values()])["ts"]
+    start = pc.min(ts).as_py()
+    per_sec = [0] * (int(seconds) + 1)
+    for v in ts.to_pylist():
+        per_sec[min(int(seconds), v - start)] += 1
+    tuples_in = [per_sec[2 * k] + per_sec[2 * k + 1] for k in range(int(seconds) // 2)]
+    cum = list(itertools.accumulate(tuples_in))
+    statics = ("tree_rst", "tree_str", "mjoin")
+    steady = range(int(burst_at + window) // 2, len(med["acaching"]))  # windows full
+    best_after = min(statics, key=lambda k: sum(med[k][i] for i in steady))
+    best_before = min(statics, key=lambda k: sum(med[k][i] for i in range(3, int(burst_at) // 2)))
+    burst_bucket = int(burst_at) // 2
+    ratio = [
+        (med[best_after][i] / med["acaching"][i]) if med["acaching"][i] else None
+        for i in range(len(med["acaching"]))
+    ]
+    converged = next(
+        (
+            i
+            for i in range(burst_bucket, len(ratio))
+            if all(r is not None and r >= 0.9 for r in ratio[i:])
+        ),
+        None,
     )
-    j = next(iter(res["acaching"]["joins"].values()))
+    runs_ac = runs["acaching"][-1]["joins"]
+    j = next(iter(runs_ac.values()))
     out = {
-        "throughput": {k: round(v["throughput_median"]) for k, v in res.items()},
+        "throughput": {
+            k: round(statistics.median(r["throughput"] for r in v)) for k, v in runs.items()
+        },
+        "join_s_per_2s_bucket": {k: [round(x, 4) for x in v] for k, v in med.items()},
+        "tuples_per_bucket": tuples_in,
+        "best_static_before_burst": best_before,
+        "best_static_after_burst": best_after,
+        "acaching_speed_over_best_after": [None if r is None else round(r, 3) for r in ratio],
+        "burst_at_tuples": cum[burst_bucket - 1],
+        "converged_bucket": converged,
+        "converged_after_intervals": None
+        if converged is None
+        else round((cum[converged - 1] - cum[burst_bucket - 1]) / interval, 1),
         "acaching_timeline": j.get("timeline"),
         "selections": [{k: s[k] for k in ("at_tuples", "chosen")} for s in j.get("selections", [])],
     }

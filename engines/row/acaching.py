@@ -101,6 +101,9 @@ TRIAL_MARGIN = 0.10
 #: A trial is judged only if the stores' size moved by less than this fraction meanwhile.
 STORE_DRIFT = 0.25
 BAN_INTERVALS = 8
+#: A pipeline takes a new A-Greedy probe order only when it builds at most this fraction of
+#: the partials of its current order (a reorder drops the caches touching the pipeline).
+REORDER_GAIN = 0.9
 #: Exhaustive selection up to this many candidates (2^n subsets, pruned by conflicts).
 EXHAUSTIVE_SITES = 18
 #: Bytes per cached tuple reference and per entry (CPython list slot, entry list and key).
@@ -647,7 +650,9 @@ class ACachingJoinOp(MJoinOp):
         if not self.forced and self.sample > 0:
             # every stride-th tuple, the phase carried across batches (a random start):
             # sampling costs two slices, not a random draw per tuple
-            stride = self._stride
+            # a pipeline not yet profiled (new, or just reordered) is sampled whole until its
+            # first observation: selection waits for every pipeline's
+            stride = self._stride if self.obs[i] else 1
             start = self._phase[i] % stride
             self._phase[i] = (start - len(rows)) % stride
             if start < len(rows):
@@ -993,7 +998,7 @@ class ACachingJoinOp(MJoinOp):
         for i in range(self.spec.n):
             order = greedy_order(self.spec, i, fanout)
             # hysteresis: a reorder drops caches, so only for a clearly cheaper order
-            if order != self.pipelines[i].order and cost(order) < 0.8 * cost(
+            if order != self.pipelines[i].order and cost(order) < REORDER_GAIN * cost(
                 self.pipelines[i].order
             ):
                 self.reorder(i, order)

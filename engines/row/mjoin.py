@@ -31,6 +31,7 @@ import operator
 from collections import defaultdict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from engines.row.base import NO_CHANGE, Delta, Row, RowOperator, Rows
@@ -60,15 +61,18 @@ class NarySpec:
     def n(self) -> int:
         return len(self.widths)
 
-    @property
+    @cached_property
     def starts(self) -> tuple[int, ...]:
         return tuple(sum(self.widths[:k]) for k in range(self.n))
 
+    @cached_property
+    def _owners(self) -> tuple[int, ...]:
+        return tuple(k for k, w in enumerate(self.widths) for _ in range(w))
+
     def owner(self, column: int) -> int:
         """The input a global column belongs to."""
-        for k, s in enumerate(self.starts):
-            if s <= column < s + self.widths[k]:
-                return k
+        if 0 <= column < len(self._owners):
+            return self._owners[column]
         raise PlanError(f"column {column} is outside the n-ary join's {sum(self.widths)} columns")
 
     def inputs_of(self, conjunct: Expr) -> frozenset[int]:
