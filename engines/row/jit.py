@@ -54,8 +54,15 @@ Key = Callable[[Row], Any]
 
 #: Input tuples (consumer's and producer's) per measuring epoch of the on/off controller.
 EPOCH_TUPLES = 4000
-#: Epochs in the better mode between two probes of the other mode.
+#: Epochs in the better mode before the other mode is probed again (doubling each time a
+#: probe loses).
 PROBE_EVERY = 6
+#: In plain mode, JIT is probed again only if at least this fraction of the producer's new
+#: partials found no partner in the consumer (what JIT avoids producing).
+NPR_MIN = 0.5
+#: Epochs a probe lasts; only the last is judged (switching leaves a transient: relinking
+#: suspends every value without a partner at once, unlinking recomputes held partials).
+PROBE_EPOCHS = 2
 #: The other mode must be faster per tuple by this fraction to be switched to.
 SWITCH_MARGIN = 0.05
 
@@ -66,11 +73,14 @@ class JitJoinOp(HashJoinOp):
     A consumer also decides whether JIT pays (``adaptive``): JIT's bookkeeping (value
     counts, per-value indexes, the blacklist checks) costs on every tuple, and saves only
     where partners are rare. Every ``EPOCH_TUPLES`` input tuples of the pair it measures the
-    pair's seconds per tuple; every ``PROBE_EVERY`` epochs it runs one epoch in the other
-    mode (``unlink``: every held-back partial released, the bookkeeping dropped; ``relink``:
-    rebuilt from the stores) and keeps the mode that measured faster by ``SWITCH_MARGIN``.
-    The two modes are compared on adjacent epochs, so a window still filling does not bias
-    the choice; the switches' own work is timed apart (``switch_s``)."""
+    pair's seconds per tuple. It probes the other mode for ``PROBE_EPOCHS`` epochs
+    (``unlink``: every held-back partial released, the bookkeeping dropped; ``relink``:
+    rebuilt from the stores) and keeps it when its last epoch is faster by ``SWITCH_MARGIN``
+    than the epoch before the probe; a probe that loses quadruples the wait before the next
+    (``PROBE_EVERY`` epochs after a win), and in plain mode JIT is probed only while at least
+    ``NPR_MIN`` of the producer's new partials find no partner (counted at one dict lookup
+    each). Adjacent epochs are compared, so a window still
+    filling biases little; the switches' own work is timed apart (``switch_s``)."""
 
     impl = "jit"
 
@@ -86,6 +96,11 @@ class JitJoinOp(HashJoinOp):
         self.epochs: list[dict[str, Any]] = []
         self.since_probe = 0
         self.probing = False
+        self.probe_left = 0
+        self.baseline = 0.0
+        self.wait = 2  # the first probe (of plain) after two epochs
+        self.npr = 0  # plain mode, this epoch: partials with no partner, of ``arrivals``
+        self.arrivals = 0
         self.switches = 0
         self.switch_s = 0.0
         # producer role: attrs[s] = [(a, column of side s's tuples)]
@@ -288,6 +303,16 @@ class JitJoinOp(HashJoinOp):
 
     def step(self, instant: int, inputs: list[Delta]) -> Delta:
         t0 = time.perf_counter()
+        if not self.jit_on and self._link_args is not None:
+            # plain mode: count the producer's new partials that find no partner here (the
+            # non-productive results JIT would have avoided): the signal to probe JIT again
+            side = self._link_args[0]
+            rows = inputs[side].ins
+            if rows:
+                other = (self.right if side == 0 else self.left).buckets
+                key = (self.left if side == 0 else self.right).key
+                self.npr += sum(1 for r in rows if key(r) not in other)
+                self.arrivals += len(rows)
         out = self._step_jit(instant, inputs)
         self.clock += time.perf_counter() - t0
         self.seen += sum(len(d.ins) + len(d.dels) for d in inputs)
@@ -309,22 +334,31 @@ class JitJoinOp(HashJoinOp):
         if n < EPOCH_TUPLES:
             return
         cost = (spent - t_mark) / n
-        self.epochs.append(
-            {"at_tuples": seen, "mode": "jit" if self.jit_on else "plain", "s_per_tuple": cost}
-        )
+        mode = "jit" if self.jit_on else "plain"
+        self.epochs.append({"at_tuples": seen, "mode": mode, "s_per_tuple": cost})
         del self.epochs[:-40]
         if self.probing:
-            # the probe epoch against the epoch before it (the other mode)
-            self.probing = False
-            before = self.epochs[-2]["s_per_tuple"] if len(self.epochs) >= 2 else cost
-            if not cost < before * (1 - SWITCH_MARGIN):
-                self._switch()  # the probed mode lost: back
-            self.since_probe = 0
+            self.probe_left -= 1
+            if self.probe_left == 0:  # judge the probe's last epoch (past its transient)
+                self.probing = False
+                if cost < self.baseline * (1 - SWITCH_MARGIN):
+                    self.wait = PROBE_EVERY  # the probed mode won: it is the mode now
+                else:
+                    self._switch()  # it lost: back, and probe it a quarter as often
+                    self.wait *= 4
+                self.since_probe = 0
         else:
             self.since_probe += 1
-            if self.since_probe >= PROBE_EVERY or (len(self.epochs) == 2 and self.jit_on):
-                self.probing = True
-                self._switch()
+            if self.since_probe >= self.wait:
+                npr = self.npr / self.arrivals if self.arrivals else 0.0
+                if not self.jit_on and npr < NPR_MIN:
+                    self.since_probe = 0  # few results JIT could avoid: stay plain
+                else:
+                    self.baseline = cost
+                    self.probing = True
+                    self.probe_left = PROBE_EPOCHS
+                    self._switch()
+            self.npr = self.arrivals = 0
         spent, seen = self._pair_totals()
         self.epoch_mark = (spent, seen)
 
