@@ -139,6 +139,9 @@ def test_jit_equals_naive(seed: int, switching: bool, monkeypatch: pytest.Monkey
     if switching:
         monkeypatch.setattr(jit_mod, "EPOCH_TUPLES", 3)
         monkeypatch.setattr(jit_mod, "PROBE_EVERY", 1)
+        monkeypatch.setattr(jit_mod, "PROBE_EPOCHS", 1)
+        monkeypatch.setattr(jit_mod, "NPR_MIN", 0.0)
+        monkeypatch.setattr(jit_mod, "SWITCH_MARGIN", -10.0)  # every probe wins: keep switching
     rng = random.Random(seed)
     n = rng.choice([3, 4, 4, 5])
     shape = "bushy" if n == 4 and rng.random() < 0.4 else "left"
