@@ -16,19 +16,21 @@ segment) is equal to. It is valid only when
 Candidates of different pipelines with the same inputs and key are one *shared* cache
 (Def. 4.1): one storage, one set of Updates, several Lookups.
 
-Storage (section 3.3): direct-mapped, a fixed number of buckets; a key's entry is
-``[key, tuples]``; creating an entry evicts whatever held the bucket, which is always safe
-(a miss recomputes). Entries are exact (Def. 3.1): ``v = sigma_{K=u}(segment)``, empty ones
-included. Each Lookup runs before the segment: a hit emits ``q + s`` for every ``s`` of the
+Storage (section 3.3): direct-mapped, a fixed number of buckets; creating a key's entry
+evicts whatever key held its bucket, which is always safe (a miss recomputes). The entries
+themselves live in a dict (``SubresultCache``), so Lookups and Updates are one ``get``.
+Entries are exact (Def. 3.1): ``v = sigma_{K=u}(segment)``, empty ones included. Each
+Lookup runs before the segment: a hit emits ``q + s`` for every ``s`` of the
 entry and jumps past the segment; misses of one batch are grouped by key, the segment runs
 once per distinct key from one representative partial, and the result creates the entry.
 
 Profiler (section 1.4): a fraction ``sample`` of each input's delta tuples bypasses the caches
-and runs through the pipeline step by step: per step, the partials that entered (delta) and
-the time spent (tau); ``W`` observations kept. A candidate not in use estimates its miss
-probability from a bitmap at its Lookup position (``alpha * W_d`` bits, one hash, reset every
-``W_d`` lookups) with the linear-counting correction ``-m ln(1 - b/m)`` for the distinct keys
-seen; a cache in use observes its miss rate directly.
+and runs through the pipeline step by step (single-step compiled runners, the call's fixed
+cost subtracted): per step, the partials that entered (delta) and the time spent (tau);
+``W`` observations kept. A pipeline with no observation yet is profiled whole. A candidate
+not in use estimates its miss probability from a bitmap at its Lookup position (``alpha *
+W_d`` bits, one hash, reset every ``W_d`` lookups) with the linear-counting correction ``-m
+ln(1 - b/m)`` for the distinct keys seen; a cache in use observes its miss rate directly.
 
 Costs (section 1.3), per interval: ``d_l`` = partials reaching step ``l``, ``c_l`` its time per
 partial, ``d_out`` what leaves the segment::
@@ -37,15 +39,16 @@ partial, ``d_out`` what leaves the segment::
     cost    = update * (d(segment) tuples reaching the Updates of every pipeline of S)
 
 ``probe`` and ``update`` are per-lookup and per-update costs (``PROBE_S + PER_TUPLE_S *
-entry size``, ``UPDATE_S``): constants of this implementation, measured on this machine by
-``experiments/acaching_fig6.py --calibrate`` (docs/joins.md).
+entry size``, ``UPDATE_S``): constants of this implementation, measured on this machine
+(``UPDATE_S`` by ``python experiments/join_impls.py units``; docs/joins.md).
 
 Selection (section 1.5): the set of candidates, pairwise compatible (no two overlap in a
 pipeline; no cache's Update point falls strictly inside another used segment of that
 pipeline, whose hits would skip it), that maximizes ``sum benefit - sum cost`` (a shared
 cache's cost counted once): exhaustive search up to ``EXHAUSTIVE_SITES`` candidates (the
-paper's "negligible for n <= 6"), greedy by net gain beyond. Memory (section 5): chosen
-caches get buckets greedily by ``(benefit - cost) / expected bytes`` under ``memory_bytes``.
+paper's "negligible for n <= 6"), the greedy of Thm. 4.3 beyond (``_greedy``). Memory
+(section 5): chosen caches get buckets greedily by ``(benefit - cost) / expected bytes``
+under ``memory_bytes``.
 
 Adaptive loop (section 1.6): every ``interval`` input tuples, once every pipeline has ``W``
 observations, the estimates are recomputed; selection re-runs only when one moved by more
@@ -56,8 +59,15 @@ drops the caches that touch it and is profiled afresh (so the orders decide whic
 candidates exist: a cache over ``S join T`` in ``R``'s pipeline needs ``S``'s and ``T``'s
 pipelines to start with each other). Caches start empty when chosen.
 
-Not built: globally-consistent caches (section 1.8); the greedy of Thm. 4.3 (the greedy here
-adds candidates by net gain).
+Trials (ours): a selection that adds caches is judged on measured time after a settling
+interval (``_judge``): seconds per work unit of each pipeline's unsampled path, against the
+interval before, weighted by the current rates; slower by more than ``TRIAL_MARGIN``, it is
+reverted and the added groups are banned from selection for ``BAN_INTERVALS`` intervals,
+doubling per refutation. The model's constants are one machine's and its profile a sample;
+the trial makes a wrong prediction cost two intervals, not the rest of the run.
+
+Not built: globally-consistent caches (section 1.8); re-profiling a used cache that hides an
+unused subset.
 """
 
 from __future__ import annotations
@@ -104,6 +114,8 @@ BAN_INTERVALS = 8
 #: A pipeline takes a new A-Greedy probe order only when it builds at most this fraction of
 #: the partials of its current order (a reorder drops the caches touching the pipeline).
 REORDER_GAIN = 0.9
+#: While no estimate moves, the sampling stride doubles per interval, up to 2**CALM_LEVELS.
+CALM_LEVELS = 3
 #: Exhaustive selection up to this many candidates (2^n subsets, pruned by conflicts).
 EXHAUSTIVE_SITES = 18
 #: Bytes per cached tuple reference and per entry (CPython list slot, entry list and key).
@@ -334,6 +346,8 @@ class Estimate:
     entry_size: float
     entries: float
     work: float
+    #: ``d_l c_l`` of each step of the segment (``work`` is their sum).
+    step_work: tuple[float, ...] = ()
 
 
 @dataclass
@@ -486,7 +500,9 @@ class ACachingJoinOp(MJoinOp):
         self.sample = sample
         self.w = window
         self.rng = random.Random(seed)
-        self._stride = max(1, round(1 / sample)) if sample > 0 else 1
+        self._base_stride = max(1, round(1 / sample)) if sample > 0 else 1
+        self._stride = self._base_stride
+        self.calm = 0  # intervals without a moved estimate (the stride doubles with each)
         self._phase = [self.rng.randrange(self._stride) for _ in range(spec.n)]
         self.adapt_orders = adapt_orders
         self.forced = False
@@ -624,6 +640,8 @@ class ACachingJoinOp(MJoinOp):
         super().reorder(i, order)
         keep = [c for c in self.chosen if c.pipeline != i and i not in c.inputs]
         self.trial = None  # the costs it compares were measured under the old order
+        self.calm = 0
+        self._stride = self._base_stride
         self._refresh_candidates()
         keep = [c for c in keep if c in self.cands]
         self.install(keep)
@@ -817,7 +835,8 @@ class ACachingJoinOp(MJoinOp):
             if not n:
                 continue
             r = rates[c.pipeline]
-            work = sum(r * t[pos] / n for pos in range(c.first, c.last + 1))  # sum d_l c_l
+            steps_w = tuple(r * t[pos] / n for pos in range(c.first, c.last + 1))
+            work = sum(steps_w)  # sum d_l c_l
             d_first = r * d[c.first] / n
             d_out = r * d[c.last + 1] / n
             entry = d[c.last + 1] / d[c.first] if d[c.first] else 0.0
@@ -833,7 +852,7 @@ class ACachingJoinOp(MJoinOp):
                 miss = 1.0 if m is None else m
             probe = PROBE_S + NONEMPTY_S * min(1.0, entry) + PER_TUPLE_S * entry
             benefit = work - d_first * probe - miss * (work + d_out * UPDATE_S)
-            out[c] = Estimate(c, benefit, group_cost[c.group], miss, entry, entries, work)
+            out[c] = Estimate(c, benefit, group_cost[c.group], miss, entry, entries, work, steps_w)
         return out
 
     def _measured(self) -> list[float | None]:
@@ -895,6 +914,10 @@ class ACachingJoinOp(MJoinOp):
             est_ok = {c: e for c, e in est.items() if c.group not in self.banned}
             drop = [c for c in self.chosen if c in est and est[c].benefit - est[c].cost < 0]
             moved = self._moved(est)
+            # profile less while nothing moves (the profiled tuples bypass the caches: at a
+            # high hit rate they cost several cached tuples each), fully again on a move
+            self.calm = 0 if (moved or drop) else min(self.calm + 1, CALM_LEVELS)
+            self._stride = self._base_stride << self.calm
             if moved or drop:
                 chosen = select(est_ok, self.spec, self.pipelines)
                 buckets = self._allocate(chosen, est)
@@ -1091,12 +1114,87 @@ def _greedy(
     spec: NarySpec,
     pipelines: Sequence[Pipeline],
 ) -> list[Candidate]:
+    """Selection beyond ``EXHAUSTIVE_SITES`` candidates: the better (by net gain) of Thm.
+    4.3's greedy, whose guarantee is on the total cost (a log factor), not on the gain, and
+    a greedy adding candidates by net gain."""
+    a = _greedy_cover(cands, est, spec, pipelines)
+    b = _greedy_gain(cands, est, spec, pipelines)
+    return a if _gain(a, est) >= _gain(b, est) else b
+
+
+def _greedy_gain(
+    cands: list[Candidate],
+    est: dict[Candidate, Estimate],
+    spec: NarySpec,
+    pipelines: Sequence[Pipeline],
+) -> list[Candidate]:
     chosen: list[Candidate] = []
     for c in sorted(cands, key=lambda c: -est[c].benefit):
         trial = [*chosen, c]
         if compatible(trial, spec, pipelines) and _gain(trial, est) > _gain(chosen, est):
             chosen = trial
     return chosen
+
+
+def _greedy_cover(
+    cands: list[Candidate],
+    est: dict[Candidate, Estimate],
+    spec: NarySpec,
+    pipelines: Sequence[Pipeline],
+) -> list[Candidate]:
+    """Thm. 4.3's greedy (research section 1.5): selection as covering every operator (a
+    pipeline step) once at least cost. A step left uncached costs its own work ``d_l c_l``;
+    a cache costs its Lookup's ``proc = work - benefit``, and its sharing group pays its
+    Update cost ``L_r`` once. Repeatedly take the cheapest cover per operator: a single
+    step, or a group's best prefix ``S`` (members sorted by proc per operator) at
+    ``D_r = (L_r + sum_S proc) / operators covered``; members overlap nothing taken and
+    stay compatible, so no overlap remains to resolve."""
+
+    def ops(c: Candidate) -> set[tuple[int, int]]:
+        return {(c.pipeline, pos) for pos in range(c.first, c.last + 1)}
+
+    def proc(c: Candidate) -> float:
+        return max(0.0, est[c].work - est[c].benefit)
+
+    own: dict[tuple[int, int], float] = {}
+    for c in cands:
+        for k, op in enumerate(sorted(ops(c))):
+            w = est[c].step_work
+            own[op] = w[k] if k < len(w) else est[c].work / len(ops(c))
+    groups: dict[Any, list[Candidate]] = {}
+    for c in cands:
+        groups.setdefault(c.group, []).append(c)
+    covered: set[tuple[int, int]] = set()
+    chosen: list[Candidate] = []
+    paid: set[Any] = set()
+    while len(covered) < len(own):
+        best: tuple[float, list[Candidate]] | None = None
+        for g, members in groups.items():
+            ranked = sorted(
+                (c for c in members if not ops(c) & covered),
+                key=lambda c: proc(c) / len(ops(c)),
+            )
+            total = 0.0 if g in paid else est[members[0]].cost
+            taken: list[Candidate] = []
+            taken_ops: set[tuple[int, int]] = set()
+            for c in ranked:
+                if ops(c) & taken_ops or not compatible([*chosen, *taken, c], spec, pipelines):
+                    continue
+                taken.append(c)
+                taken_ops |= ops(c)
+                total += proc(c)
+                d = total / len(taken_ops)
+                if best is None or d < best[0]:
+                    best = (d, list(taken))
+        single = min((w, op) for op, w in own.items() if op not in covered)
+        if best is None or single[0] <= best[0]:
+            covered.add(single[1])  # this step stays uncached
+            continue
+        for c in best[1]:
+            chosen.append(c)
+            covered |= ops(c)
+            paid.add(c.group)
+    return chosen if _gain(chosen, est) > 0 else []
 
 
 def all_subsets(

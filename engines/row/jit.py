@@ -303,16 +303,6 @@ class JitJoinOp(HashJoinOp):
 
     def step(self, instant: int, inputs: list[Delta]) -> Delta:
         t0 = time.perf_counter()
-        if not self.jit_on and self._link_args is not None:
-            # plain mode: count the producer's new partials that find no partner here (the
-            # non-productive results JIT would have avoided): the signal to probe JIT again
-            side = self._link_args[0]
-            rows = inputs[side].ins
-            if rows:
-                other = (self.right if side == 0 else self.left).buckets
-                key = (self.left if side == 0 else self.right).key
-                self.npr += sum(1 for r in rows if key(r) not in other)
-                self.arrivals += len(rows)
         out = self._step_jit(instant, inputs)
         self.clock += time.perf_counter() - t0
         self.seen += sum(len(d.ins) + len(d.dels) for d in inputs)
@@ -321,6 +311,33 @@ class JitJoinOp(HashJoinOp):
         return out
 
     # -- the on/off controller (consumer) ---------------------------------------------------------
+
+    def _probe(self, rows: Rows, key: Key, other: _Store, left_side: bool, out: Rows) -> None:
+        """The hash join's probe; a consumer in plain mode also counts the producer's
+        partials that find no partner (the non-productive results JIT would have avoided:
+        the signal to probe JIT again), in the same loop."""
+        link = self._link_args
+        if link is None or self.jit_on or left_side != (link[0] == 0):
+            super()._probe(rows, key, other, left_side, out)
+            return
+        buckets = other.buckets
+        residual = self.residual
+        self.probes += len(rows)
+        missed = 0
+        for r in rows:
+            b = buckets.get(key(r))
+            if not b:
+                missed += 1
+                continue
+            if residual is None:
+                out.extend([r + o for o in b] if left_side else [o + r for o in b])
+            else:
+                for o in b:
+                    j = r + o if left_side else o + r
+                    if residual(j):
+                        out.append(j)
+        self.npr += missed
+        self.arrivals += len(rows)
 
     def _pair_totals(self) -> tuple[float, int]:
         assert self._link_args is not None
