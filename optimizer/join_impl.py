@@ -12,9 +12,12 @@ Sliding windows send each tuple twice (insert, later delete), hence the factor 2
   both inputs and builds its output: ``sum_joins 2 * ((lam_L + lam_j) * (PROBE + STORE) +
   lam_out * OUT)``.
 * MJoin: pipeline ``i`` (greedy order: smallest next set cardinality first) probes once per
-  partial at every step: ``2 * lam_i * sum_l |S_l| / |i|`` probes, and builds the partials
-  of every step; each input is stored once per index (one per distinct probe key).
-* A-Caching: MJoin minus the caches' net gain (section 1.3), the caches chosen by the same
+  partial at every step: ``2 * lam_i * sum_l |S_l| / |i|`` probes; its compiled loop binds
+  intermediate partials to loop variables (``BIND_S`` each) and builds only the results
+  (``OUT_S``); each input is stored once per index (one per distinct probe key), at
+  ``STORE_M_S`` (the n-ary store's defaultdict indexes).
+* A-Caching: MJoin plus its profiler's overhead (``ACACHING_OVERHEAD``) minus the caches'
+  net gain (section 1.3), the caches chosen by the same
   selection the runtime uses (``engines.row.acaching.select``), with the miss probability of a
   segment estimated as ``min(1, keys / lookups in a window)``: an entry stays valid while its
   key keeps being looked up, so a key misses about once per window length.
@@ -26,8 +29,8 @@ Sliding windows send each tuple twice (insert, later delete), hence the factor 2
 
 An alternative replaces the tree only when predicted ``MARGIN`` (10%) cheaper.
 
-The costs are a model (stated as such in explain); ``experiments/join_impl_choice.py``
-measures how often it picks the measured best.
+The costs are a model (stated as such in explain); ``python experiments/join_impls.py
+choice`` measures how often it picks the measured best.
 """
 
 from __future__ import annotations
@@ -44,7 +47,16 @@ from optimizer.ir.plan import Join, LogicalPlan
 PROBE_S = 0.40e-6
 OUT_S = 0.20e-6
 STORE_S = 0.55e-6
+#: MJoin's compiled pipelines: an intermediate partial is a loop variable, not a tuple; an
+#: insert plus delete in an n-ary store index costs 0.32 us against the binary store's 0.43
+#: (timeit over 20,000 tuples, 2026-11-26), so 0.55 x 0.32 / 0.43.
+BIND_S = 0.05e-6
+STORE_M_S = 0.41e-6
 
+#: A-Caching's own work as a fraction of its MJoin's: the profiled tuples (2%, several
+#: times a cached tuple's cost), the per-batch timing and the adaptive loop (measured at
+#: 1.09x-1.17x MJoin's join time with no cache in use, experiments/README.md fig6).
+ACACHING_OVERHEAD = 0.12
 #: JIT's bookkeeping per tuple and key attribute (value counts, partial notes, indexes).
 BOOK_S = 0.15e-6
 #: An alternative replaces the tree only when predicted this much cheaper.
@@ -110,12 +122,13 @@ def choose(
             p = min(sorted(rest), key=lambda q: size(bound | {q}))
             per = size(bound) / card[i] if len(bound) > 1 else 1.0
             nxt = size(bound | {p}) / card[i]
-            mj += 2 * lam[i] * (per * PROBE_S + nxt * OUT_S)
+            last = len(rest) == 1
+            mj += 2 * lam[i] * (per * PROBE_S + nxt * (OUT_S if last else BIND_S))
             steps.append((bound, per))
             bound = bound | {p}
             rest.discard(p)
         pipes.append(steps)
-        mj += 2 * lam[i] * STORE_S * max(1, m - 1)
+        mj += 2 * lam[i] * STORE_M_S * max(1, m - 1)
     costs["mjoin"] = mj
     # A-Caching: per pipeline, the best single cache over its last steps (a segment ending
     # at the last step, so no other Update is skipped), gain = work saved minus misses.
@@ -132,7 +145,7 @@ def choose(
             upd = sum(2 * lam[p] * STORE_S for p in seg)
             best = max(best, work - lookups * PROBE_S - miss * work - upd)
         gain += best
-    costs["acaching"] = mj - gain
+    costs["acaching"] = mj * (1 + ACACHING_OVERHEAD) - gain
     # JIT: discount producer outputs without a partner in the consumer's opposite state
     jit = 0.0
     for k, (left, j, lam_out) in enumerate(outs):
