@@ -70,7 +70,8 @@ SWITCH_MARGIN = 0.05
 class JitJoinOp(HashJoinOp):
     """A hash join that can be a JIT producer, a JIT consumer, or plain (no link).
 
-    A consumer also decides whether JIT pays (``adaptive``): JIT's bookkeeping (value
+    A consumer can also decide whether JIT pays (``adaptive``, off by default;
+    ``JoinSettings.jit_adaptive``): JIT's bookkeeping (value
     counts, per-value indexes, the blacklist checks) costs on every tuple, and saves only
     where partners are rare. Every ``EPOCH_TUPLES`` input tuples of the pair it measures the
     pair's seconds per tuple. It probes the other mode for ``PROBE_EPOCHS`` epochs
@@ -84,7 +85,7 @@ class JitJoinOp(HashJoinOp):
 
     impl = "jit"
 
-    def __init__(self, *args: Any, adaptive: bool = True, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, adaptive: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.adaptive = adaptive
         self.clock = 0.0  # seconds in step

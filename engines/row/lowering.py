@@ -143,6 +143,9 @@ class JoinSettings:
     impls: Mapping[str, str] = field(default_factory=dict)
     memory_bytes: int | None = None
     acaching: Mapping[str, Any] = field(default_factory=dict)
+    #: JIT consumers run the on/off controller (``JitJoinOp``; off by default: on the
+    #: measured workloads it cost more than it saved and gave up JIT's memory savings).
+    jit_adaptive: bool = False
 
     def impl(self, root: str) -> str:
         return self.impls.get(root, self.default)
@@ -289,6 +292,7 @@ class Lowering:
                     continue
                 pairs = [(a, b) if side == 0 else (b, a) for a, b in keys]
                 if link(parent, side, child, pairs, child_op.left_width):
+                    parent.adaptive = self.join.jit_adaptive
                     break
 
     # -- columnar groups --------------------------------------------------------------------

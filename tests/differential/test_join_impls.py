@@ -33,6 +33,7 @@ SETTINGS = {
     "acaching_0mb": JoinSettings(default="acaching", memory_bytes=0, acaching=FAST),
     "acaching_small": JoinSettings(default="acaching", memory_bytes=4000, acaching=FAST),
     "jit": JoinSettings(default="jit"),
+    "jit_adaptive": JoinSettings(default="jit", jit_adaptive=True),
 }
 
 

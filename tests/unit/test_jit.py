@@ -149,6 +149,8 @@ def test_jit_equals_naive(seed: int, switching: bool, monkeypatch: pytest.Monkey
     tree = Tree(n, pairs, shape, jit=True)
     ref = Tree(n, pairs, shape, jit=False)
     assert tree.links >= 1
+    for node in tree.nodes:
+        node.adaptive = switching  # type: ignore[attr-defined]
     rels: list[list[Row]] = [[] for _ in range(n)]
     before: Counter[Row] = Counter()
     for t, (i, ins, dels) in enumerate(updates(rng, n, 60, rng.choice([2, 3, 5]))):
