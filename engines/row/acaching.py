@@ -61,7 +61,7 @@ pipelines to start with each other). Caches start empty when chosen.
 
 Trials (ours): a selection that adds caches is judged on measured time after a settling
 interval (``_judge``): seconds per work unit of each pipeline's unsampled path, against the
-interval before, weighted by the current rates; slower by more than ``TRIAL_MARGIN``, it is
+interval before, weighted by the current work mix; slower by more than ``TRIAL_MARGIN``, it is
 reverted and the added groups are banned from selection for ``BAN_INTERVALS`` intervals,
 doubling per refutation. The model's constants are one machine's and its profile a sample;
 the trial makes a wrong prediction cost two intervals, not the rest of the run.
@@ -863,7 +863,7 @@ class ACachingJoinOp(MJoinOp):
 
     def _judge(self) -> bool:
         """Judge the cache set on trial against the set it replaced, on measured time: the
-        pipelines' seconds per tuple weighted by this interval's rates. Reverts (and bans
+        pipelines' seconds per work unit weighted by this interval's work units. Reverts (and bans
         the groups it added, for ``BAN_INTERVALS`` doubling per refutation) when the new set
         is slower by more than ``TRIAL_MARGIN``. Returns whether the set was reverted."""
         trial = self.trial
@@ -883,8 +883,8 @@ class ACachingJoinOp(MJoinOp):
         for i, (old, new) in enumerate(zip(trial["cost"], now, strict=True)):
             if old is None or new is None:
                 continue
-            before += self.rates[i] * old
-            after += self.rates[i] * new
+            before += self.passed[i] * old  # this interval's work units as the weights
+            after += self.passed[i] * new
         if before <= 0 or after <= before * (1 + TRIAL_MARGIN):
             return False
         old_set = [c for c in trial["old"] if c in self.cands]
