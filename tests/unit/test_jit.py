@@ -198,3 +198,40 @@ def test_jit_suspends_and_resumes() -> None:
     out = tree.step(2, [z, z, Delta([(2, 2, 7)], [])])
     assert op1.resumptions >= 1
     assert sorted(out.ins) == [(0, 1, 2, 1, 9, 2, 2, 2, 7)]
+
+
+def test_controller_probes_backs_off_and_waits_for_non_productive_results(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The opt-in on/off controller: after two JIT epochs it probes plain for two epochs and
+    keeps the faster; in plain mode it probes JIT only while half the producer's partials
+    find no partner; a losing JIT probe switches back and quadruples the wait."""
+    monkeypatch.setattr(jit_mod, "EPOCH_TUPLES", 10)
+    tree = Tree(3, make_pairs(3, "clique"), "left", jit=True)
+    c = tree.nodes[1]
+    assert isinstance(c, JitJoinOp) and c._link_args is not None
+    c.adaptive = True
+
+    def epoch(seconds_per_tuple: float, npr: int = 0) -> None:
+        c.npr, c.arrivals = npr, 10
+        c.clock += seconds_per_tuple * 10
+        c.seen += 10
+        c._control()
+
+    epoch(1e-6)
+    epoch(1e-6)
+    assert not c.jit_on and c.probing  # probing plain
+    epoch(0.5e-6)
+    epoch(0.5e-6)
+    assert not c.jit_on and not c.probing and c.wait == jit_mod.PROBE_EVERY
+    for _ in range(2 * jit_mod.PROBE_EVERY):  # partners everywhere: JIT is not probed
+        epoch(0.5e-6, npr=1)
+    assert not c.jit_on and c.switches == 1
+    for _ in range(jit_mod.PROBE_EVERY):
+        epoch(0.5e-6, npr=9)
+        if c.jit_on:
+            break
+    assert c.jit_on and c.probing
+    epoch(2e-6)
+    epoch(2e-6)
+    assert not c.jit_on and c.wait == 4 * jit_mod.PROBE_EVERY and c.switches == 3
