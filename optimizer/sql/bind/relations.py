@@ -29,8 +29,9 @@ class RelationBinder(FeatureChecks):
     """Binds FROM items (streams with windows, derived tables) and builds the joins."""
 
     def bind_select(self, select: exp.Select) -> tuple[str, Schema]:
-        """Bind one SELECT level (a derived table recurses through it); see ``Binder``."""
-        raise NotImplementedError
+        """Bind one SELECT level (a derived table recurses through it). A hook of this mixin:
+        ``Binder`` (optimizer/sql/bind/binder.py) implements it."""
+        raise NotImplementedError("RelationBinder is a mixin; Binder.bind_select implements it")
 
     def _time_base(self, select: exp.Select) -> str:
         """The finest time unit among the catalog streams the query reads (any nesting
