@@ -54,7 +54,7 @@ Key = Callable[[Row], Any]
 
 #: Input tuples (consumer's and producer's) per measuring epoch of the on/off controller.
 EPOCH_TUPLES = 4000
-#: Epochs in the better mode before the other mode is probed again (doubling each time a
+#: Epochs in the better mode before the other mode is probed again (quadrupling each time a
 #: probe loses).
 PROBE_EVERY = 6
 #: In plain mode, JIT is probed again only if at least this fraction of the producer's new
@@ -79,8 +79,8 @@ class JitJoinOp(HashJoinOp):
     rebuilt from the stores) and keeps it when its last epoch is faster by ``SWITCH_MARGIN``
     than the epoch before the probe; a probe that loses quadruples the wait before the next
     (``PROBE_EVERY`` epochs after a win), and in plain mode JIT is probed only while at least
-    ``NPR_MIN`` of the producer's new partials find no partner (counted at one dict lookup
-    each). Adjacent epochs are compared, so a window still
+    ``NPR_MIN`` of the producer's partials find no partner (``HashJoinOp.unmatched``, counted
+    by the probe loop). Adjacent epochs are compared, so a window still
     filling biases little; the switches' own work is timed apart (``switch_s``)."""
 
     impl = "jit"
@@ -100,8 +100,7 @@ class JitJoinOp(HashJoinOp):
         self.probe_left = 0
         self.baseline = 0.0
         self.wait = 2  # the first probe (of plain) after two epochs
-        self.npr = 0  # plain mode, this epoch: partials with no partner, of ``arrivals``
-        self.arrivals = 0
+        self.npr_mark = (0, 0)  # (unmatched, probed) on the producer's side at the epoch's start
         self.switches = 0
         self.switch_s = 0.0
         # producer role: attrs[s] = [(a, column of side s's tuples)]
@@ -303,42 +302,18 @@ class JitJoinOp(HashJoinOp):
                     s.add(key(r))
 
     def step(self, instant: int, inputs: list[Delta]) -> Delta:
+        ctl = self if self._link_args is not None else self.consumer
+        if ctl is None or not ctl.adaptive:  # no controller: nothing to time
+            return self._step_jit(instant, inputs)
         t0 = time.perf_counter()
         out = self._step_jit(instant, inputs)
         self.clock += time.perf_counter() - t0
         self.seen += sum(len(d.ins) + len(d.dels) for d in inputs)
-        if self.adaptive and self._link_args is not None:
+        if ctl is self:
             self._control()
         return out
 
     # -- the on/off controller (consumer) ---------------------------------------------------------
-
-    def _probe(self, rows: Rows, key: Key, other: _Store, left_side: bool, out: Rows) -> None:
-        """The hash join's probe; a consumer in plain mode also counts the producer's
-        partials that find no partner (the non-productive results JIT would have avoided:
-        the signal to probe JIT again), in the same loop."""
-        link = self._link_args
-        if link is None or self.jit_on or left_side != (link[0] == 0):
-            super()._probe(rows, key, other, left_side, out)
-            return
-        buckets = other.buckets
-        residual = self.residual
-        self.probes += len(rows)
-        missed = 0
-        for r in rows:
-            b = buckets.get(key(r))
-            if not b:
-                missed += 1
-                continue
-            if residual is None:
-                out.extend([r + o for o in b] if left_side else [o + r for o in b])
-            else:
-                for o in b:
-                    j = r + o if left_side else o + r
-                    if residual(j):
-                        out.append(j)
-        self.npr += missed
-        self.arrivals += len(rows)
 
     def _pair_totals(self) -> tuple[float, int]:
         assert self._link_args is not None
@@ -368,7 +343,12 @@ class JitJoinOp(HashJoinOp):
         else:
             self.since_probe += 1
             if self.since_probe >= self.wait:
-                npr = self.npr / self.arrivals if self.arrivals else 0.0
+                # the producer's partials that found no partner here this epoch (counted by
+                # the hash join's probe): what JIT would have avoided producing
+                side = self._link_args[0] if self._link_args else 0
+                npr_n = self.unmatched[side] - self.npr_mark[0]
+                arrivals = self.probed[side] - self.npr_mark[1]
+                npr = npr_n / arrivals if arrivals else 0.0
                 if not self.jit_on and npr < NPR_MIN:
                     self.since_probe = 0  # few results JIT could avoid: stay plain
                 else:
@@ -376,7 +356,8 @@ class JitJoinOp(HashJoinOp):
                     self.probing = True
                     self.probe_left = PROBE_EPOCHS
                     self._switch()
-            self.npr = self.arrivals = 0
+        side = self._link_args[0] if self._link_args else 0
+        self.npr_mark = (self.unmatched[side], self.probed[side])
         spent, seen = self._pair_totals()
         self.epoch_mark = (spent, seen)
 

@@ -89,6 +89,9 @@ class HashJoinOp(RowOperator):
         self.replace_in = replace_in
         self.nested_loop = nested_loop
         self.probes = 0
+        #: Per side: rows probed, and rows that found no partner (JIT's signal).
+        self.probed = [0, 0]
+        self.unmatched = [0, 0]
         self.peak_stored = 0
 
     # probe one delta list of one side against the other side's store
@@ -97,9 +100,11 @@ class HashJoinOp(RowOperator):
         residual = self.residual
         append = out.append
         self.probes += len(rows)
+        missed = 0
         for r in rows:
             b = buckets.get(key(r))
             if not b:
+                missed += 1
                 continue
             if left_side:
                 if residual is None:
@@ -116,6 +121,9 @@ class HashJoinOp(RowOperator):
                     j = o + r
                     if residual(j):
                         append(j)
+        side = 0 if left_side else 1
+        self.probed[side] += len(rows)
+        self.unmatched[side] += missed
 
     def _remove_all(self, store: _Store, rows: Rows) -> None:
         key = store.key

@@ -212,8 +212,11 @@ def test_controller_probes_backs_off_and_waits_for_non_productive_results(
     assert isinstance(c, JitJoinOp) and c._link_args is not None
     c.adaptive = True
 
+    side = c._link_args[0]
+
     def epoch(seconds_per_tuple: float, npr: int = 0) -> None:
-        c.npr, c.arrivals = npr, 10
+        c.probed[side] += 10  # the producer's partials probed here, and those unmatched
+        c.unmatched[side] += npr
         c.clock += seconds_per_tuple * 10
         c.seen += 10
         c._control()
@@ -235,3 +238,12 @@ def test_controller_probes_backs_off_and_waits_for_non_productive_results(
     epoch(2e-6)
     epoch(2e-6)
     assert not c.jit_on and c.wait == 4 * jit_mod.PROBE_EVERY and c.switches == 3
+
+
+def test_hash_join_counts_probes_without_a_partner_per_side() -> None:
+    """``HashJoinOp.probed`` / ``unmatched`` (the JIT controller's signal), per side."""
+    op = HashJoinOp("j", compile_key([0]), compile_key([0]), None, (False, False))
+    op.step(0, [Delta([(1, "a"), (2, "b")], []), Delta()])  # nothing on the right yet
+    out = op.step(1, [Delta(), Delta([(1, "x"), (3, "y"), (4, "z")], [])])
+    assert sorted(out.ins) == [(1, "a", 1, "x")]
+    assert op.probed == [2, 3] and op.unmatched == [2, 2]
