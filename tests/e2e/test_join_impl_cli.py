@@ -26,26 +26,19 @@ def hycq(*args: str | Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def run_q3(impl: str, out: Path, *extra: str | Path) -> subprocess.CompletedProcess[str]:
+    """``hycq run`` of Q3 on the row engine for 20 s of data with ``--join-impl impl``."""
+    return hycq(
+        "run", Q3, "--placement", "row", "--duration", "20", "--join-impl", impl,
+        "--output", out, *extra,
+    )  # fmt: skip
+
+
 def test_run_every_impl_same_results(tmp_path: Path) -> None:
     tables = {}
     for impl in ("tree", "mjoin", "acaching", "jit", "auto"):
         out, met = tmp_path / f"{impl}.parquet", tmp_path / f"{impl}.json"
-        r = hycq(
-            "run",
-            Q3,
-            "--placement",
-            "row",
-            "--duration",
-            "20",
-            "--join-impl",
-            impl,
-            "--join-memory",
-            "1",
-            "--output",
-            out,
-            "--metrics",
-            met,
-        )
+        r = run_q3(impl, out, "--join-memory", "1", "--metrics", met)
         assert r.returncode == 0, r.stderr
         tables[impl] = pq.read_table(out)
         m = json.loads(met.read_text())
@@ -98,20 +91,7 @@ def test_report_shows_the_joins(tmp_path: Path) -> None:
     assert 'id="joins"' in page and "Implementation per join chain" in page
     assert "acaching ms/s" in page and "mjoin ms/s" in page
     ran = tmp_path / "ran.html"
-    r = hycq(
-        "run",
-        Q3,
-        "--placement",
-        "row",
-        "--duration",
-        "20",
-        "--join-impl",
-        "acaching",
-        "--output",
-        tmp_path / "o.parquet",
-        "--report",
-        ran,
-    )
+    r = run_q3("acaching", tmp_path / "o.parquet", "--report", ran)
     assert r.returncode == 0, r.stderr
     page = ran.read_text()
     assert "What each join did in the run" in page and "re-selections" in page
