@@ -462,70 +462,226 @@ def jit(repeat: int) -> dict[str, Any]:
     return {"streams": n, "dmax": dmax, "hours": hours, "points": points}
 
 
-def _choice_points() -> list[tuple[str, list[MultiwayStream], str]]:
-    """Ten workload points: Q3 over three domains of a, the clique at two rates, the star
-    with slow and fast spokes, a 4-way chain, a 3-way clique and a 5-way star."""
-    pts = []
-    for a_keys in (50, 1000, 20000):
-        st = _q3_streams(200.0, 5.0, 5.0, a_keys, 1000)
-        pts.append((f"q3_a{a_keys}", st, _q3_sql(("r", "s", "t"), 5.0)))
-    for lam in (1.0, 3.0):
-        st = _clique_streams(4, lam, 50)
-        pts.append((f"clique4_rate{lam:g}", st, _clique_sql(4, 300)))
-    from engines.sources.multiway import query_text, workload
-
-    for spoke in (5.0, 100.0):
-        st = workload("star", n=4, rate=100, keys=500, spoke_rate=spoke)
-        pts.append((f"star4_spoke{spoke:g}", st, query_text("star", st, 5)))
-    st = workload("star", n=5, rate=50, keys=200)
-    pts.append(("star5", st, query_text("star", st, 5)))
-    st = workload("clique", n=3, rate=20, keys=30)
-    pts.append(("clique3", st, query_text("clique", st, 5)))
-    chain = [
-        MultiwayStream(f"k{i}", (("a", "INTEGER"), ("b", "INTEGER")), 50.0, 300) for i in range(4)
-    ]
-    cond = " AND ".join(f"k{i}.b = k{i + 1}.a" for i in range(3))
-    src = ", ".join(f"k{i} [RANGE 5 SECONDS SLIDE 1 SECOND] AS k{i}" for i in range(4))
-    pts.append(("chain4", chain, f"SELECT COUNT(*) AS n FROM {src} WHERE {cond}"))
-    return pts
-
-
-def choice(repeat: int) -> dict[str, Any]:
+def _optimized(name: str, streams: list[MultiwayStream], sql: str, tables: dict[str, Any]) -> Any:
+    """The optimizer's plan of ``sql`` (statistics from the first 20,000 rows of each
+    stream) and, for its one join chain, the join-implementation model's work counts and
+    choice."""
     from engines.runtime import RunOptions
     from hycq.api import LoadedQuery, join_settings
     from hycq.planning import OptimizerOptions, optimize
+    from optimizer.ir.join_chains import join_chains
+    from optimizer.join_impl import chain_work
+    from optimizer.phase_one import _ChainModel
 
+    catalog = _catalog(streams)
+    q = LoadedQuery(sql, name, catalog, plan_query(sql, catalog), 0.0)
+    samples = {n: t.slice(0, 20000) for n, t in tables.items()}
+    opt = optimize(q, OptimizerOptions(engines=("row", "duckdb")), samples=samples)
+    js = join_settings(opt, RunOptions(join_impl="auto"))
+    assert js is not None
+    (pred,) = js[1]
+    (chain,) = join_chains(opt.plan)
+    cw = chain_work(_ChainModel(opt.plan, chain, opt.estimates, opt.model, False))
+    return opt.plan, catalog, cw, pred
+
+
+def _sized(streams: list[MultiwayStream], sql: str, window: float, target_s: float) -> Any:
+    """Tables long enough that the plain tree runs about ``target_s`` seconds (at least
+    four windows): this VM's drift swamps runs of a tenth of a second."""
+    catalog = _catalog(streams)
+    plan = plan_query(sql, catalog)
+    secs = max(4 * window, 20000 / sum(s.rate for s in streams))
+    for _ in range(2):
+        tables = _tables(streams, secs)
+        t0 = time.perf_counter()
+        execute(plan, catalog, tables, placement="row", join=JoinSettings("tree"))
+        took = time.perf_counter() - t0
+        if 0.7 * target_s <= took <= 1.5 * target_s:
+            break
+        secs = max(4 * window, secs * target_s / max(took, 1e-3))
+    return _tables(streams, secs), secs
+
+
+def _measure_impls(
+    plan: Any, catalog: Any, tables: dict[str, Any], secs: float, repeat: int
+) -> Any:
+    """Per implementation, interleaved runs: throughputs and the joins' busy seconds per
+    second of input."""
+    thr: dict[str, list[float]] = {k: [] for k in ("tree", "mjoin", "acaching", "jit")}
+    busy: dict[str, list[float]] = {k: [] for k in thr}
+    for _ in range(repeat):
+        for impl in thr:
+            t0 = time.perf_counter()
+            res = execute(plan, catalog, tables, placement="row", join=JoinSettings(impl))
+            thr[impl].append(res.metrics["tuples_in"] / (time.perf_counter() - t0))
+            ops = res.metrics["operators"].values()
+            busy[impl].append(sum(v["busy_s"] for v in ops if "join" in v) / secs)
+    return thr, busy
+
+
+def _choice_points() -> list[tuple[str, list[MultiwayStream], str, float]]:
+    """Ten workload points: Q3 over three domains of a, the clique at two rates, the star
+    with slow and fast spokes, a 4-way chain, a 3-way clique and a 5-way star."""
+    from engines.sources.multiway import query_text, workload
+
+    pts = []
+    for a_keys in (50, 1000, 20000):
+        st = _q3_streams(200.0, 5.0, 5.0, a_keys, 1000)
+        pts.append((f"q3_a{a_keys}", st, _q3_sql(("r", "s", "t"), 5.0), 5.0))
+    for lam in (1.0, 3.0):
+        st = _clique_streams(4, lam, 50)
+        pts.append((f"clique4_rate{lam:g}", st, _clique_sql(4, 300), 300.0))
+    for spoke in (5.0, 100.0):
+        st = workload("star", n=4, rate=100, keys=500, spoke_rate=spoke)
+        pts.append((f"star4_spoke{spoke:g}", st, query_text("star", st, 5), 5.0))
+    st = workload("star", n=5, rate=50, keys=200)
+    pts.append(("star5", st, query_text("star", st, 5), 5.0))
+    st = workload("clique", n=3, rate=20, keys=30)
+    pts.append(("clique3", st, query_text("clique", st, 5), 5.0))
+    pts.append(("chain4", *_chain(4, 50.0, 300), 5.0))
+    return pts
+
+
+def _chain(n: int, rate: float, keys: int) -> tuple[list[MultiwayStream], str]:
+    chain = [
+        MultiwayStream(f"k{i}", (("a", "INTEGER"), ("b", "INTEGER")), rate, keys) for i in range(n)
+    ]
+    cond = " AND ".join(f"k{i}.b = k{i + 1}.a" for i in range(n - 1))
+    src = ", ".join(f"k{i} [RANGE 5 SECONDS SLIDE 1 SECOND] AS k{i}" for i in range(n))
+    return chain, f"SELECT COUNT(*) AS n FROM {src} WHERE {cond}"
+
+
+def _fit_points() -> list[tuple[str, list[MultiwayStream], str, float]]:
+    """Calibration workloads for ``fit``: none of them is a choice point (other sizes,
+    domains, rates and stream counts)."""
+    from engines.sources.multiway import query_text, workload
+
+    pts = []
+    for a_keys, mult in ((200, 1.0), (5000, 3.0), (400, 8.0)):
+        st = _q3_streams(300.0, mult, 4.0, a_keys, 600)
+        pts.append((f"q3_a{a_keys}_m{mult:g}", st, _q3_sql(("r", "s", "t"), 4.0), 4.0))
+    st = workload("clique", n=3, rate=60, keys=200)
+    pts.append(("clique3_k200", st, query_text("clique", st, 4), 4.0))
+    st = workload("clique", n=4, rate=15, keys=12)
+    pts.append(("clique4_k12", st, query_text("clique", st, 4), 4.0))
+    st = workload("star", n=3, rate=150, keys=300)
+    pts.append(("star3", st, query_text("star", st, 4), 4.0))
+    st = workload("star", n=6, rate=40, keys=120, spoke_rate=20)
+    pts.append(("star6", st, query_text("star", st, 4), 4.0))
+    st = workload("star", n=4, rate=30, keys=1000, spoke_rate=300)
+    pts.append(("star4_fast_spokes", st, query_text("star", st, 4), 4.0))
+    st = workload("star", n=5, rate=200, keys=800, spoke_rate=8)
+    pts.append(("star5_slow_spokes", st, query_text("star", st, 4), 4.0))
+    st = workload("star", n=3, rate=60, keys=2000, spoke_rate=3)
+    pts.append(("star3_slow_spokes", st, query_text("star", st, 10, 2), 10.0))
+    st = _clique_streams(3, 2.0, 40, last_factor=20)
+    pts.append(("clique3_long", st, _clique_sql(3, 200), 200.0))
+    pts.append(("chain3", *_chain(3, 100.0, 200), 5.0))
+    pts.append(("chain5", *_chain(5, 40.0, 150), 5.0))
+    return pts
+
+
+def fit(repeat: int) -> dict[str, Any]:
+    """Fit optimizer/join_impl.py's ``UNIT_S`` to the joins' measured busy time.
+
+    This VM's speed drifts by up to 50% between minutes, so only the implementations of one
+    point (run interleaved) are compared with each other: the fit minimizes, over (point,
+    implementation), ``log(sum_u units[u] * work[u]) + c_point - log(measured)`` with one free
+    speed ``c_point`` per point (mean 0) and non-negative units (scipy least_squares).
+    Units no workload uses (A-Caching's Update: ``units``) keep their values."""
+    import numpy as np
+    from scipy.optimize import least_squares
+
+    from optimizer.join_impl import UNIT_S, UNITS, seconds
+
+    impls = ("tree", "mjoin", "jit", "acaching")
+    points = []
+    for name, streams, sql, window in _fit_points():
+        tables, secs = _sized(streams, sql, window, 1.0)
+        plan, catalog, cw, _ = _optimized(name, streams, sql, tables)
+        thr, busy = _measure_impls(plan, catalog, tables, secs, repeat)
+        points.append(
+            {
+                "point": name,
+                "data_seconds": round(secs),
+                "work": cw.work,
+                "measured_join_s_per_s": {k: statistics.median(v) for k, v in busy.items()},
+                "throughput": {k: round(statistics.median(v)) for k, v in thr.items()},
+            }
+        )
+        print(json.dumps(points[-1]), flush=True)
+    w = np.array([[[p["work"][i][u] for u in UNITS] for i in impls] for p in points])
+    y = np.log([[p["measured_join_s_per_s"][i] for i in impls] for p in points])
+    used = w.reshape(-1, len(UNITS)).any(axis=0)
+    k = int(used.sum())
+    x0 = np.array([UNIT_S[u] for u, on in zip(UNITS, used, strict=True) if on]) * 1e6
+
+    def residuals(x: Any) -> Any:
+        units, c = x[:k] * 1e-6, x[k:]
+        pred = np.log(np.maximum((w[:, :, used] * units).sum(axis=2), 1e-12))
+        return np.concatenate([(pred + c[:, None] - y).ravel(), [c.sum()]])
+
+    x0 = np.concatenate([np.maximum(x0, 0.01), np.zeros(len(points))])
+    lo = np.concatenate([np.zeros(k), np.full(len(points), -np.inf)])
+    sol = least_squares(residuals, x0, bounds=(lo, np.inf))
+    fitted = dict(UNIT_S)
+    for u, v in zip([u for u, on in zip(UNITS, used, strict=True) if on], sol.x[:k], strict=True):
+        fitted[u] = float(v) * 1e-6
+    speeds = [float(np.exp(c)) for c in sol.x[k:]]
+
+    def rank_error(units: dict[str, float]) -> float:
+        """Median over points and implementations of |predicted / measured ratio to the
+        point's tree - 1|: what the choice depends on."""
+        errs = [
+            abs(
+                seconds(p["work"][i], units)
+                / seconds(p["work"]["tree"], units)
+                / (p["measured_join_s_per_s"][i] / p["measured_join_s_per_s"]["tree"])
+                - 1
+            )
+            for p in points
+            for i in impls[1:]
+        ]
+        return statistics.median(errs)
+
+    return {
+        "points": points,
+        "units_before": UNIT_S,
+        "units_fitted": fitted,
+        "point_speeds": dict(zip([p["point"] for p in points], speeds, strict=True)),
+        "median_ratio_error_before": rank_error(UNIT_S),
+        "median_ratio_error_after": rank_error(fitted),
+    }
+
+
+def choice(repeat: int) -> dict[str, Any]:
+    """The optimizer's choice per point against the measured best (median throughput of
+    interleaved runs of about a second each)."""
     points = []
     hits = 0
-    for name, streams, sql in _choice_points():
-        catalog = _catalog(streams)
-        seconds = 3600.0 if name.startswith("clique4") else 60.0
-        tables = _tables(streams, seconds)
-        q = LoadedQuery(sql, name, catalog, plan_query(sql, catalog), 0.0)
-        samples = {n: t.slice(0, 20000) for n, t in tables.items()}
-        opt = optimize(q, OptimizerOptions(engines=("row", "duckdb")), samples=samples)
-        js = join_settings(opt, RunOptions(join_impl="auto"))
-        assert js is not None
-        (pred,) = js[1]
-        plan = opt.plan
-        runs: dict[str, list[float]] = {k: [] for k in ("tree", "mjoin", "acaching", "jit")}
-        for _ in range(repeat):
-            for impl in runs:
-                t0 = time.perf_counter()
-                res = execute(plan, catalog, tables, placement="row", join=JoinSettings(impl))
-                runs[impl].append(res.metrics["tuples_in"] / (time.perf_counter() - t0))
-        med = {k: statistics.median(v) for k, v in runs.items()}
+    for name, streams, sql, window in _choice_points():
+        tables, secs = _sized(streams, sql, window, 1.0)
+        plan, catalog, _, pred = _optimized(name, streams, sql, tables)
+        thr, busy = _measure_impls(plan, catalog, tables, secs, repeat)
+        med = {k: statistics.median(v) for k, v in thr.items()}
         best = max(med, key=lambda k: med[k])
-        within = med[pred["chosen"]] >= 0.95 * med[best]
+        chosen = pred["chosen"]
+        within = med[chosen] >= 0.95 * med[best]
+        # separable: every run of the best beat every run of the chosen plan
+        separable = min(thr[best]) > max(thr[chosen])
         hits += within
         point = {
             "point": name,
-            "chosen": pred["chosen"],
+            "data_seconds": round(secs),
+            "chosen": chosen,
             "predicted_s_per_s": pred["predicted_seconds_per_second"],
+            "measured_join_s_per_s": {k: statistics.median(v) for k, v in busy.items()},
             "measured_tuples_per_s": {k: round(v) for k, v in med.items()},
+            "throughputs": {k: [round(x) for x in v] for k, v in thr.items()},
             "measured_best": best,
-            "chosen_over_best": med[pred["chosen"]] / med[best],
+            "chosen_over_best": med[chosen] / med[best],
             "within_5pct": within,
+            "separable_from_best": separable,
         }
         print(json.dumps(point), flush=True)
         points.append(point)
@@ -534,7 +690,7 @@ def choice(repeat: int) -> dict[str, Any]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("part", choices=("fig6", "burst", "cands7", "jit", "choice", "units"))
+    ap.add_argument("part", choices=("fig6", "burst", "cands7", "jit", "choice", "units", "fit"))
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     started = time.time()
@@ -548,6 +704,8 @@ def main() -> None:
         result = jit(args.repeat)
     elif args.part == "units":
         result = units(args.repeat)
+    elif args.part == "fit":
+        result = fit(args.repeat)
     else:
         result = choice(args.repeat)
     result["command"] = f"python experiments/join_impls.py {args.part} --repeat {args.repeat}"
