@@ -219,6 +219,10 @@ def _migration_options(args: argparse.Namespace) -> Any:
     return options
 
 
+#: ``--data STREAM=-``: the stream's raw CSV lines from standard input.
+STDIN = Path("/dev/stdin")
+
+
 def _parse_data(specs: list[str]) -> dict[str, Path]:
     data: dict[str, Path] = {}
     for spec in specs:
@@ -230,7 +234,15 @@ def _parse_data(specs: list[str]) -> dict[str, Path]:
             )
         if stream in data:
             raise OptionError(f"--data given twice for stream '{stream}'")
-        data[stream] = Path(path)
+        if path == "-":  # standard input: read once, as lines arrive (a pipe or a terminal)
+            if STDIN in data.values():
+                raise OptionError(
+                    f"--data {stream}=- : standard input is already read by another stream",
+                    hint="only one stream can read stdin; give the others a file",
+                )
+            data[stream] = STDIN
+        else:
+            data[stream] = Path(path)
     return data
 
 
@@ -601,6 +613,12 @@ def _bench(args: argparse.Namespace) -> int:
         raise OptionError(f"--plot must end in .png, got '{args.plot}'")
     queries = [api.load_query(q, args.catalog) for q in args.queries]
     data = _parse_data(args.data)
+    if STDIN in data.values():
+        raise OptionError(
+            "hycq bench replays its data at every rate and repeat: --data STREAM=- "
+            "(stdin) can be read only once",
+            hint="save the input to a file and pass its path",
+        )
     inputs = [
         item
         for name, q in zip(args.queries, queries, strict=True)

@@ -336,7 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="STREAM=PATH",
         help="read STREAM from a CSV (raw DEBS without header, or with a header row) or "
-        "Parquet file; repeatable",
+        "Parquet file, or from standard input as lines arrive (PATH '-'); repeatable",
     )
     rn.add_argument(
         "--duration",

@@ -56,7 +56,8 @@ def output_schema(plan: LogicalPlan) -> pa.Schema:
 class ResultSink:
     """Collects result rows with their instant and writes them as Arrow (atomically).
 
-    ``output``: a ``.parquet``/``.csv``/``.jsonl`` path, ``-`` (JSON lines on stdout), or None
+    ``output``: a ``.parquet``/``.csv``/``.jsonl`` path (committed when the run ends), ``-``
+    (JSON lines on stdout, written and flushed as each instant fires), or None
     (keep the table in memory for the API and tests when ``keep``, else only count rows).
     JSON lines write NaN and infinities as null.
     """
@@ -116,8 +117,14 @@ class ResultSink:
         self._buffer.extend(rows)
         self._ts.extend([instant] * len(rows))
         self.rows += len(rows)
-        if len(self._buffer) >= self.FLUSH_ROWS:
+        if len(self._buffer) >= self.FLUSH_ROWS or self.output == "-":
             self.flush()
+            self._stdout_flush()
+
+    def _stdout_flush(self) -> None:
+        """Results on stdout appear as each instant fires (a live source's reader watches)."""
+        if self.output == "-":
+            self._fh.flush()
 
     def _write_table(self, instant: int, table: pa.Table) -> None:
         n = table.num_rows
@@ -133,6 +140,7 @@ class ResultSink:
         ]
         arrays.append(pa.array([instant] * n, type=pa.int64()))
         self._write_batch(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
+        self._stdout_flush()
 
     def flush(self) -> None:
         if not self._buffer:

@@ -1,0 +1,131 @@
+"""``hycq run ... --data STREAM=-``: a stream's raw CSV lines from standard input, read as
+they arrive, with the same validation and dead letters as a file; results on stdout appear
+as instants fire, before the input ends."""
+
+from __future__ import annotations
+
+import json
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+import pytest
+
+from engines.arrow_types import arrow_schema
+from optimizer.sql.catalog import load_catalog
+from tests.datagen import small_smartplug
+from tests.lateness import without_late
+from tests.oracle import assert_same_stream, oracle
+
+ROOT = Path(__file__).resolve().parents[2]
+CATALOG = load_catalog(ROOT / "queries" / "smartplug" / "catalog.toml")
+SCHEMA = arrow_schema(CATALOG.get("readings").schema)
+BAD = b"garbage,line\n"
+
+
+def _cmd(query: str, *args: str) -> list[str]:
+    sql = ROOT / "queries" / "smartplug" / f"{query}.sql"
+    return [sys.executable, "-m", "hycq.cli", "run", str(sql), "--data", "readings=-", *args]
+
+
+@pytest.fixture(scope="module")
+def raw() -> tuple[bytes, pa.Table]:
+    """Raw DEBS lines (no header) of a small data set, and the table they hold."""
+    table = small_smartplug(330, seed=5, rate=6.0).select(SCHEMA.names).cast(SCHEMA)
+    sink = pa.BufferOutputStream()
+    pacsv.write_csv(table, sink, pacsv.WriteOptions(include_header=False, quoting_style="none"))
+    return sink.getvalue().to_pybytes(), table
+
+
+def _expected(query: str, table: pa.Table) -> pa.Table:
+    text = (ROOT / "queries" / "smartplug" / f"{query}.sql").read_text()
+    return oracle(text, CATALOG, without_late(text, CATALOG, {"readings": table}))
+
+
+@pytest.mark.parametrize(("query", "placement"), [("q1", "row"), ("q2", "column"), ("q4", "auto")])
+def test_stdin_equals_the_oracle_and_dead_letters_bad_lines(
+    raw: tuple[bytes, pa.Table], query: str, placement: str, tmp_path: Path
+) -> None:
+    data, table = raw
+    lines = data.splitlines(keepends=True)
+    cut = len(lines) // 3
+    fed = b"".join(lines[:cut]) + BAD + b"".join(lines[cut:])
+    out, dead = tmp_path / "out.parquet", tmp_path / "dead.jsonl"
+    r = subprocess.run(
+        _cmd(query, "--placement", placement, "--output", str(out), "--dead-letter", str(dead)),
+        input=fed,
+        capture_output=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stderr.decode()
+    assert_same_stream(pq.read_table(out), _expected(query, table))
+    (letter,) = [json.loads(x) for x in dead.read_text().splitlines()]
+    assert letter["row"] == "garbage,line"
+    assert letter["reason"].startswith(f"stdin line {cut + 1}: ")
+
+
+def test_results_appear_before_the_input_ends(raw: tuple[bytes, pa.Table]) -> None:
+    """A producer writes the first half and waits: result lines arrive on stdout while the
+    input is still open; after the rest and end of input, the whole stream is the oracle's."""
+    data, table = raw
+    lines = data.splitlines(keepends=True)
+    half = len(lines) // 2
+    with subprocess.Popen(
+        _cmd("q1", "--placement", "row", "--output", "-"),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    ) as p:
+        assert p.stdin is not None and p.stdout is not None
+        try:
+            p.stdin.write(b"".join(lines[:half]))
+            p.stdin.flush()
+            got = b""
+            deadline = time.monotonic() + 120
+            while got.count(b"\n") < 3 and time.monotonic() < deadline:
+                if select.select([p.stdout], [], [], 0.5)[0]:
+                    chunk = p.stdout.read1(1 << 16)
+                    assert chunk, "stdout closed before the input ended"
+                    got += chunk
+            assert got.count(b"\n") >= 3, "no result before the end of input"
+            assert p.poll() is None  # still running: it waits for more input
+            p.stdin.write(b"".join(lines[half:]))
+            p.stdin.close()
+            got += p.stdout.read()
+            assert p.wait(timeout=300) == 0
+        finally:
+            if p.poll() is None:
+                p.kill()
+    rows = [json.loads(x) for x in got.decode().splitlines()]
+    result = pa.Table.from_pylist(rows)
+    expected = _expected("q1", table)
+    assert_same_stream(result.select(expected.column_names), expected)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--data", "other=-"], "standard input is already read by another stream"),
+    ],
+)
+def test_stdin_twice_is_exit_2(args: list[str], message: str) -> None:
+    r = subprocess.run(_cmd("q1", *args), capture_output=True, text=True, timeout=120, input="")
+    assert r.returncode == 2 and message in r.stderr, r.stderr
+
+
+def test_bench_refuses_stdin() -> None:
+    sql = ROOT / "queries" / "smartplug" / "q1.sql"
+    r = subprocess.run(
+        [sys.executable, "-m", "hycq.cli", "bench", str(sql), "--data", "readings=-"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        input="",
+    )
+    assert r.returncode == 2 and "can be read only once" in r.stderr, r.stderr
