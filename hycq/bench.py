@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from engines import registry
+from engines.sources.mqtt import MqttUrl
 from hycq.api import Assembly, EngineSettings, LoadedQuery, resolve_placement
 from hycq.planning import Optimized, OptimizerOptions, optimize
 from optimizer.ir.catalog import TIME_UNITS_MS
@@ -64,7 +65,7 @@ class BenchOptions:
     its throughput is an upper bound) and the record says ``warm_start.complete: false``."""
     optimizer: OptimizerOptions = field(default_factory=OptimizerOptions)
     settings: EngineSettings | None = None
-    data: dict[str, Path] = field(default_factory=dict)
+    data: dict[str, Path | MqttUrl] = field(default_factory=dict)
     progress: Callable[[str], None] = field(default=lambda _m: None)
 
 
@@ -161,7 +162,7 @@ def measure(
 
     warm = warm_seconds(plan, rate)
     total = warm + o.repeat * o.measure_seconds
-    options = RunOptions(rate=rate, duration=total, data=o.data, names=CLI_OPTION_NAMES)
+    options = RunOptions(rate=rate, duration=total, data=dict(o.data), names=CLI_OPTION_NAMES)
     inputs = open_inputs(plan, q.catalog, options)
     merged = MergedInputs(plan, inputs, total, DeadLetters(None))
     stream = iter(merged)

@@ -15,7 +15,7 @@ import traceback
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hycq.cli_args import (
     build_parser,
@@ -25,6 +25,9 @@ from hycq.cli_args import (
     settings_of,
 )
 from optimizer.ir.errors import HycqError, OptionError, UserError, did_you_mean
+
+if TYPE_CHECKING:
+    from engines.sources.mqtt import MqttUrl
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -110,6 +113,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "run":
         return _run(args)
     if args.command == "data":
+        if args.data_command == "publish":
+            return _data_publish(args)
         return _data_generate(args)
     if args.command == "calibrate":
         return _calibrate(args)
@@ -223,8 +228,10 @@ def _migration_options(args: argparse.Namespace) -> Any:
 STDIN = Path("/dev/stdin")
 
 
-def _parse_data(specs: list[str]) -> dict[str, Path]:
-    data: dict[str, Path] = {}
+def _parse_data(specs: list[str]) -> dict[str, Path | MqttUrl]:
+    from engines.sources.mqtt import MqttUrl, is_mqtt
+
+    data: dict[str, Path | MqttUrl] = {}
     for spec in specs:
         stream, sep, path = spec.partition("=")
         if not sep or not stream or not path:
@@ -241,6 +248,8 @@ def _parse_data(specs: list[str]) -> dict[str, Path]:
                     hint="only one stream can read stdin; give the others a file",
                 )
             data[stream] = STDIN
+        elif is_mqtt(path):
+            data[stream] = MqttUrl.parse(path, f"--data {stream}=")
         else:
             data[stream] = Path(path)
     return data
@@ -613,10 +622,10 @@ def _bench(args: argparse.Namespace) -> int:
         raise OptionError(f"--plot must end in .png, got '{args.plot}'")
     queries = [api.load_query(q, args.catalog) for q in args.queries]
     data = _parse_data(args.data)
-    if STDIN in data.values():
+    if any(p == STDIN or not isinstance(p, Path) for p in data.values()):
         raise OptionError(
-            "hycq bench replays its data at every rate and repeat: --data STREAM=- "
-            "(stdin) can be read only once",
+            "hycq bench replays its data at every rate and repeat: stdin (--data STREAM=-) "
+            "and MQTT subscriptions can be read only once",
             hint="save the input to a file and pass its path",
         )
     inputs = [
@@ -692,6 +701,29 @@ def _calibrate(args: argparse.Namespace) -> int:
             f"{engine} SQL time, median relative error over {e['points']} slides: "
             f"calibrated {100 * e['calibrated']:.0f}%, analytical {100 * e['analytical']:.0f}%"
         )
+    return 0
+
+
+def _data_publish(args: argparse.Namespace) -> int:
+    from hycq.publish import publish
+
+    done = publish(
+        args.source,
+        args.to,
+        catalog=args.catalog,
+        stream=args.stream,
+        rate=args.rate,
+        duration=args.duration,
+        pace=args.pace,
+        batch=args.batch,
+        fmt=args.payload_format,
+        end=not args.no_end,
+    )
+    rate = done.rows / done.wall_s if done.wall_s > 0 else 0.0
+    print(
+        f"published {done.rows:,} rows in {done.messages:,} messages to {args.to} "
+        f"in {done.wall_s:.2f} s ({rate:,.0f} rows/s); source: {done.source}"
+    )
     return 0
 
 
@@ -973,7 +1005,7 @@ def _inputs(
 
     found: list[tuple[str, Path | str | None]] = [("query file", query)]
     found.append(("catalog", find_catalog(query, catalog_arg)))
-    found += [("--data", p) for p in data]
+    found += [("--data", p) for p in data if isinstance(p, Path)]  # not MQTT
     found += [
         (f"the catalog's source of '{s.name}'", s.source.path)
         for s in catalog.streams.values()

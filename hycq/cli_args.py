@@ -691,7 +691,54 @@ def build_parser() -> argparse.ArgumentParser:
     keyed.add_argument(
         "--format", choices=("csv", "parquet"), default="csv", help="file format (csv, with header)"
     )
+    _publish_parser(data_sub)
     return parser
+
+
+def _publish_parser(data_sub: Any) -> None:
+    pub = data_sub.add_parser(
+        "publish",
+        help="replay a stream to an MQTT broker (QoS 1), as live devices would send it",
+        description="Publish a stream to mqtt://HOST:PORT/TOPIC: the stream a query reads "
+        "(QUERY.sql; --stream when it reads several), a catalog's stream (CATALOG.toml), "
+        "or a data file (.csv/.parquet smart-plug readings; other streams with --catalog "
+        "and --stream). Messages hold up to --batch rows as raw CSV lines (what hycq run "
+        "--data STREAM=mqtt://... reads) or a JSON array (--format json), then the "
+        'end-of-stream message {"end_of_stream": true}. e.g. hycq data publish '
+        "queries/smartplug/q1.sql --to mqtt://127.0.0.1:1883/plugs --rate 2000 "
+        "--duration 60 --pace realtime. docs/live.md has the details.",
+    )
+    pub.add_argument("source", type=Path, metavar="QUERY|CATALOG|FILE")
+    pub.add_argument("--to", required=True, metavar="mqtt://HOST:PORT/TOPIC", help="where")
+    pub.add_argument("--catalog", type=Path, help="the catalog (default: beside the query)")
+    pub.add_argument("--stream", help="the stream to publish (when there are several)")
+    pub.add_argument(
+        "--rate",
+        type=positive_float,
+        help="tuples per event-second: the generator's density, or a file's timestamps "
+        "rescaled to it",
+    )
+    pub.add_argument(
+        "--duration",
+        type=positive_float,
+        help=f"event-seconds to publish (generated streams default to {_default_duration():g})",
+    )
+    pub.add_argument(
+        "--pace",
+        choices=("max", "realtime"),
+        default="max",
+        help="max: as fast as the broker acknowledges; realtime: each message when its "
+        "first timestamp is due (default max)",
+    )
+    pub.add_argument("--batch", type=_positive_int, default=1000, help="rows per message (1000)")
+    pub.add_argument(
+        "--format",
+        choices=("csv", "json"),
+        default="csv",
+        dest="payload_format",
+        help="payload: raw CSV lines or a JSON array of objects (csv)",
+    )
+    pub.add_argument("--no-end", action="store_true", help="do not send the end-of-stream message")
 
 
 def _fraction(text: str) -> float:

@@ -34,6 +34,7 @@ from optimizer.phase_two import PhaseTwoResult, place
 from optimizer.statistics import SampleStatistics, measure
 
 if TYPE_CHECKING:  # pragma: no cover
+    from engines.sources.mqtt import MqttUrl
     from hycq.api import LoadedQuery
 
 #: How the row engine's operators are charged (see optimizer.costmodel.PlanCoster).
@@ -57,7 +58,7 @@ class OptimizerOptions:
     feasibility: bool = True
     row_core: str = "shared"
     sample: bool = True
-    data: Mapping[str, Path] = field(default_factory=dict)
+    data: Mapping[str, Path | MqttUrl] = field(default_factory=dict)
     """Files to sample streams from (the run's ``--data``); else the catalog's sources."""
     disorder: bool = False
     """The run puts K-slack buffers in front of the windows (``--disorder`` other than
@@ -172,7 +173,7 @@ def _num(x: float) -> float | None:
 
 
 def sample_streams(
-    q: LoadedQuery, rate: float | None, data: Mapping[str, Path]
+    q: LoadedQuery, rate: float | None, data: Mapping[str, Path | MqttUrl]
 ) -> tuple[dict[str, Any], str]:
     """A sample of each input stream (Arrow), and a note on where it came from."""
     import pyarrow as pa
@@ -182,7 +183,9 @@ def sample_streams(
 
     # A pipe or device is read once, by the run: it is not sampled (catalog statistics).
     piped = {
-        k.lower() for k, p in data.items() if p.exists() and not p.is_file() and not p.is_dir()
+        k.lower()
+        for k, p in data.items()
+        if not isinstance(p, Path) or (p.exists() and not p.is_file() and not p.is_dir())
     }
     options = RunOptions(
         rate=rate, duration=SAMPLE_SECONDS, data=dict(data), names=CLI_OPTION_NAMES

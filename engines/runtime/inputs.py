@@ -4,6 +4,7 @@ time into one arrival sequence (``MergedInputs``)."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from engines.disorder.spec import DisorderSpec
 from engines.runtime.dead_letters import DeadLetters, validate
 from engines.runtime.engine import PlanExecutor
 from engines.runtime.options import OptionNames, RunOptions
+from engines.sources.mqtt import MqttUrl
 from engines.time_merge import TimeMerge
 from optimizer.ir.catalog import TIME_UNITS_MS, Catalog, StreamDef
 from optimizer.ir.errors import DataError, OptionError
@@ -41,6 +43,9 @@ class StreamInput:
     expected_rows: int | None = None
     #: ``rate`` is only the catalog's: report the density the data actually had
     measured: bool = False
+    #: A live source (engines.sources.mqtt.MqttFeed): closed when the run ends, its
+    #: ``metrics()`` reported under ``live_sources``.
+    live: Any = None
 
 
 def ticks_per_second(stream: StreamDef) -> int:
@@ -94,22 +99,31 @@ def open_inputs(
             continue
         stream = catalog.get(name)
         assert stream is not None
-        path = data.get(name.lower())
-        if path is not None:
-            inputs.append(_file_input(stream, path, None, options, dead))
-        elif stream.source.kind == "generator":
-            inputs.append(_generator_input(stream, options))
-        elif stream.source.kind == "file":
-            assert stream.source.path is not None
-            inputs.append(
-                _file_input(stream, stream.source.path, stream.source.format, options, dead)
-            )
-        else:
-            raise DataError(
-                f"stream '{name}' has no source in the catalog",
-                hint=f"pass {options.names.data} {name}=PATH (CSV or Parquet)",
-            )
+        inputs.append(open_stream(stream, options, dead, data.get(name.lower())))
     return inputs
+
+
+def open_stream(
+    stream: StreamDef,
+    options: RunOptions,
+    dead: DeadLetters | None = None,
+    path: Path | MqttUrl | None = None,
+) -> StreamInput:
+    """One stream's input: ``path`` (a file, pipe or MQTT subscription) if given, else the
+    catalog's source (``hycq data publish`` replays it)."""
+    if isinstance(path, MqttUrl):
+        return _mqtt_input(stream, path, options, dead)
+    if path is not None:
+        return _file_input(stream, path, None, options, dead)
+    if stream.source.kind == "generator":
+        return _generator_input(stream, options)
+    if stream.source.kind == "file":
+        assert stream.source.path is not None
+        return _file_input(stream, stream.source.path, stream.source.format, options, dead)
+    raise DataError(
+        f"stream '{stream.name}' has no source in the catalog",
+        hint=f"pass {options.names.data} {stream.name}=PATH (CSV or Parquet)",
+    )
 
 
 def _generator_input(stream: StreamDef, options: RunOptions) -> StreamInput:
@@ -269,6 +283,51 @@ def _file_input(
         batches = _rescale(batches, t_index, options.rate, tps, options.names)
     rate = options.rate if options.rate is not None else stream.rate
     return StreamInput(stream, batches, rate, f"file {path}", measured=options.rate is None)
+
+
+def _mqtt_input(
+    stream: StreamDef, url: MqttUrl, options: RunOptions, dead: DeadLetters | None = None
+) -> StreamInput:
+    """A subscription (engines/sources/mqtt.py) read by the CSV reader as a pipe of the
+    stream's raw lines: the same validation and dead letters as a file."""
+    from engines.sources.files.formats import profile_for
+    from engines.sources.files.reader import BatchReader
+    from engines.sources.mqtt import MqttFeed
+
+    schema = arrow_schema(stream.schema)
+    name = stream.name
+    on_message = None
+    if dead is not None:
+
+        def on_message(topic: str, number: int, raw: str, reason: str) -> None:
+            dead.add(name, cast(Any, raw), f"mqtt topic {topic} message {number}: {reason}")
+
+    raw = profile_for(schema).raw_columns  # a raw line's columns, in the schema's order
+    columns = list(zip(schema.names, raw, strict=True))
+    feed = MqttFeed(url, columns, on_message, options.names.data)
+    # what a publisher (or a test) waits for: messages published before are not delivered
+    print(f"note: stream '{name}' subscribed to {url}", file=sys.stderr, flush=True)
+
+    def on_line(number: int, raw: str, reason: str) -> None:
+        topic, message = feed.where(number)
+        if dead is None:
+            raise DataError(f"mqtt topic {topic} message {message}: {reason}")
+        dead.add(name, cast(Any, raw), f"mqtt topic {topic} message {message}: {reason}")
+
+    try:
+        reader = BatchReader(
+            Path(url.name), "debs", options.read_batch_rows, schema, on_line, pipe=cast(Any, feed)
+        )
+    except BaseException:
+        feed.close()
+        raise
+    batches = _in_range(iter(reader), stream.time_index, name, dead, url.name)
+    if options.rate is not None:
+        batches = _rescale(
+            batches, stream.time_index, options.rate, ticks_per_second(stream), options.names
+        )
+    rate = options.rate if options.rate is not None else stream.rate
+    return StreamInput(stream, batches, rate, str(url), measured=options.rate is None, live=feed)
 
 
 #: Largest timestamp magnitude hycq accepts, in ticks (2**62: an instant plus a window or a

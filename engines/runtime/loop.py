@@ -64,7 +64,7 @@ def run_plan(
         (names.metrics, options.metrics),
         (names.dead_letter, options.dead_letter),
     ]
-    check_distinct([(names.data, v) for v in options.data.values()], outputs)
+    check_distinct([(names.data, str(v)) for v in options.data.values()], outputs)
     for option, path in outputs[1:]:
         if path is not None:
             check_writable(path, option)
@@ -234,6 +234,9 @@ def run_plan(
                 dead.abort()
         raise
     finally:
+        for inp in inputs:
+            if inp.live is not None:
+                inp.live.close()
         stop.restore()
         if gc_was_enabled:
             gc.enable()
@@ -275,6 +278,11 @@ def run_plan(
         "rss_mb_timeline": rss_timeline,
         "operators": ops,
     }
+    live = {i.stream.name: i.live.metrics() for i in inputs if i.live is not None}
+    if live:
+        metrics["live_sources"] = live
+    if sink.publisher is not None:
+        metrics["published_messages"] = sink.publisher.messages
     disorder = merged.disorder_metrics()
     inserted: dict[str, int] = getattr(getattr(engine, "clock", None), "late_inserted", {})
     for name, count in inserted.items():

@@ -8,6 +8,7 @@ from typing import Any
 
 from engines.disorder.quality_options import QualityOptions
 from engines.disorder.spec import DisorderSpec
+from engines.sources.mqtt import MqttUrl
 
 
 @dataclass(frozen=True)
@@ -36,8 +37,9 @@ class RunOptions:
     rate: float | None = None
     duration: float | None = None
     pace: str = "max"
-    data: dict[str, Path] = field(default_factory=dict)
-    output: str | None = None  # path, or "-" for stdout
+    #: per stream, a file (or pipe) path or an MQTT subscription (engines.sources.mqtt)
+    data: dict[str, Path | MqttUrl] = field(default_factory=dict)
+    output: str | None = None  # path, "-" for stdout, or mqtt://HOST:PORT/TOPIC
     keep_results: bool = False  # without output: keep the result table in memory (API, tests)
     metrics: Path | None = None
     dead_letter: Path | None = None

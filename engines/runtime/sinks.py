@@ -15,6 +15,7 @@ from engines.arrow_types import arrow_schema
 from engines.output_files import OutputFile, check_writable
 from engines.runtime.engine import Rows
 from engines.runtime.safe_json import json_line
+from engines.sources.mqtt import MqttPublisher, MqttUrl, is_mqtt
 from optimizer.ir.errors import DataError, OptionError
 from optimizer.ir.plan import LogicalPlan
 
@@ -77,7 +78,14 @@ class ResultSink:
         self._writer: Any = None
         self._out: OutputFile | None = None
         self._fh: Any = None
-        if output is not None and output != "-":
+        #: --output mqtt://...: each instant's results published as one message
+        self.publisher: Any = None
+        #: stdout and MQTT are written as each instant fires; files when the run ends
+        self._live = output == "-" or is_mqtt(output)
+        if is_mqtt(output):
+            assert output is not None
+            self.publisher = MqttPublisher(MqttUrl.parse(output, label), label)
+        elif output is not None and output != "-":
             path = Path(output)
             suffix = path.suffix.lower()
             if suffix not in (".parquet", ".csv", ".jsonl"):
@@ -117,7 +125,7 @@ class ResultSink:
         self._buffer.extend(rows)
         self._ts.extend([instant] * len(rows))
         self.rows += len(rows)
-        if len(self._buffer) >= self.FLUSH_ROWS or self.output == "-":
+        if len(self._buffer) >= self.FLUSH_ROWS or self._live:
             self.flush()
             self._stdout_flush()
 
@@ -154,7 +162,11 @@ class ResultSink:
         self._write_batch(batch)
 
     def _write_batch(self, batch: pa.RecordBatch) -> None:
-        if self._writer is not None:
+        if self.publisher is not None:
+            names = self.schema.names
+            lines = "".join(json_line({n: row[n] for n in names}) for row in batch.to_pylist())
+            self.publisher.publish(lines.encode())
+        elif self._writer is not None:
             assert self._out is not None
             with self._out.errors():
                 self._writer.write_batch(batch)
@@ -179,12 +191,16 @@ class ResultSink:
             self._out.commit()
         elif self._fh is not None:
             self._fh.flush()
+        elif self.publisher is not None:
+            self.publisher.close()
         if self.output is None and self.keep:
             return pa.Table.from_batches(self._batches, schema=self.schema)
         return None
 
     def abort(self) -> None:
         """Drop the output: nothing appears at its path."""
+        if self.publisher is not None:
+            self.publisher.abort()
         if self._writer is not None:
             writer, self._writer = self._writer, None
             with contextlib.suppress(Exception):
