@@ -41,6 +41,9 @@ class Published:
     messages: int
     wall_s: float
     source: str
+    #: ``time.time()`` when the first message was sent, and its first timestamp (ticks)
+    first_wall: float | None = None
+    first_ts: int | None = None
 
 
 def _pick(streams: list[str], wanted: str | None, where: str) -> str:
@@ -137,6 +140,7 @@ def publish(
     first_ts: int | None = None
     t0 = time.perf_counter()
     limit: int | None = None
+    first_epoch: float | None = None
     try:
         for b in batches:
             table = pa.Table.from_batches([b])
@@ -146,13 +150,12 @@ def publish(
                 table = table.filter(pc.less(table.column(t_index), limit))
             for off in range(0, table.num_rows, batch):
                 part = table.slice(off, batch)
+                ts = int(part.column(t_index)[0].as_py())
+                if first_ts is None:
+                    first_ts, start_wall, first_epoch = ts, time.perf_counter(), time.time()
                 if pace == "realtime":
-                    ts = int(part.column(t_index)[0].as_py())
-                    if first_ts is None:
-                        first_ts, start_wall = ts, time.perf_counter()
                     assert start_wall is not None
-                    due = start_wall + (ts - first_ts) / tps
-                    wait = due - time.perf_counter()
+                    wait = start_wall + (ts - first_ts) / tps - time.perf_counter()
                     if wait > 0:
                         time.sleep(wait)
                 publisher.publish(_payload(part, fmt))
@@ -165,4 +168,4 @@ def publish(
     except BaseException:
         publisher.abort()
         raise
-    return Published(rows, messages, time.perf_counter() - t0, description)
+    return Published(rows, messages, time.perf_counter() - t0, description, first_epoch, first_ts)

@@ -59,6 +59,10 @@ SCHEME = "mqtt://"
 END_OF_STREAM = {"end_of_stream": True}
 #: Messages paho's thread may queue ahead of the plan before it waits (backpressure).
 QUEUE_MESSAGES = 1024
+#: A chunk for the reader grows while messages keep coming, until the queue has been empty
+#: this long (seconds) or the chunk holds a reader block: at full speed the plan sees big
+#: batches (per-batch work amortized), at a trickle each message within 10 ms.
+QUIET_S = 0.01
 #: Seconds to wait for the broker's CONNACK (and SUBACK) before giving up with exit 2.
 CONNECT_TIMEOUT_S = 10.0
 #: Reconnect backoff (seconds): paho doubles the delay from the first to the second.
@@ -259,7 +263,7 @@ class MqttFeed:
 
     def chunks(self, block: int) -> Iterator[bytes]:
         """Complete lines of the messages that have arrived, at most about ``block`` bytes at
-        a time; ends at the end-of-stream message."""
+        a time (``QUIET_S``); ends at the end-of-stream message."""
         while not self._ended:
             try:
                 topic, payload = self._queue.get(timeout=0.1)
@@ -269,8 +273,8 @@ class MqttFeed:
             parts = [self._lines_of(topic, payload)]
             size = len(parts[0])
             while size < block and not self._ended:
-                try:
-                    topic, payload = self._queue.get_nowait()
+                try:  # more while they keep coming: big batches run the plan faster
+                    topic, payload = self._queue.get(timeout=QUIET_S)
                 except queue.Empty:
                     break
                 parts.append(self._lines_of(topic, payload))
