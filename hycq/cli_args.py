@@ -336,7 +336,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="STREAM=PATH",
         help="read STREAM from a CSV (raw DEBS without header, or with a header row) or "
-        "Parquet file, or from standard input as lines arrive (PATH '-'); repeatable",
+        "Parquet file, from standard input as lines arrive (PATH '-'), or from an MQTT "
+        "subscription (mqtt://HOST:PORT/TOPIC, docs/live.md); repeatable",
     )
     rn.add_argument(
         "--duration",
@@ -409,7 +410,8 @@ def build_parser() -> argparse.ArgumentParser:
     rn.add_argument(
         "--output",
         metavar="PATH",
-        help="result file: .parquet, .csv or .jsonl, or - for JSON lines on stdout "
+        help="result file: .parquet, .csv or .jsonl, - for JSON lines on stdout, or "
+        "mqtt://HOST:PORT/TOPIC to publish each instant's JSON lines (QoS 1) "
         "(default: results are counted, not written)",
     )
     rn.add_argument(
