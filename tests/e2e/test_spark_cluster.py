@@ -5,7 +5,9 @@ executor lost) costs no result; the master killed mid-run costs no result either
 
 Each run is a ``hycq run`` subprocess (one SparkContext per process: the suite's shared
 local session cannot also connect to the cluster). Queries slide every 10 seconds over two
-minutes of data: a slide on this cluster costs about 3 s (experiments/README.md)."""
+minutes of data: a slide on this cluster costs about 3 s (experiments/README.md). The
+default run has the mixed placement and the worker kill (about 2 minutes with the cluster's
+start); ``-m long`` adds the columnar placements and the master kill."""
 
 from __future__ import annotations
 
@@ -92,7 +94,11 @@ def _apps(cluster: SparkCluster) -> int:
 
 @pytest.mark.parametrize(
     ("text", "placement"),
-    [(Q2S, "column"), (MAXQ, "column"), (Q2S, {"join1": "spark", "aggregate2": "spark"})],
+    [
+        pytest.param(Q2S, "column", marks=pytest.mark.long),
+        pytest.param(MAXQ, "column", marks=pytest.mark.long),
+        (Q2S, {"join1": "spark", "aggregate2": "spark"}),
+    ],
     ids=["q2s-column", "max-column", "q2s-mixed"],
 )
 def test_cluster_results_equal_the_oracle(
@@ -153,6 +159,7 @@ def test_a_worker_killed_mid_run_costs_no_result(
     assert_same_stream(pq.read_table(out), _expected(Q2S, table))
 
 
+@pytest.mark.long
 def test_the_master_killed_mid_run_costs_no_result(
     cluster: SparkCluster, readings: tuple[Path, pa.Table], tmp_path: Path
 ) -> None:
