@@ -35,19 +35,13 @@ ROOT = Path(__file__).resolve().parents[2]
 CATALOG_PATH = ROOT / "queries" / "smartplug" / "catalog.toml"
 CATALOG = load_catalog(CATALOG_PATH)
 SCHEMA = arrow_schema(CATALOG.get("readings").schema)
-#: Q2's shape (a correlated AVG), 1-minute windows sliding every 10 seconds.
-Q2S = """
-SELECT r.house_id, r.household_id, r.plug_id, COUNT(*) AS above_avg
-FROM readings [RANGE 1 MINUTE SLIDE 10 SECONDS] AS r,
-     (SELECT house_id, household_id, plug_id, AVG(value) AS avg_load
-      FROM readings [RANGE 1 MINUTE SLIDE 10 SECONDS]
-      WHERE property = 1
-      GROUP BY house_id, household_id, plug_id) AS a
-WHERE r.property = 1
-  AND r.house_id = a.house_id AND r.household_id = a.household_id AND r.plug_id = a.plug_id
-  AND r.value > a.avg_load
-GROUP BY r.house_id, r.household_id, r.plug_id
-"""
+#: Q2 (queries/smartplug/q2.sql) with 1-minute windows sliding every 10 seconds.
+Q2S = (
+    (ROOT / "queries" / "smartplug" / "q2.sql")
+    .read_text()
+    .replace("RANGE 5 MINUTES SLIDE 1 SECOND", "RANGE 1 MINUTE SLIDE 10 SECONDS")
+)
+assert Q2S.count("RANGE 1 MINUTE SLIDE 10 SECONDS") == 2
 #: A per-plug MAX on the row engine feeding a columnar join (a mixed placement).
 MAXQ = """
 SELECT house_id, household_id, plug_id, MAX(value) AS max_load, COUNT(*) AS n
@@ -135,27 +129,39 @@ def _wait_for_executors(cluster: SparkCluster, timeout: float = 180) -> None:
     raise AssertionError(f"no application with executors on every worker: {cluster.status()}")
 
 
-def test_a_worker_killed_mid_run_costs_no_result(
-    cluster: SparkCluster, readings: tuple[Path, pa.Table], tmp_path: Path
-) -> None:
-    path, table = readings
+def _run_and_kill(
+    cluster: SparkCluster, data: Path, tmp_path: Path, daemon: str
+) -> tuple[int, str, Path]:
+    """Q2S on the cluster (columnar), ``daemon`` SIGKILLed a few slides in, once an
+    application runs with executors on every worker: exit code, stderr, output path."""
     query = tmp_path / "q.sql"
     query.write_text(Q2S)
     out = tmp_path / "out.parquet"
     p = subprocess.Popen(
-        _cmd(query, path, out, cluster.master_url, "--placement", "column"),
+        _cmd(query, data, out, cluster.master_url, "--placement", "column"),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
     )  # fmt: skip
     try:
         _wait_for_executors(cluster)
         time.sleep(3)  # a few slides in
-        cluster.kill("worker0")  # the worker and its executor JVM
+        cluster.kill(daemon)
         _, err = p.communicate(timeout=900)
     finally:
         if p.poll() is None:
             p.kill()
+    return p.returncode, err, out
+
+
+def test_a_worker_killed_mid_run_costs_no_result(
+    cluster: SparkCluster, readings: tuple[Path, pa.Table], tmp_path: Path
+) -> None:
+    """The worker and its executor JVM die; Spark reruns the lost tasks on the other."""
+    path, table = readings
+    try:
+        code, err, out = _run_and_kill(cluster, path, tmp_path, "worker0")
+    finally:
         cluster.start_worker(0)  # the next test has its two workers again
-    assert p.returncode == 0, err
+    assert code == 0, err
     assert_same_stream(pq.read_table(out), _expected(Q2S, table))
 
 
@@ -168,22 +174,8 @@ def test_the_master_killed_mid_run_costs_no_result(
     need it), so the run finishes on Spark; should the engine fail, the group would restart
     or move to DuckDB (engines/mig.py), and the result stream is the oracle's either way."""
     path, table = readings
-    query = tmp_path / "q.sql"
-    query.write_text(Q2S)
-    out = tmp_path / "out.parquet"
-    p = subprocess.Popen(
-        _cmd(query, path, out, cluster.master_url, "--placement", "column"),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-    )  # fmt: skip
-    try:
-        _wait_for_executors(cluster)
-        time.sleep(3)
-        cluster.kill("master")
-        _, err = p.communicate(timeout=900)
-    finally:
-        if p.poll() is None:
-            p.kill()
-    assert p.returncode == 0, err
+    code, err, out = _run_and_kill(cluster, path, tmp_path, "master")
+    assert code == 0, err
     assert_same_stream(pq.read_table(out), _expected(Q2S, table))
     metrics = json.loads(out.with_suffix(".json").read_text())
     engines = {g["engine"] for g in metrics["groups"]}
