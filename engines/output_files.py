@@ -44,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import shutil
 import stat
 import tempfile
 import time
@@ -160,11 +161,18 @@ class OutputFile:
     ``errors()`` context become OutputError.
     """
 
-    def __init__(self, path: Path | str, option: str) -> None:
+    def __init__(
+        self, path: Path | str, option: str, partial: Path | None = None, append: bool = False
+    ) -> None:
         self.path = Path(path)
         self.option = option
         self._fh: IO[Any] | None = None
         self.tmp: Path | None = None
+        #: a checkpointed run's file (engines/runtime/checkpoint.py): written at ``partial``
+        #: (kept on abort and crash, continued with ``append`` on resume) and moved into place
+        #: when the run ends
+        self.partial = partial is not None
+        self._append = append
         st = _stat(self.path)
         if st is not None and not stat.S_ISREG(st.st_mode):
             check_writable(self.path, option)  # a FIFO or character device: in place
@@ -173,6 +181,12 @@ class OutputFile:
             return
         self.target = _target(self.path)
         self._mode = stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask()
+        if partial is not None:
+            self.tmp = partial
+            if not append:
+                with self.errors():
+                    partial.write_bytes(b"")
+            return
         with self.errors():
             fd, name = tempfile.mkstemp(
                 dir=self.target.parent, prefix=f".{self.target.name}.", suffix=".tmp"
@@ -204,6 +218,8 @@ class OutputFile:
         if self._fh is None:
             with self.errors():
                 if self.tmp is not None:
+                    if self._append:
+                        mode = mode.replace("w", "a")
                     self._fh = open(self.tmp, mode, **_text(mode))  # noqa: SIM115
                 else:
                     self._fh = _open_in_place(self.path, mode)
@@ -227,16 +243,36 @@ class OutputFile:
                 return
             if self._mode is not None:
                 os.chmod(self.tmp, self._mode)
-            os.replace(self.tmp, self.target)
+            try:
+                os.replace(self.tmp, self.target)
+            except OSError as err:
+                if err.errno != errno.EXDEV:  # a partial file on another file system: copied
+                    raise
+                with OutputFile(self.path, self.option) as copy, open(self.tmp, "rb") as src:
+                    shutil.copyfileobj(src, copy.file("wb"))
+                self.tmp.unlink()
         _LIVE.discard(self.tmp)
         self.tmp = None
 
+    def sync(self) -> int:
+        """Flush what was written to disk and return its size in bytes (a checkpoint's
+        committed position)."""
+        with self.errors():
+            if self._fh is None:
+                return self.tmp.stat().st_size if self.tmp is not None and self.tmp.exists() else 0
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
+            return os.fstat(self._fh.fileno()).st_size
+
     def abort(self) -> None:
-        """Remove what was written (never raises)."""
+        """Remove what was written (never raises); a checkpointed run's partial file is kept
+        for ``--resume``."""
         if self._fh is not None:
             fh, self._fh = self._fh, None
             with contextlib.suppress(Exception):
                 fh.close()
+        if self.partial:
+            return
         if self.tmp is not None:
             with contextlib.suppress(OSError):
                 self.tmp.unlink()

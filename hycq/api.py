@@ -370,6 +370,17 @@ def run(
     base = dataclasses.replace(base, rate=options.rate, data=dict(options.data))
     opt = optimize(q, base)
     chosen: str | dict[str, str] = opt.placement if placement == "auto" else placement
+    ckpt = getattr(options, "checkpoint", None)
+    if ckpt is not None:
+        if migration is not None and migration.requested:
+            raise OptionError(
+                "--checkpoint cannot be combined with plan migration (--migrate, --adapt) yet",
+                hint="drop one of them",
+            )
+        if ckpt.resume and placement == "auto":  # the plan that ran, not a new choice
+            from engines.runtime.checkpoint import stored_placement
+
+            chosen = stored_placement(ckpt.directory) or chosen
     engines = resolve_placement(opt.plan, chosen, column_engine)
     cost = opt.cost_of(engines)
     predicted: dict[str, Any] = {

@@ -228,6 +228,23 @@ def _migration_options(args: argparse.Namespace) -> Any:
 STDIN = Path("/dev/stdin")
 
 
+def _checkpoint_options(args: argparse.Namespace) -> Any:
+    """``--checkpoint``/``--checkpoint-every``/``--resume`` as CheckpointOptions (or None)."""
+    from engines.runtime.checkpoint import CheckpointOptions
+
+    if args.resume is not None:
+        if args.checkpoint is not None and args.checkpoint.resolve() != args.resume.resolve():
+            raise OptionError(
+                "--resume DIR continues writing checkpoints to DIR: --checkpoint names another "
+                "folder",
+                hint="drop --checkpoint",
+            )
+        return CheckpointOptions(args.resume, args.checkpoint_every, resume=True)
+    if args.checkpoint is not None:
+        return CheckpointOptions(args.checkpoint, args.checkpoint_every)
+    return None
+
+
 def _parse_data(specs: list[str]) -> dict[str, Path | MqttUrl]:
     from engines.sources.mqtt import MqttUrl, is_mqtt
 
@@ -353,6 +370,7 @@ def _run(args: argparse.Namespace) -> int:
         quality=quality,
         join_impl=args.join_impl,
         join_memory_mb=args.join_memory,
+        checkpoint=_checkpoint_options(args),
     )
     from engines import registry
 
@@ -420,6 +438,8 @@ _SINGLE_QUERY_FLAGS: dict[str, tuple[str, Any]] = {
     "max_error": ("--max-error", None),
     "min_recall": ("--min-recall", None),
     "idle_timeout": ("--idle-timeout", None),
+    "checkpoint": ("--checkpoint", None),
+    "resume": ("--resume", None),
 }
 
 

@@ -380,6 +380,30 @@ def build_parser() -> argparse.ArgumentParser:
         "wait for it)",
     )
     rn.add_argument(
+        "--checkpoint",
+        type=Path,
+        metavar="DIR",
+        help="persist the run's state in DIR every --checkpoint-every seconds, at a point "
+        "between two instants (and when interrupted), so that --resume DIR continues it "
+        "after a crash; the output file (.jsonl or .csv) is written in DIR and moved into "
+        "place when the run ends (docs/checkpoints.md)",
+    )
+    rn.add_argument(
+        "--checkpoint-every",
+        type=positive_float,
+        default=10.0,
+        metavar="S",
+        help="wall-clock seconds between checkpoints (default: 10)",
+    )
+    rn.add_argument(
+        "--resume",
+        type=Path,
+        metavar="DIR",
+        help="continue the run checkpointed in DIR (same query and options): the output "
+        "after its last checkpoint is exactly what an uninterrupted run writes to a file; "
+        "stdout and MQTT outputs repeat the instants after it (docs/checkpoints.md)",
+    )
+    rn.add_argument(
         "--placement",
         default="auto",
         metavar="auto|row|column|FILE.json",

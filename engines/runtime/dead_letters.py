@@ -34,11 +34,19 @@ class DeadLetters:
     by_stream: dict[str, int] = field(default_factory=dict)
     first_reason: dict[str, str] = field(default_factory=dict)
     _out: OutputFile | None = None
+    #: a checkpointed run's file (engines/runtime/checkpoint.py) and whether it continues one
+    partial: Path | None = None
+    append: bool = False
+    #: per stream, invalid rows a resumed run reads again that the file already holds
+    mute: dict[str, int] = field(default_factory=dict)
 
     def add(
         self, stream: str, row: dict[str, Any] | str, reason: str, kind: str = "invalid"
     ) -> None:
         """Count a rejected row (``kind`` invalid or late) and write it when a path is set."""
+        if kind == "invalid" and self.mute.get(stream):
+            self.mute[stream] -= 1  # counted and written before the checkpoint
+            return
         self.count += 1
         self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
         if kind == "invalid":
@@ -54,8 +62,23 @@ class DeadLetters:
     def _open(self) -> OutputFile:
         if self._out is None:
             assert self.path is not None
-            self._out = OutputFile(self.path, self.label)
+            self._out = OutputFile(self.path, self.label, self.partial, self.append)
         return self._out
+
+    def sync(self) -> int | None:
+        """Flush the file and return its committed size (None without a path)."""
+        if self.path is None:
+            return None
+        out = self._open()
+        out.file("w")
+        return out.sync()
+
+    def restore(self, counts: dict[str, Any]) -> None:
+        """Take the counts a checkpoint recorded (a resumed run continues them)."""
+        self.count = int(counts["count"])
+        self.by_kind = {k: int(v) for k, v in counts["by_kind"].items()}
+        self.by_stream = {k: int(v) for k, v in counts["by_stream"].items()}
+        self.first_reason = dict(counts["first_reason"])
 
     def close(self) -> None:
         """Commit the file (an empty one too, so that scripts can rely on it)."""

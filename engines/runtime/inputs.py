@@ -4,6 +4,7 @@ time into one arrival sequence (``MergedInputs``)."""
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
@@ -46,6 +47,9 @@ class StreamInput:
     #: A live source (engines.sources.mqtt.MqttFeed): closed when the run ends, its
     #: ``metrics()`` reported under ``live_sources``.
     live: Any = None
+    #: a resumed run (``--resume``) can read it again from its start and skip what the
+    #: checkpoint holds: a file or generator, not a pipe, stdin or MQTT
+    rereadable: bool = True
 
 
 def ticks_per_second(stream: StreamDef) -> int:
@@ -282,7 +286,14 @@ def _file_input(
     if options.rate is not None:
         batches = _rescale(batches, t_index, options.rate, tps, options.names)
     rate = options.rate if options.rate is not None else stream.rate
-    return StreamInput(stream, batches, rate, f"file {path}", measured=options.rate is None)
+    return StreamInput(
+        stream,
+        batches,
+        rate,
+        f"file {path}",
+        measured=options.rate is None,
+        rereadable=path.is_file(),
+    )
 
 
 def _mqtt_input(
@@ -304,7 +315,11 @@ def _mqtt_input(
 
     raw = profile_for(schema).raw_columns  # a raw line's columns, in the schema's order
     columns = list(zip(schema.names, raw, strict=True))
-    feed = MqttFeed(url, columns, on_message, options.names.data)
+    client_id = None
+    if options.checkpoint is not None:  # one persistent session across crash and resume
+        key = f"{options.checkpoint.directory.resolve()}|{name}".encode()
+        client_id = f"hycq-ckpt-{hashlib.sha256(key).hexdigest()[:16]}"
+    feed = MqttFeed(url, columns, on_message, options.names.data, client_id=client_id)
     # what a publisher (or a test) waits for: messages published before are not delivered
     print(f"note: stream '{name}' subscribed to {url}", file=sys.stderr, flush=True)
 
@@ -327,7 +342,9 @@ def _mqtt_input(
             batches, stream.time_index, options.rate, ticks_per_second(stream), options.names
         )
     rate = options.rate if options.rate is not None else stream.rate
-    return StreamInput(stream, batches, rate, str(url), measured=options.rate is None, live=feed)
+    return StreamInput(
+        stream, batches, rate, str(url), measured=options.rate is None, live=feed, rereadable=False
+    )
 
 
 #: Largest timestamp magnitude hycq accepts, in ticks (2**62: an instant plus a window or a

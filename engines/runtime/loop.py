@@ -17,15 +17,24 @@ import pyarrow.compute as pc
 
 from engines.interrupts import GracefulStop, StopRequested
 from engines.output_files import check_distinct, check_writable, write_bytes
+from engines.runtime.checkpoint import (
+    Checkpointer,
+    Loaded,
+    Recorder,
+    check_output,
+    restore_partial,
+)
 from engines.runtime.dead_letters import DeadLetters, check_rejections
 from engines.runtime.engine import OnLate, PlanExecutor, Rows
-from engines.runtime.inputs import MergedInputs, StreamInput, open_inputs
+from engines.runtime.inputs import MergedInputs, StreamInput, open_inputs, plan_time_unit
 from engines.runtime.monitor import MemoryGuard, progress_bar, rss_mb
 from engines.runtime.options import RunOptions
 from engines.runtime.safe_json import json_text
 from engines.runtime.sinks import ResultSink, output_schema
 from engines.runtime.timeline import Timeline
+from engines.sources.mqtt import is_mqtt
 from optimizer.ir.catalog import Catalog
+from optimizer.ir.errors import OptionError
 from optimizer.ir.plan import LogicalPlan
 
 
@@ -68,19 +77,43 @@ def run_plan(
     for option, path in outputs[1:]:
         if path is not None:
             check_writable(path, option)
+    ckpt = _checkpointer(plan, placement, options)
+    loaded = ckpt.loaded if ckpt is not None else None
+    resume_floor = loaded.last_instant if loaded is not None else None
+    file_output = options.output not in (None, "-") and not is_mqtt(options.output)
     # Created first: file readers send the rows they reject to it while the run reads them.
     dead = DeadLetters(options.dead_letter, names.dead_letter)
+    if ckpt is not None and options.dead_letter is not None:
+        dead.partial, dead.append = ckpt.partial_dead_letter, loaded is not None
+    if loaded is not None:
+        dead.restore(loaded.manifest["dead"])
     if inputs is None:
         inputs = open_inputs(plan, catalog, options, dead)
+    #: per stream, rows a resumed run re-reads and skips (those the checkpoint's log holds)
+    skip: dict[str, int] = {}
+    if loaded is not None:
+        rereads = {i.stream.name for i in inputs if not _live(i)}
+        before = loaded.manifest["dead"]["by_stream"]
+        dead.mute = {s: int(n) for s, n in before.items() if s in rereads}
+        skip = {s: n for s, n in ckpt.delivered_before.items() if s in rereads}  # type: ignore[union-attr]
     stop = GracefulStop(options.stop_on_signal)
     try:
-        sink = ResultSink(output_schema(plan), options.output, options.keep_results, names.output)
+        sink = ResultSink(
+            output_schema(plan),
+            options.output,
+            options.keep_results,
+            names.output,
+            partial=ckpt.partial_output if ckpt is not None and file_output else None,
+            append=loaded is not None,
+        )
     except BaseException:
         stop.restore()
         raise
+    if loaded is not None:
+        sink.rows = int(loaded.manifest["results"])
     latencies: list[float] = []
     arrival = [0.0]
-    last_instant: list[int | None] = [None]
+    last_instant: list[int | None] = [resume_floor]
     timeline = Timeline(1)  # its time base is set once the inputs are merged
 
     merged: MergedInputs | None = None
@@ -88,6 +121,8 @@ def run_plan(
     event_lags: list[int] = []
 
     def emit(instant: int, rows: Rows | pa.Table) -> None:
+        if resume_floor is not None and instant <= resume_floor:
+            return  # emitted before the checkpoint a resumed run replayed
         sink.write(instant, rows)
         now = time.perf_counter()
         latency = (now - arrival[0]) * 1e3
@@ -104,6 +139,8 @@ def run_plan(
     columns = {s.name: [c.name for c in s.columns] for s in catalog.streams.values()}
 
     def on_late(stream: str, row: tuple[Any, ...], reason: str) -> None:
+        if recorder is not None and recorder.replaying:
+            return  # set aside before the checkpoint: the dead-letter file holds it
         if merged is not None:
             if stream in merged.buffers:
                 merged.buffers[stream].stats.late_dropped += 1
@@ -111,6 +148,7 @@ def run_plan(
         dead.add(stream, dict(zip(columns.get(stream, []), row, strict=False)), reason, "late")
 
     engine: PlanExecutor
+    recorder: Recorder | None = None
     try:
         engine = make_engine(emit, on_late)
     except StopRequested:  # stopped while the engines started (Spark): nothing read or emitted
@@ -119,6 +157,9 @@ def run_plan(
         stop.restore()
         sink.abort()
         raise
+    if ckpt is not None:
+        recorder = Recorder(engine)
+        engine = recorder
     try:
         merged = MergedInputs(
             plan,
@@ -155,7 +196,14 @@ def run_plan(
     # millions of tuples in every full collection during the run (re-enabled afterwards).
     gc_was_enabled = gc.isenabled()
     gc.disable()
+    skipped = 0
+    replay: dict[str, Any] = {}
     try:
+        if loaded is not None:
+            assert recorder is not None
+            replay = _replay(loaded, recorder, {i.stream.name: i.stream.time_index for i in inputs})
+        elif ckpt is not None:  # an empty first one: a crash before the next is resumable too
+            _write_checkpoint(ckpt, recorder, last_instant[0], sink, dead)
         # One slice at a time, read from the sources only when the engine has taken the
         # previous one (at most one pending batch per stream): there is no queue, so a plan
         # that cannot keep up slows the reading down (backpressure) instead of buffering a
@@ -165,6 +213,17 @@ def run_plan(
                 break
             name = inp.stream.name
             t_index = inp.stream.time_index
+            if skip.get(name):  # a resumed run: rows the replayed log already held
+                k = skip[name]
+                valid[name] = valid.get(name, 0) + min(k, whole.num_rows)
+                if whole.num_rows <= k:
+                    skip[name] = k - whole.num_rows
+                    skipped += whole.num_rows
+                    merged.take_tells()  # told to the engine in the replay
+                    continue
+                whole = whole.slice(k)
+                skip[name] = 0
+                skipped += k
             valid[name] = valid.get(name, 0) + whole.num_rows
             # Realtime replays event time against the wall clock one event-second at a time
             # (file batches span many seconds).
@@ -208,6 +267,10 @@ def run_plan(
                     next_sample += sample_every * tps
                 memory.check(tuples_in)
                 timeline.step_done(time.perf_counter())
+            if ckpt is not None and ckpt.due() and not stop.requested:
+                _write_checkpoint(ckpt, recorder, last_instant[0], sink, dead)
+        if ckpt is not None and stop.requested:  # interrupted: resume from here
+            _write_checkpoint(ckpt, recorder, last_instant[0], sink, dead)
         if not stop.requested:
             arrival[0] = time.perf_counter()
             # End of input: fire the remaining instants. An interrupted run skips this: the
@@ -223,6 +286,8 @@ def run_plan(
             check_rejections(inputs, valid, tuples_in, dead, names)
         table = sink.close()
         dead.close()
+        if ckpt is not None and not stop.requested:
+            ckpt.finished()
     except BaseException as err:
         sink.abort()
         if isinstance(err, KeyboardInterrupt):
@@ -283,6 +348,16 @@ def run_plan(
         metrics["live_sources"] = live
     if sink.publisher is not None:
         metrics["published_messages"] = sink.publisher.messages
+    if ckpt is not None:
+        metrics["checkpoint"] = ckpt.metrics()
+        if loaded is not None:
+            metrics["checkpoint"]["resumed"] = {
+                "checkpoint": loaded.path.name,
+                "instant": loaded.last_instant,
+                "refused": loaded.refused,
+                "skipped_rows": skipped,
+                **replay,
+            }
     disorder = merged.disorder_metrics()
     inserted: dict[str, int] = getattr(getattr(engine, "clock", None), "late_inserted", {})
     for name, count in inserted.items():
@@ -316,6 +391,67 @@ def run_plan(
     if options.metrics is not None:
         write_bytes(options.metrics, json_text(metrics), names.metrics)
     return RunResult(table, metrics)
+
+
+def _checkpointer(
+    plan: LogicalPlan, placement: dict[str, str], options: RunOptions
+) -> Checkpointer | None:
+    """The run's checkpointer (None without ``--checkpoint``); a resumed one has loaded
+    its checkpoint and restored the partial output files."""
+    if options.checkpoint is None:
+        return None
+    check_output(options.output)
+    if options.disorder.buffered:
+        raise OptionError(
+            "--checkpoint cannot be combined with a buffering --disorder policy yet: the "
+            "K-slack buffers' contents are not part of a checkpoint",
+            hint="drop --disorder (late tuples then follow --late), or drop --checkpoint",
+        )
+    ckpt = Checkpointer(options.checkpoint, plan, placement, options, plan_time_unit(plan))
+    if ckpt.loaded is not None:
+        sizes = ckpt.loaded.manifest["sizes"]
+        restore_partial(ckpt.partial_output, options.output, sizes.get("output"), "output")
+        dead_path = None if options.dead_letter is None else str(options.dead_letter)
+        restore_partial(
+            ckpt.partial_dead_letter, dead_path, sizes.get("dead_letter"), "dead-letter file"
+        )
+    return ckpt
+
+
+def _replay(loaded: Loaded, recorder: Recorder, time_index: dict[str, int]) -> dict[str, Any]:
+    """Feed a checkpoint's log to fresh engines (the output of its instants suppressed)."""
+    start = time.perf_counter()
+    rows = 0
+    recorder.replaying = True
+    try:
+        for kind, stream, value in loaded.events():
+            if kind == "i":
+                recorder.ingest(stream, value, time_index[stream])
+                rows += value.num_rows
+            elif kind == "a":
+                recorder.advance_stream(stream, value)
+            else:
+                recorder.end_stream(stream)
+    finally:
+        recorder.replaying = False
+    return {"replayed_rows": rows, "replay_s": time.perf_counter() - start}
+
+
+def _write_checkpoint(
+    ckpt: Checkpointer,
+    recorder: Recorder | None,
+    last_instant: int | None,
+    sink: ResultSink,
+    dead: DeadLetters,
+) -> None:
+    assert recorder is not None
+    sizes = {"output": sink.sync(), "dead_letter": dead.sync()}
+    ckpt.write(recorder, last_instant, sizes, dead, sink.rows)
+
+
+def _live(inp: StreamInput) -> bool:
+    """A source a resumed run cannot read again from its start (MQTT, stdin, a pipe)."""
+    return inp.live is not None or not inp.rereadable
 
 
 def _density(

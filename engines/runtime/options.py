@@ -8,6 +8,7 @@ from typing import Any
 
 from engines.disorder.quality_options import QualityOptions
 from engines.disorder.spec import DisorderSpec
+from engines.runtime.checkpoint import CheckpointOptions
 from engines.sources.mqtt import MqttUrl
 
 
@@ -77,6 +78,8 @@ class RunOptions:
     join_impl: str = "tree"
     #: ``--join-memory``: MB for A-Caching's caches (None: unlimited).
     join_memory_mb: float | None = None
+    #: ``--checkpoint DIR``/``--checkpoint-every``/``--resume DIR`` (docs/checkpoints.md).
+    checkpoint: CheckpointOptions | None = None
 
     @property
     def late_insert(self) -> bool:

@@ -66,7 +66,13 @@ class ResultSink:
     FLUSH_ROWS = 65536
 
     def __init__(
-        self, schema: pa.Schema, output: str | None, keep: bool = True, label: str = "output"
+        self,
+        schema: pa.Schema,
+        output: str | None,
+        keep: bool = True,
+        label: str = "output",
+        partial: Path | None = None,
+        append: bool = False,
     ) -> None:
         self.schema = schema
         self.output = output
@@ -93,7 +99,8 @@ class ResultSink:
                     f"{label} must end in .parquet, .csv or .jsonl (or be -), got '{output}'"
                 )
             check_writable(path, label)
-            self._out = OutputFile(path, label)
+            # a checkpointed run writes at ``partial`` and continues it on resume
+            self._out = OutputFile(path, label, partial, append)
             try:
                 with self._out.errors():
                     if suffix == ".parquet":
@@ -103,7 +110,12 @@ class ResultSink:
                     elif suffix == ".csv":
                         import pyarrow.csv as pacsv
 
-                        self._writer = pacsv.CSVWriter(self._out.file("wb"), schema)
+                        header = not (append and partial is not None and partial.stat().st_size)
+                        self._writer = pacsv.CSVWriter(
+                            self._out.file("wb"),
+                            schema,
+                            write_options=pacsv.WriteOptions(include_header=header),
+                        )
                     else:
                         self._fh = self._out.file("w")
             except BaseException:
@@ -180,6 +192,16 @@ class ResultSink:
                 self._fh.write(lines)
         else:
             self._batches.append(batch)
+
+    def sync(self) -> int | None:
+        """Write out what is buffered and return the output file's committed size in bytes
+        (None: not a file; stdout and MQTT were written as each instant fired)."""
+        self.flush()
+        if self._out is None:
+            if self._fh is not None:
+                self._fh.flush()
+            return None
+        return self._out.sync()
 
     def close(self) -> pa.Table | None:
         """Flush, commit the output file (rename), and return the in-memory table if any."""

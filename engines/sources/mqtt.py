@@ -168,6 +168,7 @@ class MqttFeed:
         on_bad: OnBadMessage | None,
         option: str = "--data",
         queue_messages: int = QUEUE_MESSAGES,
+        client_id: str | None = None,
     ) -> None:
         self.url = url
         #: per column of a raw line, in order: its catalog name and its raw-format name
@@ -193,7 +194,9 @@ class MqttFeed:
         self.queue_full_waits = 0
         self.queue_full_s = 0.0
         self.peak_queue = 0
-        self.client = _client(_client_id("in"), clean=False)
+        #: a checkpointed run passes one id for the run and its resumes (the broker keeps
+        #: the session, and what was published meanwhile, under it)
+        self.client = _client(client_id or _client_id("in"), clean=False)
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = self._on_disconnect
         self.client.on_message = self._on_message

@@ -157,6 +157,11 @@ class OutputError(UserError):
     input or another output."""
 
 
+class CheckpointError(UserError):
+    """A checkpoint folder cannot be used: none of its checkpoints is intact, it belongs to
+    another query or run, or a new run would overwrite it (engines/runtime/checkpoint.py)."""
+
+
 class PlanError(UserError):
     """A placement or plan request cannot be honoured (unknown operator id, unsupported engine)."""
 

@@ -1,0 +1,613 @@
+"""Checkpoints: a long-running query that survives a crash (``--checkpoint DIR``,
+``--resume``; docs/checkpoints.md).
+
+What a checkpoint holds
+-----------------------
+The state of every operator (row windows, panes, aggregates, join stores, R2S relations, the
+MIGs' Arrow windows) is a deterministic function of the tuples the engine took, in their
+order. A checkpoint therefore persists that state's *source*, not each engine's Python
+structures: the **log** of what the engine was given (every ``ingest`` batch as Arrow, every
+``advance_stream`` and ``end_stream``), cut down to the part that can still matter, plus
+where the run stood:
+
+* the last instant emitted (``last_instant``, L): the resumed run emits only instants after it;
+* per stream, the rows delivered to the engine, so the resumed run re-reads its file or
+  generator and skips them (a live source, MQTT or stdin, is not re-read);
+* the committed sizes of the output and dead-letter files, which are written into
+  ``DIR/output.partial`` and ``DIR/dead_letter.partial`` and cut back to these sizes on
+  resume (exactly once), then moved into place when the run ends;
+* the dead-letter counts, so the bad rows of the re-read prefix are not written twice.
+
+Resuming replays the log into fresh engines with the output of instants <= L suppressed:
+their state is then the state of the uninterrupted run at the checkpoint (results do not
+depend on batch boundaries; the differential tests check it), and the run continues.
+
+What is kept of the log
+-----------------------
+A tuple with timestamp ``ts`` lies in a time window of size S at instant T when
+``T - S < ts <= T``. Every instant after L, and the relation at L that an R2S operator
+compares the next one with, sees only tuples with ``ts > L - S``; one slide (and a tick) more
+is kept for safety. Tuples before that are cut; a batch that loses every tuple becomes an
+``advance_stream`` to its largest timestamp, so the stream's event-time progress (what lets
+instants fire, and what makes a later tuple late) is the same in the replay. A tuple that
+was late when it arrived is kept if it is new enough and is late again in the replay: the
+tuples that made it late have larger timestamps and are kept too. Streams under a ROWS,
+UNBOUNDED or row-sliding window (whose contents do not depend on time) keep their whole log.
+
+Files
+-----
+``seg-N.json`` and ``seg-N-K.arrow`` hold the log since the previous checkpoint (events;
+Arrow IPC per stream K); ``ckpt-N.json`` the manifest, written last (temporary file, fsync,
+rename), with the size and SHA-256 of every file it needs and a checksum of its own. A
+checkpoint whose manifest or files do not check out is refused and the previous one used.
+The newest two manifests are kept; segments wholly before both horizons are dropped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import shutil
+import time
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from optimizer.ir.catalog import TIME_UNITS_MS
+from optimizer.ir.errors import CheckpointError, OptionError
+from optimizer.ir.plan import LogicalPlan, WindowKind
+from optimizer.ir.plan import Source as SourceOp
+from optimizer.ir.plan import Window as WindowOp
+
+FORMAT = 1
+#: manifests kept: the newest, and the one before in case the newest is damaged
+KEEP = 2
+OUTPUT_PARTIAL = "output.partial"
+DEAD_LETTER_PARTIAL = "dead_letter.partial"
+FINISHED = "finished.json"
+_MANIFEST = re.compile(r"^ckpt-(\d{6,})\.json$")
+_SEGMENT = re.compile(r"^seg-(\d{6,})(?:-\d+\.arrow|\.json)$")
+
+#: one log event: ("i", stream, batch index), ("a", stream, ts) or ("e", stream, 0)
+Event = tuple[str, str, int]
+
+
+@dataclass(frozen=True)
+class CheckpointOptions:
+    """``--checkpoint DIR``, ``--checkpoint-every S`` and ``--resume DIR``."""
+
+    directory: Path
+    #: wall seconds between checkpoints (one is also written when a run is interrupted)
+    every_s: float = 10.0
+    #: continue the run checkpointed in ``directory`` (else start a new one there)
+    resume: bool = False
+    #: a checkpoint after every this many loop steps instead of by the clock (tests: the
+    #: points are then deterministic)
+    every_batches: int | None = None
+
+
+def history_ticks(plan: LogicalPlan, base_unit: str) -> dict[str, int | None]:
+    """Per stream, the ticks (of the query's time base) before the last emitted instant
+    from which tuples can still matter; None: every tuple (module docstring)."""
+    need: dict[str, int | None] = {}
+    windowed: set[str] = set()
+    for op in plan.operators():
+        if not isinstance(op, SourceOp):
+            continue
+        need.setdefault(op.stream, 0)
+        for consumer in plan.consumers(op.id):
+            w = plan.op(consumer)
+            if not isinstance(w, WindowOp):
+                need[op.stream] = None  # read without a window: keep everything
+                continue
+            windowed.add(op.stream)
+            if w.window in (WindowKind.ROWS, WindowKind.UNBOUNDED) or w.slide_rows:
+                need[op.stream] = None
+                continue
+            factor = TIME_UNITS_MS[w.time_unit] // TIME_UNITS_MS[base_unit]
+            ticks = ((w.size or 1) + w.slide) * factor + 1
+            current = need[op.stream]
+            if current is not None:
+                need[op.stream] = max(current, ticks)
+    for stream in need:
+        if stream not in windowed:
+            need[stream] = None
+    return need
+
+
+def fingerprint(plan: LogicalPlan, placement: dict[str, str], options: Any) -> dict[str, Any]:
+    """What a resumed run must share with the checkpointed one: the plan, its placement and
+    the options that decide the results."""
+    return {
+        "plan": [f"{op_id} {plan.op(op_id).describe()}" for op_id in plan.topological()],
+        "placement": dict(sorted(placement.items())),
+        "data": {k: str(v) for k, v in sorted(options.data.items())},
+        "rate": options.rate,
+        "duration": options.duration,
+        "late": options.late,
+        "output": options.output,
+        "dead_letter": None if options.dead_letter is None else str(options.dead_letter),
+    }
+
+
+class Recorder:
+    """The engine as the run loop sees it while checkpointing: every call is forwarded and
+    appended to the log (not while ``replaying`` a loaded log: that one is on disk)."""
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+        self.events: list[Event] = []
+        self.batches: dict[str, list[pa.RecordBatch]] = {}
+        self.time_columns: dict[str, int] = {}
+        #: rows delivered per stream since the run (not the resume) started
+        self.delivered: dict[str, int] = {}
+        self.replaying = False
+        #: streams told ended (a resumed run re-reads a file to its end and would tell again)
+        self.ended: set[str] = set()
+
+    def ingest(self, stream: str, batch: pa.RecordBatch, time_column: int) -> int:
+        if not self.replaying:
+            kept = self.batches.setdefault(stream, [])
+            self.events.append(("i", stream, len(kept)))
+            kept.append(batch)
+            self.time_columns[stream] = time_column
+            self.delivered[stream] = self.delivered.get(stream, 0) + batch.num_rows
+        return self.engine.ingest(stream, batch, time_column)
+
+    def advance_stream(self, stream: str, ts: int) -> None:
+        if not self.replaying:
+            self.events.append(("a", stream, int(ts)))
+        self.engine.advance_stream(stream, ts)
+
+    def end_stream(self, stream: str) -> None:
+        if stream in self.ended:
+            return
+        self.ended.add(stream)
+        if not self.replaying:
+            self.events.append(("e", stream, 0))
+        self.engine.end_stream(stream)
+
+    def finish(self) -> None:
+        self.engine.finish()
+
+    def take(self) -> tuple[list[Event], dict[str, list[pa.RecordBatch]]]:
+        """The events recorded since the last call, taken away."""
+        taken = (self.events, self.batches)
+        self.events, self.batches = [], {}
+        return taken
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.engine, name)
+
+
+@dataclass
+class Loaded:
+    """The checkpoint a run resumes from (a validated manifest)."""
+
+    directory: Path
+    manifest: dict[str, Any]
+    path: Path
+    #: newer checkpoints that were refused, with the reason
+    refused: list[str] = field(default_factory=list)
+
+    @property
+    def number(self) -> int:
+        return int(self.manifest["number"])
+
+    @property
+    def last_instant(self) -> int | None:
+        value = self.manifest["last_instant"]
+        return None if value is None else int(value)
+
+    def events(self) -> Iterator[tuple[str, str, Any]]:
+        """The log to replay, cut to what can still matter: ``("i", stream, batch)``,
+        ``("a", stream, ts)`` or ``("e", stream, None)``."""
+        m = self.manifest
+        keep_after: dict[str, int | None] = m["keep_after"]
+        for stream, ts in sorted(m["prefix"]["progress"].items()):
+            yield ("a", stream, int(ts))
+        for stream in m["prefix"]["ended"]:
+            yield ("e", stream, None)
+        for seg in m["segments"]:
+            meta = json.loads((self.directory / f"seg-{seg['number']:06d}.json").read_text())
+            batches: dict[str, list[pa.RecordBatch]] = {}
+            for stream, k in meta["files"].items():
+                path = self.directory / f"seg-{seg['number']:06d}-{k}.arrow"
+                with pa.memory_map(str(path)) as source:
+                    reader = pa.ipc.open_file(source)
+                    count = reader.num_record_batches
+                    batches[stream] = [reader.get_batch(i) for i in range(count)]
+            for kind, stream, value in meta["events"]:
+                if kind != "i":
+                    yield (kind, stream, value if kind == "a" else None)
+                    continue
+                batch = batches[stream][value]
+                after = keep_after.get(stream)
+                if after is not None and batch.num_rows:
+                    t = batch.column(meta["time_columns"][stream])
+                    top = pc.max(t).as_py()
+                    batch = batch.filter(pc.greater(t, pa.scalar(after, t.type)))
+                    if batch.num_rows == 0:
+                        yield ("a", stream, int(top))
+                        continue
+                yield ("i", stream, batch)
+
+
+class Checkpointer:
+    """Writes a run's checkpoints into one folder (module docstring)."""
+
+    def __init__(
+        self,
+        options: CheckpointOptions,
+        plan: LogicalPlan,
+        placement: dict[str, str],
+        run_options: Any,
+        base_unit: str,
+    ) -> None:
+        self.options = options
+        self.directory = options.directory
+        self.print = fingerprint(plan, placement, run_options)
+        self.history = history_ticks(plan, base_unit)
+        self.segments: list[dict[str, Any]] = []
+        self.prefix: dict[str, Any] = {"progress": {}, "ended": []}
+        self.number = 0
+        self.delivered_before: dict[str, int] = {}
+        self.loaded: Loaded | None = None
+        #: per checkpoint written: (milliseconds, bytes written, bytes the checkpoint needs)
+        self.writes: list[tuple[float, int, int]] = []
+        self._last = time.perf_counter()
+        self._steps = 0
+        if options.resume:
+            self.loaded = load(self.directory, self.print)
+            m = self.loaded.manifest
+            self.segments = list(m["segments"])
+            self.prefix = m["prefix"]
+            self.number = self.loaded.number
+            self.delivered_before = {k: int(v) for k, v in m["delivered"].items()}
+        else:
+            _check_fresh(self.directory)
+
+    @property
+    def partial_output(self) -> Path:
+        return self.directory / OUTPUT_PARTIAL
+
+    @property
+    def partial_dead_letter(self) -> Path:
+        return self.directory / DEAD_LETTER_PARTIAL
+
+    def due(self) -> bool:
+        """Whether a checkpoint is due after this loop step."""
+        self._steps += 1
+        if self.options.every_batches is not None:
+            return self._steps % self.options.every_batches == 0
+        return time.perf_counter() - self._last >= self.options.every_s
+
+    def write(
+        self,
+        recorder: Recorder,
+        last_instant: int | None,
+        sizes: dict[str, int | None],
+        dead: Any,
+        results: int,
+    ) -> None:
+        """Write a checkpoint of the run as it stands between two batches: the log since the
+        previous one as a new segment, then the manifest."""
+        start = time.perf_counter()
+        self.directory.mkdir(parents=True, exist_ok=True)
+        number = self.number + 1
+        events, batches = recorder.take()
+        written = 0
+        if events:
+            seg, written = self._write_segment(number, events, batches, recorder.time_columns)
+            self.segments.append(seg)
+        keep_after = {
+            s: (last_instant - h if last_instant is not None and h is not None else None)
+            for s, h in self.history.items()
+        }
+        self._drop_old_segments(keep_after)
+        delivered = dict(self.delivered_before)
+        for s, n in recorder.delivered.items():
+            delivered[s] = delivered.get(s, 0) + n
+        manifest: dict[str, Any] = {
+            "format": FORMAT,
+            "number": number,
+            "written_at": time.time(),
+            "fingerprint": self.print,
+            "last_instant": last_instant,
+            "keep_after": keep_after,
+            "prefix": self.prefix,
+            "segments": self.segments,
+            "delivered": delivered,
+            "sizes": sizes,
+            "results": results,
+            "dead": {
+                "count": dead.count,
+                "by_kind": dict(dead.by_kind),
+                "by_stream": dict(dead.by_stream),
+                "first_reason": dict(dead.first_reason),
+            },
+        }
+        manifest["checksum"] = _checksum(manifest)
+        data = json.dumps(manifest, sort_keys=True).encode()
+        _write_atomic(self.directory / f"ckpt-{number:06d}.json", data)
+        written += len(data)
+        _fsync_dir(self.directory)
+        self.number = number
+        self._collect_garbage()
+        needed = len(data) + sum(f["size"] for s in self.segments for f in s["files"].values())
+        self.writes.append(((time.perf_counter() - start) * 1e3, written, needed))
+        self._last = time.perf_counter()
+
+    def finished(self) -> None:
+        """Mark the run as finished: ``--resume`` refuses it."""
+        _write_atomic(self.directory / FINISHED, json.dumps({"number": self.number}).encode())
+
+    def metrics(self) -> dict[str, Any]:
+        ms = sorted(w[0] for w in self.writes)
+        out: dict[str, Any] = {
+            "dir": str(self.directory),
+            "every_s": self.options.every_s,
+            "written": len(self.writes),
+            "write_ms": {
+                "p50": ms[len(ms) // 2] if ms else None,
+                "max": ms[-1] if ms else None,
+            },
+            "bytes_written": sum(w[1] for w in self.writes),
+            "last_bytes": self.writes[-1][2] if self.writes else None,
+        }
+        return out
+
+    # -- files -------------------------------------------------------------------------
+
+    def _write_segment(
+        self,
+        number: int,
+        events: list[Event],
+        batches: dict[str, list[pa.RecordBatch]],
+        time_columns: dict[str, int],
+    ) -> tuple[dict[str, Any], int]:
+        files: dict[str, dict[str, Any]] = {}
+        keys: dict[str, int] = {}
+        max_ts: dict[str, int] = {}
+        for k, (stream, kept) in enumerate(sorted(batches.items())):
+            keys[stream] = k
+            schema = kept[0].schema
+            sink = pa.BufferOutputStream()
+            with pa.ipc.new_file(sink, schema) as writer:
+                for b in kept:
+                    writer.write_batch(b if b.schema.equals(schema) else b.cast(schema))
+                    if b.num_rows:
+                        top = int(pc.max(b.column(time_columns[stream])).as_py())
+                        max_ts[stream] = max(top, max_ts.get(stream, top))
+            data = sink.getvalue().to_pybytes()
+            name = f"seg-{number:06d}-{k}.arrow"
+            _write_atomic(self.directory / name, data)
+            files[name] = _file_entry(data)
+        ended = []
+        for kind, stream, value in events:
+            if kind == "a":
+                max_ts[stream] = max(value, max_ts.get(stream, value))
+            elif kind == "e":
+                ended.append(stream)
+        meta = {
+            "events": events,
+            "files": keys,
+            "time_columns": {s: time_columns[s] for s in keys},
+        }
+        data = json.dumps(meta).encode()
+        name = f"seg-{number:06d}.json"
+        _write_atomic(self.directory / name, data)
+        files[name] = _file_entry(data)
+        written = sum(f["size"] for f in files.values())
+        return {"number": number, "files": files, "max_ts": max_ts, "ended": ended}, written
+
+    def _drop_old_segments(self, keep_after: dict[str, int | None]) -> None:
+        """Drop the leading segments every tuple and progress of which is before its
+        stream's horizon; what they told of progress and ends moves to the prefix."""
+        while self.segments:
+            seg = self.segments[0]
+            old = all(
+                keep_after.get(s) is not None and ts <= keep_after[s]
+                for s, ts in seg["max_ts"].items()
+            )
+            if not old:
+                return
+            progress = dict(self.prefix["progress"])
+            for s, ts in seg["max_ts"].items():
+                progress[s] = max(ts, progress.get(s, ts))
+            ended = list(self.prefix["ended"]) + [
+                s for s in seg["ended"] if s not in self.prefix["ended"]
+            ]
+            self.prefix = {"progress": progress, "ended": ended}
+            self.segments.pop(0)
+
+    def _collect_garbage(self) -> None:
+        """Keep the newest KEEP manifests and the files they name; remove the rest."""
+        manifests = sorted(_manifests(self.directory), reverse=True)
+        needed: set[str] = set()
+        for _n, path in manifests[:KEEP]:
+            try:
+                m = json.loads(path.read_text())
+                needed.update(f for seg in m["segments"] for f in seg["files"])
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+        for _n, path in manifests[KEEP:]:
+            with contextlib.suppress(OSError):
+                path.unlink()
+        for entry in os.listdir(self.directory):
+            if (_SEGMENT.match(entry) and entry not in needed) or entry.endswith(".tmp"):
+                seg = _SEGMENT.match(entry)
+                if seg is not None and int(seg.group(1)) > self.number:
+                    continue  # never: segments are numbered below their manifest
+                with contextlib.suppress(OSError):
+                    (self.directory / entry).unlink()
+
+
+def load(directory: Path, expected: dict[str, Any] | None = None) -> Loaded:
+    """The newest intact checkpoint in ``directory`` (CheckpointError when there is none,
+    when the run finished, or when it belongs to another query or run)."""
+    if not directory.is_dir():
+        raise CheckpointError(
+            f"--resume: no checkpoint folder at {directory}",
+            hint="pass the folder a run was started with --checkpoint",
+        )
+    if (directory / FINISHED).exists():
+        raise CheckpointError(
+            f"--resume: the run checkpointed in {directory} finished; nothing to resume",
+            hint="start a new run with --checkpoint and an empty folder",
+        )
+    refused: list[str] = []
+    for _n, path in sorted(_manifests(directory), reverse=True):
+        problem, manifest = _check(directory, path)
+        if problem is None:
+            assert manifest is not None
+            if expected is not None and manifest["fingerprint"] != expected:
+                raise CheckpointError(
+                    f"--resume: the checkpoint in {directory} is of another run "
+                    f"({_difference(manifest['fingerprint'], expected)})",
+                    hint="resume with the query and options the run was started with",
+                )
+            for reason in refused:
+                warnings.warn(reason, RuntimeWarning, stacklevel=2)
+            return Loaded(directory, manifest, path, refused)
+        refused.append(f"checkpoint {path.name} refused: {problem}; using the one before")
+    detail = f" ({'; '.join(refused)})" if refused else ""
+    raise CheckpointError(
+        f"--resume: no intact checkpoint in {directory}{detail}",
+        hint="start the run again without --resume (and with an empty --checkpoint folder)",
+    )
+
+
+def stored_placement(directory: Path) -> dict[str, str] | None:
+    """The placement the checkpointed run in ``directory`` ran (None: no intact checkpoint;
+    the resume itself then says why)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return dict(load(directory).manifest["fingerprint"]["placement"])
+        except CheckpointError:
+            return None
+
+
+def restore_partial(partial: Path, final: str | None, size: int | None, what: str) -> None:
+    """Make ``partial`` hold the first ``size`` bytes the run committed to ``what``: cut
+    back, or copied from ``final`` when an interrupted run moved it there."""
+    if size is None:
+        return
+    if not partial.exists():
+        source = Path(final) if final is not None else None
+        if source is None or not source.is_file() or source.stat().st_size < size:
+            raise CheckpointError(
+                f"--resume: the {what} written so far is gone (neither {partial} nor "
+                f"{final} holds its {size} bytes)",
+                hint="start the run again without --resume",
+            )
+        shutil.copyfile(source, partial)
+    if partial.stat().st_size < size:
+        raise CheckpointError(
+            f"--resume: {partial} is shorter ({partial.stat().st_size} bytes) than the "
+            f"checkpoint says ({size})",
+            hint="start the run again without --resume",
+        )
+    os.truncate(partial, size)
+
+
+def check_output(output: str | None) -> None:
+    """Checkpointed runs write their output as they go: a Parquet file is only readable
+    once its footer is written, so it cannot be resumed."""
+    if output is not None and output.lower().endswith(".parquet"):
+        raise OptionError(
+            "--checkpoint cannot write a Parquet --output (it cannot be continued after a crash)",
+            hint="write .jsonl or .csv (or -, or mqtt://...) and convert afterwards",
+        )
+
+
+def _check_fresh(directory: Path) -> None:
+    if directory.exists() and not directory.is_dir():
+        raise CheckpointError(f"--checkpoint: {directory} is not a folder")
+    if directory.is_dir() and (any(_manifests(directory)) or (directory / FINISHED).exists()):
+        raise CheckpointError(
+            f"--checkpoint: {directory} already holds the checkpoints of a run",
+            hint=f"continue it with --resume {directory}, or choose an empty folder",
+        )
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        for name in (OUTPUT_PARTIAL, DEAD_LETTER_PARTIAL):
+            with contextlib.suppress(FileNotFoundError):
+                (directory / name).unlink()
+    except OSError as err:
+        raise CheckpointError(
+            f"--checkpoint: cannot use {directory}: {err.strerror or err}"
+        ) from None
+
+
+def _check(directory: Path, path: Path) -> tuple[str | None, dict[str, Any] | None]:
+    """Why the manifest at ``path`` cannot be used (None: it can), and the manifest."""
+    try:
+        manifest = json.loads(path.read_bytes())
+    except (OSError, ValueError) as err:
+        return f"unreadable manifest ({type(err).__name__})", None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        return "not a manifest of this format", None
+    claimed = manifest.pop("checksum", None)
+    if claimed != _checksum(manifest):
+        return "manifest checksum mismatch", None
+    try:
+        for seg in manifest["segments"]:
+            for name, entry in seg["files"].items():
+                file = directory / name
+                if not file.is_file():
+                    return f"{name} is missing", None
+                data = file.read_bytes()
+                digest = hashlib.sha256(data).hexdigest()
+                if len(data) != entry["size"] or digest != entry["sha256"]:
+                    return f"{name} is damaged (size or checksum)", None
+    except (KeyError, TypeError, OSError) as err:
+        return f"malformed manifest ({err})", None
+    return None, manifest
+
+
+def _difference(got: dict[str, Any], want: dict[str, Any]) -> str:
+    keys = [k for k in sorted(set(got) | set(want)) if got.get(k) != want.get(k)]
+    return "differs in " + ", ".join(keys) if keys else "differs"
+
+
+def _manifests(directory: Path) -> Iterator[tuple[int, Path]]:
+    for entry in os.listdir(directory):
+        m = _MANIFEST.match(entry)
+        if m is not None:
+            yield int(m.group(1)), directory / entry
+
+
+def _checksum(manifest: dict[str, Any]) -> str:
+    body = {k: v for k, v in manifest.items() if k != "checksum"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def _file_entry(data: bytes) -> dict[str, Any]:
+    return {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
