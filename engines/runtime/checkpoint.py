@@ -502,6 +502,8 @@ def restore_partial(partial: Path, final: str | None, size: int | None, what: st
     back, or copied from ``final`` when an interrupted run moved it there."""
     if size is None:
         return
+    if not partial.exists() and size == 0:
+        partial.write_bytes(b"")
     if not partial.exists():
         source = Path(final) if final is not None else None
         if source is None or not source.is_file() or source.stat().st_size < size:
