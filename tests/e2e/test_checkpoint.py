@@ -49,9 +49,7 @@ GROUP BY r.plug_id, r.household_id, r.house_id
 def _data(folder: Path, seconds: int) -> tuple[Path, pa.Table]:
     table = small_smartplug(seconds, seed=23, rate=400.0).select(SCHEMA.names).cast(SCHEMA)
     path = folder / "readings.csv"
-    pacsv.write_csv(
-        table, path, pacsv.WriteOptions(include_header=False, quoting_style="none")
-    )
+    pacsv.write_csv(table, path, pacsv.WriteOptions(include_header=False, quoting_style="none"))
     return path, table
 
 
