@@ -33,8 +33,9 @@ reading a stream past it.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -44,6 +45,8 @@ import pyarrow.compute as pc
 #: time-base conversion); may drop rows.
 Prepare = Callable[[int, pa.RecordBatch], pa.RecordBatch]
 _INT64_MAX = 2**63 - 1
+#: what ``_read`` returns for a live stream's idle report
+_IDLE: Any = object()
 _TYPE_MAX = {pa.int32(): 2**31 - 1, pa.int64(): _INT64_MAX}
 
 
@@ -80,6 +83,7 @@ class TimeMerge:
         span: float | None = None,
         on_progress: Callable[[int, int], None] | None = None,
         on_end: Callable[[int], None] | None = None,
+        live: Collection[int] = (),
     ) -> None:
         self.heads = [_Head(i, iter(b), t) for i, (b, t) in enumerate(streams)]
         self.grid = sorted({int(s) for s in grid if s > 0})
@@ -88,15 +92,22 @@ class TimeMerge:
         self.limit: int | None = None  # exclusive upper bound of timestamps (span)
         self.on_progress = on_progress
         self.on_end = on_end
+        #: streams read live (MQTT, stdin): an empty batch from one is its idle report
+        self.live = frozenset(live)
+        #: per stream, idle reports acted on
+        self.idle_reports: dict[int, int] = {}
 
     # -- reading ----------------------------------------------------------------------------
 
-    def _read(self, h: _Head) -> pa.RecordBatch | None:
-        """The stream's next non-empty batch (prepared and cut), or None at its end."""
+    def _read(self, h: _Head) -> Any:
+        """The stream's next non-empty batch (prepared and cut), None at its end, or
+        ``_IDLE`` when a live stream that has shown tuples reports it went quiet."""
         if h.ended:
             return None
         for raw in h.batches:
             if raw.num_rows == 0:
+                if h.index in self.live and h.top is not None:
+                    return _IDLE
                 continue
             h.batches_read += 1
             h.rows_read += raw.num_rows
@@ -180,7 +191,18 @@ class TimeMerge:
             head.rows_emitted += n
             yield head.index, piece
             if head.batch is None:
-                self._load(head, self._read(head))
+                nxt = self._read(head)
+                while nxt is _IDLE:
+                    # A quiet live stream: its tuples up to its running maximum are taken as
+                    # complete (later ones behind it are late); an empty slice hands the
+                    # loop control so that it tells the engine.
+                    assert head.top is not None
+                    self.idle_reports[head.index] = self.idle_reports.get(head.index, 0) + 1
+                    if self.on_progress is not None:
+                        self.on_progress(head.index, head.top + 1)
+                    yield head.index, piece.slice(0, 0)
+                    nxt = self._read(head)
+                self._load(head, nxt)
             else:
                 self._report(head)
 

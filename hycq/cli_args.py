@@ -376,8 +376,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="event-seconds a silent stream may hold the others back: once the most advanced "
         "stream is more than S past its progress it counts as progressed to that stream's "
-        "progress minus S, and its tuples behind that are late (docs/disorder.md; default: "
-        "wait for it)",
+        "progress minus S, and its tuples behind that are late (docs/disorder.md); and wall "
+        "seconds a live source (MQTT, stdin) may be quiet before it counts as past its last "
+        "timestamp, so its last instants fire (docs/live.md; default: wait for it)",
     )
     rn.add_argument(
         "--checkpoint",

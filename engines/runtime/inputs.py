@@ -280,6 +280,7 @@ def _file_input(
         batch_rows=options.read_batch_rows,
         schema=arrow_schema(stream.schema),
         on_bad=on_bad,
+        idle_s=options.idle_timeout,  # a pipe (stdin) quiet this long: its stream is idle
     )
     t_index = stream.time_index
     batches = _in_range(batches, t_index, stream.name, dead, path.name)
@@ -320,6 +321,7 @@ def _mqtt_input(
         key = f"{options.checkpoint.directory.resolve()}|{name}".encode()
         client_id = f"hycq-ckpt-{hashlib.sha256(key).hexdigest()[:16]}"
     feed = MqttFeed(url, columns, on_message, options.names.data, client_id=client_id)
+    feed.idle_s = options.idle_timeout
     # what a publisher (or a test) waits for: messages published before are not delivered
     print(f"note: stream '{name}' subscribed to {url}", file=sys.stderr, flush=True)
 
@@ -391,6 +393,7 @@ def _rescale(
     for b in batches:
         n = b.num_rows
         if n == 0:
+            yield b  # a live source's idle report (engines/time_merge.py)
             continue
         if start is None:
             start = int(b.column(t)[0].as_py())
@@ -463,6 +466,7 @@ class MergedInputs:
             span=duration * self.tps if duration is not None else None,
             on_progress=self._on_progress,
             on_end=self._on_end,
+            live={i for i, inp in enumerate(inputs) if inp.live is not None or not inp.rereadable},
         )
 
     def __iter__(self) -> Iterator[tuple[StreamInput, pa.RecordBatch]]:

@@ -213,6 +213,10 @@ def run_plan(
                 break
             name = inp.stream.name
             t_index = inp.stream.time_index
+            if whole.num_rows == 0:  # a quiet live stream's idle report (engines/time_merge.py)
+                with contextlib.suppress(StopRequested):
+                    merged.tell(engine)
+                continue
             if skip.get(name):  # a resumed run: rows the replayed log already held
                 k = skip[name]
                 valid[name] = valid.get(name, 0) + min(k, whole.num_rows)

@@ -52,6 +52,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from engines import interrupts
+from engines.sources.files.csv_reader import IDLE
 from optimizer.ir.errors import DataError, OptionError
 
 SCHEME = "mqtt://"
@@ -194,6 +195,10 @@ class MqttFeed:
         self.queue_full_waits = 0
         self.queue_full_s = 0.0
         self.peak_queue = 0
+        #: ``--idle-timeout``: wall seconds of silence (after some data) before the feed
+        #: hands out an IDLE chunk (its stream then counts as past its last timestamp)
+        self.idle_s: float | None = None
+        self.idle_reports = 0
         #: a checkpointed run passes one id for the run and its resumes (the broker keeps
         #: the session, and what was published meanwhile, under it)
         self.client = _client(client_id or _client_id("in"), clean=False)
@@ -267,11 +272,20 @@ class MqttFeed:
     def chunks(self, block: int) -> Iterator[bytes]:
         """Complete lines of the messages that have arrived, at most about ``block`` bytes at
         a time (``QUIET_S``); ends at the end-of-stream message."""
+        last: float | None = None  # when the last chunk (or IDLE) was handed out
         while not self._ended:
             try:
                 topic, payload = self._queue.get(timeout=0.1)
             except queue.Empty:
                 interrupts.check_stop()
+                if (
+                    self.idle_s is not None
+                    and last is not None
+                    and time.monotonic() - last >= self.idle_s
+                ):
+                    last = time.monotonic()
+                    self.idle_reports += 1
+                    yield IDLE
                 continue
             parts = [self._lines_of(topic, payload)]
             size = len(parts[0])
@@ -284,6 +298,7 @@ class MqttFeed:
                 size += len(parts[-1])
             chunk = b"".join(parts)
             if chunk:
+                last = time.monotonic()
                 yield chunk
 
     def _lines_of(self, topic: str, payload: bytes) -> bytes:
@@ -364,6 +379,7 @@ class MqttFeed:
             "queue_full_waits": self.queue_full_waits,
             "queue_full_s": round(self.queue_full_s, 3),
             "ended_by_message": self._ended,
+            "idle_reports": self.idle_reports,
         }
 
     def close(self) -> None:

@@ -4,7 +4,7 @@ oracle's result stream, on every placement, one stream and several, at many cras
 A crash here is an exception raised inside the engine's ``ingest`` at a chosen batch: the
 run stops at once between two checkpoints, its partial output holds instants the last
 checkpoint does not cover, and the resumed run must cut them back and produce them again.
-(tests/e2e/test_checkpoint.py kills real processes with SIGKILL.)
+(tests/e2e/test_checkpoint_kill.py kills real processes with SIGKILL.)
 """
 
 from __future__ import annotations

@@ -337,3 +337,52 @@ def test_checkpointed_mqtt_run_killed_and_resumed(
     rows = [json.loads(x) for x in out.read_text().splitlines()]
     expected = _expected("q2", table)
     assert_same_stream(pa.Table.from_pylist(rows, schema=expected.schema), expected)
+
+
+def test_idle_timeout_fires_the_last_instant_of_a_quiet_broker(
+    broker: Broker, readings: tuple[Path, pa.Table], tmp_path: Path
+) -> None:
+    """``--idle-timeout 0.5``: once no message has come for 0.5 s, the stream counts as
+    past its last timestamp and that second's instant fires without waiting for more."""
+    import select
+
+    from hycq.publish import publish
+
+    table = readings[1]
+    ts = table.column("ts").to_pylist()
+    half = len(ts) // 2
+    while ts[half] == ts[half - 1]:  # cut between two event-seconds
+        half += 1
+    topic = _topic("idle")
+    p = _start_run(
+        "q2", broker.url(topic), "--placement", "row", "--output", "-", "--idle-timeout", "0.5"
+    )
+    assert p.stdout is not None
+    first, second = tmp_path / "first.csv", tmp_path / "second.csv"
+    no_header = pacsv.WriteOptions(include_header=False)
+    pacsv.write_csv(table.slice(0, half), first, no_header)
+    pacsv.write_csv(table.slice(half), second, no_header)
+    try:
+        publish(first, broker.url(topic), batch=100, end=False)
+        lines: list[str] = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (
+            lines and json.loads(lines[-1])["_ts"] == ts[half - 1]
+        ):
+            if select.select([p.stdout], [], [], 0.2)[0]:
+                lines.append(p.stdout.readline())
+        assert lines and json.loads(lines[-1])["_ts"] == ts[half - 1]
+        assert p.poll() is None  # still subscribed
+        publish(second, broker.url(topic), batch=100)
+        out = p.stdout.read()  # what the text buffer holds too (communicate() would skip it)
+        assert p.wait(timeout=120) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        for pipe in (p.stdout, p.stderr):
+            if pipe is not None:
+                pipe.close()
+    rows = [json.loads(x) for x in lines + out.splitlines() if x.strip()]
+    expected = _expected("q2", table)
+    assert_same_stream(pa.Table.from_pylist(rows).select(expected.column_names), expected)

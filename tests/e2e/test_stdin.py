@@ -108,6 +108,50 @@ def test_results_appear_before_the_input_ends(raw: tuple[bytes, pa.Table]) -> No
     assert_same_stream(result.select(expected.column_names), expected)
 
 
+@pytest.mark.parametrize("idle", [None, "0.5"])
+def test_idle_timeout_fires_the_last_instant_of_a_quiet_stdin(
+    raw: tuple[bytes, pa.Table], idle: str | None
+) -> None:
+    """The producer stops after an event-second: without ``--idle-timeout`` that second's
+    instant waits for the next tuple; with it, the instant fires once stdin has been quiet
+    for 0.5 s. Either way the whole result stream is the oracle's (the rest starts after)."""
+    data, table = raw
+    lines = data.splitlines(keepends=True)
+    ts = table.column("ts").to_pylist()
+    half = len(lines) // 2
+    while ts[half] == ts[half - 1]:  # cut between two event-seconds
+        half += 1
+    last = ts[half - 1]
+    args = ["--placement", "row", "--output", "-"] + (["--idle-timeout", idle] if idle else [])
+    with subprocess.Popen(
+        _cmd("q2", *args), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    ) as p:
+        assert p.stdin is not None and p.stdout is not None
+        try:
+            p.stdin.write(b"".join(lines[:half]))
+            p.stdin.flush()
+            got = b""
+            deadline = time.monotonic() + (20 if idle else 6)
+            while time.monotonic() < deadline:
+                if select.select([p.stdout], [], [], 0.2)[0]:
+                    got += p.stdout.read1(1 << 16)
+                done = [json.loads(x)["_ts"] for x in got.splitlines() if x.endswith(b"}")]
+                if done and done[-1] == last:
+                    break
+            seen = {json.loads(x)["_ts"] for x in got.splitlines() if x.endswith(b"}")}
+            assert (last in seen) == (idle is not None), (last, max(seen, default=None))
+            p.stdin.write(b"".join(lines[half:]))
+            p.stdin.close()
+            got += p.stdout.read()
+            assert p.wait(timeout=300) == 0
+        finally:
+            if p.poll() is None:
+                p.kill()
+    rows = [json.loads(x) for x in got.decode().splitlines()]
+    expected = _expected("q2", table)
+    assert_same_stream(pa.Table.from_pylist(rows).select(expected.column_names), expected)
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -20,6 +20,16 @@ from engines.sources.files.columns import ReaderState
 from engines.sources.files.formats import SNIFF_BYTES, first_line
 
 
+class IdleChunk(bytes):
+    """What a live feed's ``chunks()`` yields when it has been silent for its ``idle_s``
+    wall seconds (after some data): the reader passes it on as an empty batch, and the
+    merge counts the stream as progressed past its last timestamp (docs/live.md)."""
+
+
+#: the one idle chunk
+IDLE = IdleChunk()
+
+
 class Pipe:
     """A FIFO or character device, read once and only on the calling thread: its first line
     is sniffed for the format, then complete lines are handed out as they come (a live feed
@@ -27,10 +37,12 @@ class Pipe:
     (engines.interrupts), so a signal ends a run that waits on a quiet pipe; nothing blocks
     inside Arrow, which parses each chunk from memory."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, idle_s: float | None = None) -> None:
         self._fd = os.open(path, os.O_RDONLY)
         self._buf = bytearray()
         self._eof = False
+        #: wall seconds of silence (after some data) before an IDLE chunk; None: never
+        self.idle_s = idle_s
 
     def sniff(self) -> bytes:
         """The first bytes, up to the first line end or SNIFF_BYTES (kept for chunks())."""
@@ -56,10 +68,21 @@ class Pipe:
     def chunks(self, block: int) -> Iterator[bytes]:
         """Complete lines, at most about ``block`` bytes at a time, as soon as the pipe goes
         quiet for a moment; the rest at the end (a last line without its line end too)."""
+        last: float | None = None  # when the last chunk (or IDLE) was handed out
         while True:
             quiet = False
             if not self._eof and len(self._buf) < block:
                 quiet = not self._fill(0.05)
+                if (
+                    quiet
+                    and self.idle_s is not None
+                    and last is not None
+                    and time.monotonic() - last >= self.idle_s
+                    and b"\n" not in self._buf
+                ):
+                    last = time.monotonic()
+                    yield IDLE
+                    continue
             end = self._buf.rfind(b"\n")
             if self._eof:
                 if self._buf:
@@ -67,6 +90,7 @@ class Pipe:
                     self._buf.clear()
                 return
             if end >= 0 and (quiet or len(self._buf) >= block):
+                last = time.monotonic()
                 yield bytes(self._buf[: end + 1])
                 del self._buf[: end + 1]
 
@@ -74,6 +98,10 @@ class Pipe:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+
+
+#: the raw batch a pipe's IDLE chunk becomes (BatchReader yields an empty conformed batch)
+IDLE_BATCH = pa.record_batch({"idle": pa.array([], pa.int8())})
 
 
 def _lines(chunk: bytes) -> int:
@@ -141,6 +169,9 @@ class CsvSource(ReaderState):
         header = self._header_lines
         self._line_offset = 0
         for chunk in self.pipe.chunks(block):
+            if isinstance(chunk, IdleChunk):
+                yield IDLE_BATCH
+                continue
             if header:
                 end = chunk.find(b"\n")
                 chunk = chunk[end + 1 :] if end >= 0 else b""

@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from engines.sources.files.bad_rows import TYPE_NAMES, BadRows
-from engines.sources.files.csv_reader import CsvSource, Pipe
+from engines.sources.files.csv_reader import IDLE_BATCH, CsvSource, Pipe
 from engines.sources.files.formats import (
     FORMATS,
     OnBad,
@@ -29,6 +29,7 @@ def read_batches(
     batch_rows: int = 65536,
     schema: pa.Schema | None = None,
     on_bad: OnBad | None = None,
+    idle_s: float | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Stream a data file as record batches with ``schema`` of at most ``batch_rows`` rows.
 
@@ -45,7 +46,7 @@ def read_batches(
     pipe: Pipe | None = None
     if is_stream(path):  # a FIFO or device: one pass, the format sniffed from its start
         try:
-            pipe = Pipe(path)
+            pipe = Pipe(path, idle_s)
         except OSError as err:
             raise DataError(f"cannot read {path}: {err.strerror or err}") from None
         head = pipe.sniff()
@@ -123,6 +124,9 @@ class BatchReader(CsvSource, ParquetSource, BadRows):
                 break
             except (pa.ArrowException, OSError, ValueError) as exc:
                 raise self._error(exc) from None
+            if raw is IDLE_BATCH:  # a live feed went quiet: an empty batch tells the merge
+                yield pa.RecordBatch.from_pylist([], schema=self.schema)
+                continue
             for start in range(0, raw.num_rows, self.batch_rows):
                 batch = self._conform(raw.slice(start, self.batch_rows))
                 if batch.num_rows:
