@@ -117,6 +117,9 @@ class Settings:
     """Columnar engines run their registration's ``quick_seconds`` instead of ``seconds``."""
     conversions: Sequence[int] = (20_000, 100_000, 300_000)
     progress: Callable[[str], None] = field(default=lambda _m: None)
+    #: the columnar engines' settings (api.EngineSettings: ``--spark-conf`` etc.; a Spark
+    #: cluster's master makes the profile the cluster's)
+    engine_settings: Any = None
 
 
 def quick() -> Settings:
@@ -141,6 +144,7 @@ def _execute(
     placement: str,
     engine: str = "duckdb",
     partial: Callable[[Any], dict[str, str]] | None = None,
+    engine_settings: Any = None,
 ) -> Any:
     """Run ``query`` over ``data``; ``partial(plan)`` gives an explicit placement instead."""
     from engines.runtime import RunOptions
@@ -155,6 +159,7 @@ def _execute(
         placement=partial(plan) if partial is not None else placement,
         options=RunOptions(),
         column_engine=engine,
+        settings=engine_settings,
     )
 
 
@@ -296,7 +301,9 @@ class _Point:
     ship_s: float
 
 
-def _column_points(engine: str, seconds: int, rate: float) -> list[_Point]:
+def _column_points(
+    engine: str, seconds: int, rate: float, engine_settings: Any = None
+) -> list[_Point]:
     """One point per slide of each calibration query placed wholly on ``engine``."""
     points: list[_Point] = []
     cat = _catalog()
@@ -306,7 +313,7 @@ def _column_points(engine: str, seconds: int, rate: float) -> list[_Point]:
     ]
     runs.append(("join_partial", PARTIAL_JOIN, lambda plan: _join_and_above(plan, engine)))
     for name, query, partial in runs:
-        plan, result = _execute(query, data, "column", engine, partial)
+        plan, result = _execute(query, data, "column", engine, partial, engine_settings)
         (mig,) = result.extras["migs"]
         placement = partial(plan) if partial is not None else uniform_placement(plan, engine)
         (group,) = groups(plan, placement)
@@ -337,7 +344,7 @@ def calibrate_columnar(
     seconds = how.quick_seconds if settings.quick else how.seconds
     rate = how.rate
     settings.progress(f"{engine}: queries over growing 5-minute windows ({seconds} slides each)")
-    points = _column_points(engine, seconds, rate)
+    points = _column_points(engine, seconds, rate, settings.engine_settings)
     used = [k for k in SQL_TERMS if any(p.terms[k] > 0 for p in points)]
     cols = [[p.terms[k] for p in points] for k in used] + [[1.0] * len(points)]
     coef, r2 = _nnls(cols, [p.sql_s for p in points])
@@ -425,7 +432,13 @@ def calibrate(out: Path | None = None, settings: Settings | None = None) -> dict
             "points": len(points),
         }
     created = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    write_bytes(path, profile_text(model, fits, machine(columnar), created), "--out")
+    where = machine(columnar)
+    if s.engine_settings is not None:  # e.g. the Spark master the costs were measured on
+        for engine in columnar:
+            given = s.engine_settings.of(engine)
+            if given:
+                where[f"{engine}_settings"] = {k: v for k, v in given.items() if v is not None}
+    write_bytes(path, profile_text(model, fits, where, created), "--out")
     return {
         "profile": str(path),
         "seconds": time.perf_counter() - start,

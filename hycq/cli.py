@@ -703,7 +703,9 @@ def _calibrate(args: argparse.Namespace) -> int:
     def progress(message: str) -> None:
         sys.stderr.write(f"measuring {message}\n")
 
-    settings = dataclasses.replace(base, engines=engines, progress=progress)
+    settings = dataclasses.replace(
+        base, engines=engines, progress=progress, engine_settings=settings_of(args)
+    )
     summary = calibrate(args.out, settings)
     for warning in summary["warnings"]:
         sys.stderr.write(f"warning: {warning}\n")

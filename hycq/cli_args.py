@@ -576,6 +576,9 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument(
         "--quick", action="store_true", help="smaller data and fewer points (about 10 s)"
     )
+    # e.g. --spark-conf spark.master=spark://HOST:7077: the profile then holds the cluster's
+    # costs (write it to its own --out and pass it to runs on that cluster: --cost-model)
+    _engine_settings(cal)
 
     _quality_parser(sub)
 
