@@ -265,7 +265,16 @@ class Checkpointer:
         self.writes: list[tuple[float, int, int]] = []
         self._last = time.perf_counter()
         self._steps = 0
-        if options.resume:
+        if options.resume and _nothing_yet(self.directory):
+            # killed before its first checkpoint (the folder made, nothing in it): nothing
+            # was committed, so the run starts from the beginning
+            warnings.warn(
+                f"--resume: {self.directory} holds no checkpoint yet; starting from the beginning",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            _check_fresh(self.directory)
+        elif options.resume:
             self.loaded = load(self.directory, self.print)
             m = self.loaded.manifest
             self.segments = list(m["segments"])
@@ -530,6 +539,15 @@ def check_output(output: str | None) -> None:
             "--checkpoint cannot write a Parquet --output (it cannot be continued after a crash)",
             hint="write .jsonl or .csv (or -, or mqtt://...) and convert afterwards",
         )
+
+
+def _nothing_yet(directory: Path) -> bool:
+    """A folder a run made for its checkpoints but wrote none to (and did not finish)."""
+    return (
+        directory.is_dir()
+        and not any(_manifests(directory))
+        and not (directory / FINISHED).exists()
+    )
 
 
 def _check_fresh(directory: Path) -> None:

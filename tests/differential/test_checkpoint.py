@@ -248,3 +248,19 @@ def test_resume_refuses_another_run_and_a_fresh_run_an_old_folder(
     opts.output = str(tmp_path / "out.parquet")
     with pytest.raises(OptionError, match="Parquet"):
         api.run(q1, opts, "row")
+
+
+def test_resume_before_the_first_checkpoint_starts_over(
+    readings: tuple[Path, pa.Table], tmp_path: Path
+) -> None:
+    """Killed after making its folder but before writing a checkpoint: ``--resume`` warns
+    and runs from the beginning (nothing had been committed)."""
+    path, table = readings
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "ckpt" / "output.partial").write_text('{"half": "a line"')
+    q = api.load_query(str(SMARTPLUG / "q4.sql"), None)
+    with pytest.warns(RuntimeWarning, match="no checkpoint yet; starting from the beginning"):
+        api.run(q, _options(tmp_path, {"readings": path}, resume=True), "row")
+    text = (SMARTPLUG / "q4.sql").read_text()
+    expected = oracle(text, CATALOG, without_late(text, CATALOG, {"readings": table}))
+    assert_same_stream(_read_jsonl(tmp_path / "out.jsonl", expected.schema), expected)
