@@ -15,10 +15,8 @@ a JVM. Settings for a small machine (defaults, each overridable through ``conf``
 For a cluster pass ``spark.master`` (e.g. ``spark://host:7077``) and any other Spark conf in
 the run configuration; nothing else changes (see docs/engines.md).
 
-Window upkeep (engines/spark/window_runs.py): each new Arrow chunk of a MIG input becomes a
-Spark DataFrame; past a few, the smallest are merged into one materialized run
-(``localCheckpoint``), so the input's view is a union of a few runs whatever the window's
-length, and a chunk is shipped once.
+Window upkeep: each Arrow chunk of a MIG input becomes one Spark DataFrame, created once and
+kept while the chunk is in the window; the input's view is the union of its live chunks.
 """
 
 from __future__ import annotations
@@ -30,13 +28,13 @@ import re
 import tempfile
 import threading
 from collections.abc import Sequence
+from functools import reduce
 from typing import IO, Any
 
 import pyarrow as pa
 
 from engines import interrupts
 from engines.columnar import ColumnarEngine, EngineFault, query_data_error
-from engines.spark.window_runs import WindowRuns
 from optimizer.ir.errors import ConfigError
 
 #: Seconds a Spark session may take to start before the run gives up (--spark-connect-timeout):
@@ -147,7 +145,7 @@ class SparkEngine(ColumnarEngine):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
         self.restarts = 0
-        self._frames: dict[str, WindowRuns] = {}  # table -> its window's runs
+        self._frames: dict[str, dict[int, Any]] = {}  # table -> chunk id -> DataFrame
         self._chunks: dict[str, tuple[list[tuple[int, pa.Table]], pa.Schema]] = {}
         try:
             self.spark = self._session()
@@ -234,11 +232,21 @@ class SparkEngine(ColumnarEngine):
         self, table: str, chunks: Sequence[tuple[int, pa.Table]], schema: pa.Schema
     ) -> None:
         self._chunks[table] = (list(chunks), schema)
-        runs = self._frames.get(table)
-        if runs is None:
-            runs = self._frames[table] = WindowRuns(self.spark)
+        frames = self._frames.setdefault(table, {})
         try:
-            runs.update(chunks, schema).createOrReplaceTempView(table)
+            live = {cid for cid, _ in chunks}
+            for cid in list(frames):
+                if cid not in live:
+                    del frames[cid]
+            for cid, chunk in chunks:
+                if cid not in frames:
+                    frames[cid] = self.spark.createDataFrame(chunk)
+            parts = [frames[cid] for cid, _ in chunks]
+            if parts:
+                view = reduce(lambda a, b: a.unionAll(b), parts)
+            else:
+                view = self.spark.createDataFrame(schema.empty_table())
+            view.createOrReplaceTempView(table)
         except _errors() as err:
             raise EngineFault(f"spark could not register {table}: {err}") from err
 
@@ -305,9 +313,4 @@ class SparkEngine(ColumnarEngine):
             self.spark.stop()
 
     def info(self) -> dict[str, Any]:
-        return {
-            "engine": self.name,
-            "master": self.conf["spark.master"],
-            "restarts": self.restarts,
-            "run_merges": sum(r.merges for r in self._frames.values()),
-        }
+        return {"engine": self.name, "master": self.conf["spark.master"], "restarts": self.restarts}
