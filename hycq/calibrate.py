@@ -435,9 +435,9 @@ def calibrate(out: Path | None = None, settings: Settings | None = None) -> dict
     where = machine(columnar)
     if s.engine_settings is not None:  # e.g. the Spark master the costs were measured on
         for engine in columnar:
-            given = s.engine_settings.of(engine)
+            given = {k: v for k, v in s.engine_settings.of(engine).items() if v is not None}
             if given:
-                where[f"{engine}_settings"] = {k: v for k, v in given.items() if v is not None}
+                where[f"{engine}_settings"] = given
     write_bytes(path, profile_text(model, fits, where, created), "--out")
     return {
         "profile": str(path),

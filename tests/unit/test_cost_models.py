@@ -148,8 +148,10 @@ def test_calibrate_measures_fits_and_becomes_the_default(
     root = Path(__file__).resolve().parents[2]
     profile = tmp_path / "cal.json"
     env = {**__import__("os").environ, "HYCQ_CALIBRATION": str(profile)}
+    # with an engine's setting: what a Spark cluster's master is to a cluster profile
+    cmd = ["calibrate", "--quick", "--engines", "row,duckdb", "--duckdb-threads", "1"]
     r = subprocess.run(
-        [sys.executable, "-m", "hycq.cli", "calibrate", "--quick", "--engines", "row,duckdb"],
+        [sys.executable, "-m", "hycq.cli", *cmd],
         capture_output=True,
         text=True,
         env=env,
@@ -159,6 +161,7 @@ def test_calibrate_measures_fits_and_becomes_the_default(
     assert r.returncode == 0, r.stderr
     assert f"wrote {profile}" in r.stdout and "duckdb SQL time" in r.stdout
     doc = json.loads(profile.read_text())
+    assert doc["machine"]["duckdb_settings"] == {"threads": 1}
     params = doc["parameters"]
     # Measured, not the analytical defaults; positive where the engine does work.
     assert params["join_input"] > 0 and params["agg_base"] > 0 and params["from_arrow"] > 0
