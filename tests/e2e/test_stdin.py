@@ -9,6 +9,7 @@ import select
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -70,42 +71,59 @@ def test_stdin_equals_the_oracle_and_dead_letters_bad_lines(
     assert letter["reason"].startswith(f"stdin line {cut + 1}: ")
 
 
-def test_results_appear_before_the_input_ends(raw: tuple[bytes, pa.Table]) -> None:
-    """A producer writes the first half and waits: result lines arrive on stdout while the
-    input is still open; after the rest and end of input, the whole stream is the oracle's."""
-    data, table = raw
-    lines = data.splitlines(keepends=True)
-    half = len(lines) // 2
+def _in_two_parts(
+    cmd: list[str], first: bytes, rest: bytes, enough: Callable[[bytes], bool], wait_s: float
+) -> tuple[bytes, bytes]:
+    """Run ``cmd``, write ``first`` to its stdin and read its stdout until ``enough`` of it
+    came (or ``wait_s`` passed) while stdin stays open; check the run still waits, then
+    write ``rest`` and end the input. What came before the rest, and everything."""
     with subprocess.Popen(
-        _cmd("q1", "--placement", "row", "--output", "-"),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+        cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
     ) as p:
         assert p.stdin is not None and p.stdout is not None
         try:
-            p.stdin.write(b"".join(lines[:half]))
+            p.stdin.write(first)
             p.stdin.flush()
             got = b""
-            deadline = time.monotonic() + 120
-            while got.count(b"\n") < 3 and time.monotonic() < deadline:
-                if select.select([p.stdout], [], [], 0.5)[0]:
+            deadline = time.monotonic() + wait_s
+            while not enough(got) and time.monotonic() < deadline:
+                if select.select([p.stdout], [], [], 0.2)[0]:
                     chunk = p.stdout.read1(1 << 16)
                     assert chunk, "stdout closed before the input ended"
                     got += chunk
-            assert got.count(b"\n") >= 3, "no result before the end of input"
             assert p.poll() is None  # still running: it waits for more input
-            p.stdin.write(b"".join(lines[half:]))
+            before = got
+            p.stdin.write(rest)
             p.stdin.close()
             got += p.stdout.read()
             assert p.wait(timeout=300) == 0
         finally:
             if p.poll() is None:
                 p.kill()
+    return before, got
+
+
+def _instants(out: bytes) -> list[int]:
+    return [json.loads(x)["_ts"] for x in out.splitlines() if x.endswith(b"}")]
+
+
+def test_results_appear_before_the_input_ends(raw: tuple[bytes, pa.Table]) -> None:
+    """A producer writes the first half and waits: result lines arrive on stdout while the
+    input is still open; after the rest and end of input, the whole stream is the oracle's."""
+    data, table = raw
+    lines = data.splitlines(keepends=True)
+    half = len(lines) // 2
+    before, got = _in_two_parts(
+        _cmd("q1", "--placement", "row", "--output", "-"),
+        b"".join(lines[:half]),
+        b"".join(lines[half:]),
+        lambda out: out.count(b"\n") >= 3,
+        120,
+    )
+    assert before.count(b"\n") >= 3, "no result before the end of input"
     rows = [json.loads(x) for x in got.decode().splitlines()]
-    result = pa.Table.from_pylist(rows)
     expected = _expected("q1", table)
-    assert_same_stream(result.select(expected.column_names), expected)
+    assert_same_stream(pa.Table.from_pylist(rows).select(expected.column_names), expected)
 
 
 @pytest.mark.parametrize("idle", [None, "0.5"])
@@ -123,30 +141,15 @@ def test_idle_timeout_fires_the_last_instant_of_a_quiet_stdin(
         half += 1
     last = ts[half - 1]
     args = ["--placement", "row", "--output", "-"] + (["--idle-timeout", idle] if idle else [])
-    with subprocess.Popen(
-        _cmd("q2", *args), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
-    ) as p:
-        assert p.stdin is not None and p.stdout is not None
-        try:
-            p.stdin.write(b"".join(lines[:half]))
-            p.stdin.flush()
-            got = b""
-            deadline = time.monotonic() + (20 if idle else 6)
-            while time.monotonic() < deadline:
-                if select.select([p.stdout], [], [], 0.2)[0]:
-                    got += p.stdout.read1(1 << 16)
-                done = [json.loads(x)["_ts"] for x in got.splitlines() if x.endswith(b"}")]
-                if done and done[-1] == last:
-                    break
-            seen = {json.loads(x)["_ts"] for x in got.splitlines() if x.endswith(b"}")}
-            assert (last in seen) == (idle is not None), (last, max(seen, default=None))
-            p.stdin.write(b"".join(lines[half:]))
-            p.stdin.close()
-            got += p.stdout.read()
-            assert p.wait(timeout=300) == 0
-        finally:
-            if p.poll() is None:
-                p.kill()
+    before, got = _in_two_parts(
+        _cmd("q2", *args),
+        b"".join(lines[:half]),
+        b"".join(lines[half:]),
+        lambda out: last in _instants(out)[-1:],
+        20 if idle else 6,
+    )
+    seen = set(_instants(before))
+    assert (last in seen) == (idle is not None), (last, max(seen, default=None))
     rows = [json.loads(x) for x in got.decode().splitlines()]
     expected = _expected("q2", table)
     assert_same_stream(pa.Table.from_pylist(rows).select(expected.column_names), expected)
