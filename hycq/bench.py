@@ -11,11 +11,22 @@ For one (query, rate, placement) a measurement is:
    inputs during the warm start and skip their queries (they re-execute over whole relations
    each slide, so only the state at the end matters); row operators process every tuple,
    because their state (panes, hash tables) is built tuple by tuple. Nothing is emitted.
-3. **Measurement**: ``repeat`` consecutive spans of ``measure`` event-seconds, each timed on
-   its own at max pace, with the batches generated beforehand (generation is not timed).
-   ``throughput`` is the median over spans of tuples / wall seconds: the highest input rate
-   the plan sustains over data of that density with full windows. ``kept_up`` is
-   ``throughput >= rate``.
+3. **Measurement**, interleaved: every placement of a point (up to ``interleave`` at a
+   time) has its own engine, warmed on the same batches. Each round generates one span of
+   ``measure`` event-seconds (generation is not timed) and times every engine over it in
+   turn, rotating which goes first (ABC, BCA, CAB, ...): a noisy minute of the machine hits
+   every plan, not one. Rounds continue until each plan has ``repeat`` spans and its
+   median's 95% bootstrap interval is within ``precision`` (default 3%) of it, or
+   ``max_repeat`` rounds (the span budget) were run. ``throughput`` is the median over
+   spans of tuples / wall seconds: the highest input rate the plan sustains over data of
+   that density with full windows. ``kept_up`` is ``throughput >= rate``.
+4. **Load**: around every span the machine's CPU time is read from ``/proc`` and this
+   process's (and its children's, e.g. Spark's JVM) subtracted. A span during which other
+   processes used half a core or more is not clean: the median and its interval use the
+   clean spans only (all spans, with a warning in the record, if fewer than 3 were clean).
+5. **Verdict** per point (:func:`hycq.bench_stats.judge`): each plan's ``vs_best`` and
+   whether its interval overlaps the best one's (``tied_with_best``); ``best_separable``
+   says whether the fastest plan is distinguishable from the second at all.
 
 Plans: ``auto`` (the optimizer's choice at that rate), ``row``, ``column``, and ``all``: every
 placement of the Phase-One plan when there are at most ``max_candidates`` of them, else the
@@ -28,7 +39,6 @@ from __future__ import annotations
 import gc
 import itertools
 import random
-import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,6 +48,7 @@ from typing import Any
 
 from engines import registry
 from engines.sources.mqtt import MqttUrl
+from hycq import bench_stats
 from hycq.api import Assembly, EngineSettings, LoadedQuery, resolve_placement
 from hycq.planning import Optimized, OptimizerOptions, optimize
 from optimizer.ir.catalog import TIME_UNITS_MS
@@ -58,6 +69,15 @@ class BenchOptions:
     column_engine: str = "duckdb"
     measure_seconds: int = 10
     repeat: int = 3
+    """Timed spans at least, per plan."""
+    max_repeat: int = 12
+    """Timed spans at most (the span budget) while some median is less precise than
+    ``precision``."""
+    precision: float = 0.03
+    """Wanted half-width of each median's 95% bootstrap interval, relative to the median."""
+    interleave: int = 4
+    """Plans measured side by side (each with its own engine alive); more placements than
+    this are measured in groups of this size."""
     max_candidates: int = 20
     max_warm_wall: float = 120.0
     """Wall seconds the warm start may take. A plan that cannot fill its windows in this
@@ -141,6 +161,7 @@ def _all_placements(opt: Optimized, engine: str, limit: int) -> list[tuple[str, 
 @dataclass
 class Measurement:
     throughput: float
+    """Median over the clean spans (over all spans when fewer than 3 were clean)."""
     spans: list[float]
     warm_s: float
     warm_wall_s: float
@@ -151,35 +172,87 @@ class Measurement:
     late: int = 0
     """Tuples the engine dropped as late (none in a sound measurement: a bench that fed
     batches behind the progress it announced measured dropping, not processing)."""
+    other_cores: list[float | None] = field(default_factory=list)
+    """Per span: cores other processes used meanwhile (None: not measurable here)."""
+    ci: tuple[float, float] = (0.0, 0.0)
+    """95% bootstrap interval of ``throughput``."""
+
+    @property
+    def clean(self) -> list[float]:
+        """The spans no other process disturbed (see :mod:`hycq.bench_stats`)."""
+        return [
+            s for s, o in zip(self.spans, self.other_cores, strict=False) if bench_stats.is_clean(o)
+        ]
+
+    def counted(self) -> list[float]:
+        clean = self.clean
+        return clean if len(clean) >= 3 else self.spans
+
+
+@dataclass
+class _Runner:
+    """One placement being measured: its engine, kept alive across the point's rounds."""
+
+    placement: dict[str, str]
+    asm: Assembly
+    engine: Any
+    results: list[int]
+    warm_wall: float = 0.0
+    warm_complete: bool = True
+    spans: list[float] = field(default_factory=list)
+    other: list[float | None] = field(default_factory=list)
+    measured: int = 0
 
 
 def measure(
     q: LoadedQuery, plan: LogicalPlan, placement: dict[str, str], rate: float, o: BenchOptions
 ) -> Measurement:
-    """Warm start, then ``o.repeat`` timed spans (see the module docstring)."""
+    """One placement alone (see :func:`measure_point`)."""
+    return measure_point(q, plan, [placement], rate, o)[0]
+
+
+def measure_point(
+    q: LoadedQuery,
+    plan: LogicalPlan,
+    placements: list[dict[str, str]],
+    rate: float,
+    o: BenchOptions,
+) -> list[Measurement]:
+    """Warm start, then interleaved timed spans (see the module docstring).
+
+    Every placement gets its own engine over the same batches. The warm start feeds each
+    batch to every engine; then each round materialises one span of batches and times
+    every engine over it in turn, starting with a different engine each round (ABC, BCA,
+    CAB, ...), so a slow minute of the machine hits all plans alike. Rounds go on until
+    every plan has ``o.repeat`` spans and each median's 95% bootstrap interval is within
+    ``o.precision`` of it (clean spans only), or ``o.max_repeat`` rounds were run.
+    """
     from engines.runtime import DeadLetters, MergedInputs, RunOptions, open_inputs
     from hycq.flags import CLI_OPTION_NAMES
 
     warm = warm_seconds(plan, rate)
-    total = warm + o.repeat * o.measure_seconds
+    rounds = max(o.repeat, o.max_repeat)
+    total = warm + rounds * o.measure_seconds
     options = RunOptions(rate=rate, duration=total, data=dict(o.data), names=CLI_OPTION_NAMES)
     inputs = open_inputs(plan, q.catalog, options)
     merged = MergedInputs(plan, inputs, total, DeadLetters(None))
     stream = iter(merged)
-    results = [0]
-
-    def emit(_instant: int, rows: Any) -> None:
-        results[0] += rows.num_rows if hasattr(rows, "num_rows") else len(rows)
-
-    asm = Assembly(plan, placement, o.settings)
+    runners: list[_Runner] = []
     gc_was = gc.isenabled()
     gc.disable()
     try:
-        engine = asm.make_engine(emit)
-        for mig in asm.migs:
-            mig.defer = True
-        t0 = time.perf_counter()
-        complete = True
+        for placement in placements:
+            counter = [0]
+
+            def emit(_instant: int, rows: Any, c: list[int] = counter) -> None:
+                c[0] += rows.num_rows if hasattr(rows, "num_rows") else len(rows)
+
+            asm = Assembly(plan, placement, o.settings)
+            runner = _Runner(placement, asm, None, counter)
+            runners.append(runner)
+            runner.engine = asm.make_engine(emit)
+            for mig in asm.migs:
+                mig.defer = True
         start_ts: int | None = None
         pending = None
         for inp, batch in stream:
@@ -187,21 +260,26 @@ def measure(
                 continue
             ts0 = batch.column(inp.stream.time_index)[0].as_py()
             start_ts = ts0 if start_ts is None else start_ts
+            tells = merged.take_tells()
             if ts0 - start_ts >= warm * merged.tps:
-                pending = (inp, batch, merged.take_tells())
+                pending = (inp, batch, tells)
                 break
-            merged.tell(engine)
-            engine.ingest(inp.stream.name, batch, inp.stream.time_index)
-            if time.perf_counter() - t0 > o.max_warm_wall:
-                complete = False
+            warming = [r for r in runners if r.warm_complete]
+            if not warming:
                 break
-        warm_wall = time.perf_counter() - t0
-        for mig in asm.migs:
-            mig.defer = False
-        results[0] = 0  # count the measured spans' result rows only
-        spans: list[float] = []
-        measured = 0
-        for _ in range(o.repeat):
+            for r in warming:
+                t = time.perf_counter()
+                merged.tell(r.engine, tells)
+                r.engine.ingest(inp.stream.name, batch, inp.stream.time_index)
+                r.warm_wall += time.perf_counter() - t
+                if r.warm_wall > o.max_warm_wall:
+                    r.warm_complete = False
+        for r in runners:
+            for mig in r.asm.migs:
+                mig.defer = False
+            r.results[0] = 0  # count the measured spans' result rows only
+        probe = bench_stats.LoadProbe()
+        for k in range(rounds):
             # Batches of this span, generated before timing.
             # (each with the progress the merge reported on reading it, told before it)
             need = o.measure_seconds * len(inputs)
@@ -211,34 +289,57 @@ def measure(
             pending = None
             if not span:
                 break
-            n = 0
-            t = time.perf_counter()
-            for inp, batch, tells in span:
-                merged.tell(engine, tells)
-                if batch.num_rows:
-                    engine.ingest(inp.stream.name, batch, inp.stream.time_index)
-                    n += batch.num_rows
-                if time.perf_counter() - t > o.max_warm_wall / 4:
-                    break  # far below the rate: the tuples so far make the measurement
-            wall = time.perf_counter() - t
-            spans.append(n / wall if wall > 0 else float("inf"))
-            measured += n
+            for j in range(len(runners)):
+                r = runners[(k + j) % len(runners)]
+                n = 0
+                probe.start()
+                t = time.perf_counter()
+                for inp, batch, tells in span:
+                    merged.tell(r.engine, tells)
+                    if batch.num_rows:
+                        r.engine.ingest(inp.stream.name, batch, inp.stream.time_index)
+                        n += batch.num_rows
+                    if time.perf_counter() - t > o.max_warm_wall / 4:
+                        break  # far below the rate: the tuples so far make the measurement
+                wall = time.perf_counter() - t
+                r.other.append(probe.other_cores(wall))
+                r.spans.append(n / wall if wall > 0 else float("inf"))
+                r.measured += n
+            if k + 1 >= o.repeat and all(_precise(r, o.precision) for r in runners):
+                break
     finally:
         if gc_was:
             gc.enable()
-        asm.close()
+        for r in runners:
+            r.asm.close()
+    out = []
+    for r in runners:
+        m = Measurement(
+            0.0,
+            r.spans,
+            warm,
+            r.warm_wall,
+            r.measured,
+            r.results[0],
+            _slide_p50(r.asm),
+            r.warm_complete,
+            int(getattr(r.engine, "late_count", 0)),
+            r.other,
+        )
+        med, lo, hi = bench_stats.median_ci(m.counted())
+        m.throughput, m.ci = med, (lo, hi)
+        out.append(m)
+    return out
+
+
+def _precise(r: _Runner, precision: float) -> bool:
+    clean = [s for s, c in zip(r.spans, r.other, strict=True) if bench_stats.is_clean(c)]
+    return len(clean) >= 2 and bench_stats.half_width(clean) <= precision
+
+
+def _slide_p50(asm: Assembly) -> float | None:
     slides = sorted(t for mig in asm.migs for _, t in mig.stats.slides)
-    return Measurement(
-        statistics.median(spans) if spans else 0.0,
-        spans,
-        warm,
-        warm_wall,
-        measured,
-        results[0],
-        1e3 * slides[len(slides) // 2] if slides else None,
-        complete,
-        int(getattr(engine, "late_count", 0)),
-    )
+    return 1e3 * slides[len(slides) // 2] if slides else None
 
 
 def bench(queries: list[LoadedQuery], o: BenchOptions) -> list[dict[str, Any]]:
@@ -252,14 +353,26 @@ def bench(queries: list[LoadedQuery], o: BenchOptions) -> list[dict[str, Any]]:
                 o.optimizer, rate=rate, engines=("row", o.column_engine), data=dict(o.data)
             )
             opt = optimize(q, opts)
+            named = candidates(opt, o.plans, o.column_engine, o.max_candidates)
+            distinct: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+            for _name, placement in named:
+                distinct.setdefault(tuple(sorted(placement.items())), placement)
+            keys = list(distinct)
             done: dict[tuple[tuple[str, str], ...], Measurement] = {}
-            for name, placement in candidates(opt, o.plans, o.column_engine, o.max_candidates):
+            size = max(1, o.interleave)
+            for g in range(0, len(keys), size):
+                group = keys[g : g + size]
+                names = [n for n, p in named if tuple(sorted(p.items())) in group]
+                o.progress(f"{q.name} @ {rate:g}/s: {', '.join(dict.fromkeys(names))}")
+                ms = measure_point(q, opt.plan, [distinct[k] for k in group], rate, o)
+                done.update(zip(group, ms, strict=True))
+            verdicts = bench_stats.judge({str(k): (m.throughput, *m.ci) for k, m in done.items()})
+            for name, placement in named:
                 key = tuple(sorted(placement.items()))
-                if key not in done:
-                    o.progress(f"{q.name} @ {rate:g}/s: {name}")
-                    done[key] = measure(q, opt.plan, placement, rate, o)
                 m = done[key]
+                v = verdicts[str(key)]
                 cost = opt.cost_of(placement)
+                others = [c for c in m.other_cores if c is not None]
                 records.append(
                     {
                         "query": q.name,
@@ -273,12 +386,28 @@ def bench(queries: list[LoadedQuery], o: BenchOptions) -> list[dict[str, Any]]:
                         },
                         "measured": {
                             "throughput": m.throughput,
+                            "ci95": list(m.ci),
+                            "precision": (m.ci[1] - m.ci[0]) / 2 / m.throughput
+                            if m.throughput > 0
+                            else None,
                             "kept_up": m.throughput >= rate,
                             "spans": m.spans,
+                            "clean_spans": len(m.clean),
                             "tuples": m.tuples_measured,
                             "results": m.results,
                             "slide_ms_p50": m.slide_ms_p50,
                             "late_dropped": m.late,
+                            "vs_best": v.vs_best,
+                            "tied_with_best": v.tied_with_best,
+                            "best_separable": v.best_separable,
+                        },
+                        "load": {
+                            "other_cores": [
+                                None if c is None else round(c, 3) for c in m.other_cores
+                            ],
+                            "other_cores_max": max(others) if others else None,
+                            "clean": len(m.clean) == len(m.spans) and bool(others),
+                            "warning": _load_warning(m),
                         },
                         "warm_start": {
                             "event_s": m.warm_s,
@@ -287,9 +416,23 @@ def bench(queries: list[LoadedQuery], o: BenchOptions) -> list[dict[str, Any]]:
                         },
                         "cost_model": opt.model.name,
                         "row_core": opt.options.row_core,
+                        "interleaved": min(size, len(keys)),
                     }
                 )
     return records
+
+
+def _load_warning(m: Measurement) -> str | None:
+    if not any(c is not None for c in m.other_cores):
+        return "machine load not measurable here (no /proc): spans counted as clean"
+    dirty = len(m.spans) - len(m.clean)
+    if not dirty:
+        return None
+    used = "the clean ones" if len(m.clean) >= 3 else "all of them (fewer than 3 were clean)"
+    return (
+        f"{dirty} of {len(m.spans)} spans ran while other processes used "
+        f">= {bench_stats.CLEAN_OTHER_CORES} core; the median uses {used}"
+    )
 
 
 def plot(records: list[dict[str, Any]], path: Path) -> None:

@@ -668,6 +668,9 @@ def _bench(args: argparse.Namespace) -> int:
         column_engine=args.column_engine,
         measure_seconds=args.measure,
         repeat=args.repeat,
+        max_repeat=args.max_repeat,
+        precision=args.precision,
+        interleave=args.interleave,
         optimizer=api.OptimizerOptions(cost_model=args.cost_model, row_core=args.row_core),
         settings=settings_of(args),
         data=data,
@@ -681,14 +684,27 @@ def _bench(args: argparse.Namespace) -> int:
             f"{Path(r['query']).stem:10s} {r['rate']:>9,.0f}/s  {r['plan']:8s} "
             f"predicted C_b {pr['bottleneck']:8.3g} "
             f"{'feasible' if pr['feasible'] else 'infeasible':10s} "
-            f"measured {m['throughput']:>12,.0f} tuples/s  "
+            f"measured {m['throughput']:>12,.0f} tuples/s "
+            f"[{m['ci95'][0]:,.0f}, {m['ci95'][1]:,.0f}] "
+            f"{len(m['spans'])} spans  {_verdict(m):14s} "
             f"{'kept up' if m['kept_up'] else 'did NOT keep up'}"
         )
+        if r["load"]["warning"]:
+            where = f"{Path(r['query']).stem} {r['plan']}"
+            sys.stderr.write(f"warning: {where}: {r['load']['warning']}\n")
     if args.json is not None:
         write_bytes(args.json, json_text(records), "--json")
     if args.plot is not None:
         plot(records, args.plot)
     return 0
+
+
+def _verdict(m: dict[str, Any]) -> str:
+    if m["vs_best"] >= 1.0:
+        return "best" if m["best_separable"] else "best (tied)"
+    if m["tied_with_best"]:
+        return "tied with best"
+    return f"{m['vs_best']:.2f}x of best"
 
 
 def _calibrate(args: argparse.Namespace) -> int:
@@ -697,6 +713,16 @@ def _calibrate(args: argparse.Namespace) -> int:
     from hycq import api
     from hycq.calibrate import Settings, calibrate, quick
 
+    if args.from_paths is not None:
+        return _refit(args)
+    for flag, given in (
+        ("--profile", args.profile is not None),
+        ("--weight", args.weight != 1.0),
+        ("--holdout", args.holdout != 0.25),
+        ("--seed", args.seed != 0),
+    ):
+        if given:
+            raise OptionError(f"{flag} is for refitting", hint="add --from PATH ...")
     engines = api.parse_engines(args.engines)
     base = quick() if args.quick else Settings()
 
@@ -723,6 +749,68 @@ def _calibrate(args: argparse.Namespace) -> int:
             f"{engine} SQL time, median relative error over {e['points']} slides: "
             f"calibrated {100 * e['calibrated']:.0f}%, analytical {100 * e['analytical']:.0f}%"
         )
+    return 0
+
+
+def _refit(args: argparse.Namespace) -> int:
+    """``hycq calibrate --from PATH...``: refit a profile with what runs measured."""
+    import datetime as dt
+
+    from cost_models.calibrated import default_profile_path, load_profile
+    from cost_models.refit import refit
+    from engines.output_files import check_writable, write_bytes
+    from hycq.observations import extract_all
+    from optimizer.ir.errors import ConfigError
+
+    if args.quick:
+        raise OptionError("--quick measures; --from takes no new measurements")
+    if not 0.0 <= args.holdout < 1.0:
+        raise OptionError(f"--holdout must be in [0, 1), got {args.holdout}")
+    path = args.profile if args.profile is not None else default_profile_path()
+    if not path.exists():
+        raise ConfigError(
+            f"no calibration profile at {path} to refit",
+            hint="run 'hycq calibrate' first (or pass --profile IN.json)",
+        )
+    profile = load_profile(path)
+    out = args.out if args.out is not None else path
+    check_writable(out, "--out")
+    observations, _ = extract_all(args.from_paths, lambda m: sys.stderr.write(f"warning: {m}\n"))
+    new, report = refit(
+        profile, observations, weight=args.weight, holdout=args.holdout, seed=args.seed
+    )
+    record = new["refit"]["history"][-1]
+    record["created"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    record["profile"] = str(path)
+    record["sources"] = [str(p) for p in args.from_paths]
+    write_bytes(out, json.dumps(new, indent=2) + "\n", "--out")
+
+    def pct(x: float | None) -> str:
+        return "-" if x is None else f"{100 * x:.1f}%"
+
+    print(
+        f"wrote {out}: {report.observations} observations from {len(args.from_paths)} "
+        f"file(s), {report.used} used, {report.rejected} rejected as outliers, "
+        f"{report.held_out} held out"
+    )
+    print(
+        f"{'fit':16s} {'obs':>5s} {'used':>5s} {'rej':>4s} {'held':>5s} {'before':>8s} "
+        f"{'after':>8s}"
+    )
+    for name, f in report.fits.items():
+        print(
+            f"{name:16s} {f.observations:5d} {f.used:5d} {f.rejected:4d} {f.held_out:5d} "
+            f"{pct(f.error_before):>8s} {pct(f.error_after):>8s}"
+            + (f"  ({f.note})" if f.note else "")
+        )
+    print(
+        f"{'overall':16s} {report.observations:5d} {report.used:5d} {report.rejected:4d} "
+        f"{report.held_out:5d} {pct(report.error_before):>8s} {pct(report.error_after):>8s}"
+    )
+    print(
+        "before/after: median relative error of the old and the refit profile on the "
+        "held-out observations"
+    )
     return 0
 
 

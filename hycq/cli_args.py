@@ -530,7 +530,34 @@ def build_parser() -> argparse.ArgumentParser:
         help="event-seconds per timed span (default: 10)",
     )
     bn.add_argument(
-        "--repeat", type=_positive_int, default=3, help="timed spans; the median counts (3)"
+        "--repeat",
+        type=_positive_int,
+        default=3,
+        help="timed spans per plan at least; the median counts (3)",
+    )
+    bn.add_argument(
+        "--max-repeat",
+        type=_positive_int,
+        default=12,
+        metavar="N",
+        help="timed spans per plan at most: the span budget while a median is less precise "
+        "than --precision (12)",
+    )
+    bn.add_argument(
+        "--precision",
+        type=positive_float,
+        default=0.03,
+        metavar="P",
+        help="stop when every plan's median has a 95%% bootstrap interval within +-P of it "
+        "(default 0.03; spans disturbed by other processes do not count)",
+    )
+    bn.add_argument(
+        "--interleave",
+        type=_positive_int,
+        default=4,
+        metavar="N",
+        help="plans measured side by side, span by span, each with its own engine (4); "
+        "more placements are measured in groups of N",
     )
     bn.add_argument(
         "--data",
@@ -579,6 +606,48 @@ def build_parser() -> argparse.ArgumentParser:
     # e.g. --spark-conf spark.master=spark://HOST:7077: the profile then holds the cluster's
     # costs (write it to its own --out and pass it to runs on that cluster: --cost-model)
     _engine_settings(cal)
+    refit = cal.add_argument_group(
+        "refit from runs (no new measurements)",
+        "--from refits an existing profile with what runs measured: the row operators' busy "
+        "time per tuple and the columnar groups' SQL seconds per slide. Observations count "
+        "--weight times as much as a calibration point; outliers (beyond 3.5 robust standard "
+        "deviations of a first fit's relative residuals) are rejected; a --holdout fraction "
+        "is left out of the fit and the old and new profiles' median relative error on it is "
+        "printed and recorded in the profile.",
+    )
+    refit.add_argument(
+        "--from",
+        dest="from_paths",
+        nargs="+",
+        type=Path,
+        metavar="PATH",
+        help="run metrics (hycq run --metrics) or bench (hycq bench --json) JSON files",
+    )
+    refit.add_argument(
+        "--profile",
+        type=Path,
+        metavar="IN.json",
+        help="the profile to start from (default: the calibrated profile's path); --out "
+        "defaults to it",
+    )
+    refit.add_argument(
+        "--weight",
+        type=positive_float,
+        default=1.0,
+        metavar="W",
+        help="weight of one observation relative to one calibration point (default: 1)",
+    )
+    refit.add_argument(
+        "--holdout",
+        type=float,
+        default=0.25,
+        metavar="F",
+        help="fraction of the observations held out to compare the errors (default: 0.25; "
+        "0 fits on all and reports none)",
+    )
+    refit.add_argument(
+        "--seed", type=int, default=0, help="seed of the held-out split (default: 0)"
+    )
 
     _quality_parser(sub)
 

@@ -88,6 +88,8 @@ def test_bench_writes_records_and_a_plot(tmp_path: Path) -> None:
         "2",
         "--repeat",
         "2",
+        "--max-repeat",
+        "2",
         "--cost-model",
         "analytical",
         "--json",
@@ -106,6 +108,13 @@ def test_bench_writes_records_and_a_plot(tmp_path: Path) -> None:
         assert m["throughput"] > 0 and len(m["spans"]) == 2
         assert m["kept_up"] is (m["throughput"] >= x["rate"])
         assert m["tuples"] > 0 and m["results"] > 0  # windows were full and produced results
+        lo, hi = m["ci95"]
+        assert lo <= m["throughput"] <= hi and 0 <= m["clean_spans"] <= 2
+        assert len(x["load"]["other_cores"]) == 2 and x["interleaved"] in (2, 3)
+        assert 0 < m["vs_best"] <= 1 and isinstance(m["tied_with_best"], bool)
+    for rate in (1000.0, 4000.0):
+        point = [x["measured"] for x in records if x["rate"] == rate]
+        assert max(m["vs_best"] for m in point) == 1.0
         assert x["warm_start"]["event_s"] == 22.0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -163,7 +172,7 @@ def test_measured_spans_process_every_tuple(smartplug, tmp_path: Path) -> None:
     loaded = load_query(q)
     plan = loaded.plan
     placement = complete_placement(plan, resolve_placement(plan, "row", "duckdb"))
-    o = BenchOptions(rates=[500.0], measure_seconds=40, repeat=3)
+    o = BenchOptions(rates=[500.0], measure_seconds=40, repeat=3, max_repeat=3)
     m = measure(loaded, plan, placement, 500.0, o)
     assert m.late == 0
     assert m.tuples_measured == 3 * 40 * 500
@@ -177,3 +186,31 @@ def test_measured_spans_process_every_tuple(smartplug, tmp_path: Path) -> None:
     ts = pq.read_table(out).column("_ts").to_pylist()
     first = min(ts)
     assert m.results == sum(1 for t in ts if t - first >= m.warm_s)
+
+
+def test_interleaved_plans_see_the_same_spans_and_stop_at_the_precision(
+    smartplug, tmp_path: Path
+) -> None:
+    """Two placements measured side by side get the same batches (so the same result rows
+    and tuple counts); a loose --precision stops at --repeat spans, an unreachable one runs
+    the whole span budget."""
+    from hycq.api import load_query
+    from hycq.bench import BenchOptions, measure_point
+
+    q = tmp_path / "q.sql"
+    q.write_text(PER_PLUG_MAX)
+    (tmp_path / "catalog.toml").write_text((QUERIES / "smartplug" / "catalog.toml").read_text())
+    loaded = load_query(q)
+    plan = loaded.plan
+    placements = [
+        complete_placement(plan, resolve_placement(plan, p, "duckdb")) for p in ("row", "column")
+    ]
+    loose = BenchOptions(rates=[500.0], measure_seconds=2, repeat=2, max_repeat=6, precision=10)
+    row, col = measure_point(loaded, plan, placements, 500.0, loose)
+    assert len(row.spans) == len(col.spans) == 2
+    assert row.tuples_measured == col.tuples_measured == 2 * 2 * 500
+    assert row.results == col.results > 0
+    tight = BenchOptions(rates=[500.0], measure_seconds=2, repeat=2, max_repeat=5, precision=1e-9)
+    row, col = measure_point(loaded, plan, placements, 500.0, tight)
+    assert len(row.spans) == len(col.spans) == 5
+    assert row.ci[0] <= row.throughput <= row.ci[1]

@@ -1,0 +1,68 @@
+"""hycq.bench_stats: the bootstrap interval, the verdict between plans, and the load probe
+that tells a clean span from one another process disturbed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from hycq.bench_stats import LoadProbe, hit, is_clean, judge, median_ci
+
+SPIN = "import time\nt = time.time()\nwhile time.time() - t < {s}: pass\n"
+
+
+def test_the_interval_contains_the_median_and_narrows_with_more_spans() -> None:
+    few = [100.0, 90.0, 110.0, 95.0, 105.0]
+    med, lo, hi = median_ci(few)
+    assert med == 100.0 and lo < med < hi
+    many = few * 8
+    _, lo2, hi2 = median_ci(many)
+    assert hi2 - lo2 < hi - lo
+    assert median_ci([5.0]) == (5.0, 5.0, 5.0)
+    assert median_ci(few) == median_ci(few)  # seeded: a record can be recomputed
+
+
+def test_overlapping_intervals_are_ties_and_separated_ones_are_not() -> None:
+    v = judge({"a": (100.0, 97.0, 103.0), "b": (98.0, 95.0, 101.0), "c": (80.0, 78.0, 82.0)})
+    assert v["a"].vs_best == 1.0 and v["a"].tied_with_best
+    assert v["b"].tied_with_best and not v["b"].best_separable
+    assert not v["c"].tied_with_best and v["c"].vs_best == pytest.approx(0.8)
+    v = judge({"a": (100.0, 99.0, 101.0), "b": (90.0, 89.0, 91.0)})
+    assert v["a"].best_separable and not v["b"].tied_with_best
+    assert hit(0.96, False) and hit(0.5, True) and not hit(0.9, False)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_another_process_taking_a_core_makes_a_span_unclean() -> None:
+    # The shell exits at once; the spinner it started is re-parented away from this
+    # process, so its CPU time is someone else's.
+    subprocess.run(
+        ["sh", "-c", f"{sys.executable} -c '{SPIN.format(s=1.5)}' >/dev/null 2>&1 &"],
+        check=True,
+    )
+    time.sleep(0.2)
+    probe = LoadProbe()
+    probe.start()
+    time.sleep(1.0)
+    other = probe.other_cores(1.0)
+    assert other is not None and other > 0.7 and not is_clean(other)
+    time.sleep(0.5)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_child_process_counts_as_this_process_work() -> None:
+    """A Spark JVM is the driver's child: its CPU is the plan's, not interference."""
+    child = subprocess.Popen([sys.executable, "-c", SPIN.format(s=1.5)])
+    try:
+        time.sleep(0.2)
+        probe = LoadProbe()
+        probe.start()
+        t = time.perf_counter()
+        time.sleep(1.0)
+        other = probe.other_cores(time.perf_counter() - t)
+        assert other is not None and other < 0.5
+    finally:
+        child.wait()
