@@ -337,7 +337,20 @@ class MigOp(RowOperator):
             "rows_shipped": s.rows_shipped,
             "queries": s.queries,
             "faults": s.faults,
+            # per query run: [instant, rows in, SQL seconds] (``hycq calibrate --from``)
+            "trace": [[t.instant, t.rows_in, t.sql_s] for t in _spread(s.trace, TRACE_LIMIT)],
         }
+
+
+#: At most this many slides of a MIG's trace go into the run's metrics (evenly spread).
+TRACE_LIMIT = 2000
+
+
+def _spread(items: list[SlideTrace], limit: int) -> list[SlideTrace]:
+    if len(items) <= limit:
+        return items
+    step = len(items) / limit
+    return [items[int(i * step)] for i in range(limit)]
 
 
 def _positional(schema: Any) -> pa.Schema:

@@ -383,7 +383,15 @@ def run(
             chosen = stored_placement(ckpt.directory) or chosen
     engines = resolve_placement(opt.plan, chosen, column_engine)
     cost = opt.cost_of(engines)
+    from hycq.migrations import order_label
+
     predicted: dict[str, Any] = {
+        # what ``hycq calibrate --from`` needs to plan the query again
+        "query": {
+            "path": str(Path(q.name).resolve()) if Path(q.name).is_file() else None,
+            "catalog": str(q.catalog.path.resolve()) if q.catalog.path is not None else None,
+            "join_order": order_label(opt.plan),
+        },
         "cost_model": opt.model.name,
         "predicted": {
             "bottleneck": cost.bottleneck,
