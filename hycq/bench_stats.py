@@ -114,9 +114,12 @@ class LoadProbe:
             return None
         assert busy is not None and own is not None
         assert self.busy0 is not None and self.own0 is not None
-        # A descendant that exited during the span takes its CPU time with it; never
-        # report below zero because of that.
-        return max(0.0, ((busy - self.busy0) - (own - self.own0)) / wall)
+        # Both counters tick in 1/CLK_TCK steps, read at slightly different moments: up to
+        # two ticks of the difference are reading error, not load (it matters for spans of
+        # tens of milliseconds). A descendant that exited during the span takes its CPU
+        # time with it; never report below zero because of that.
+        other = (busy - self.busy0) - (own - self.own0) - 2.0 / _TICK
+        return max(0.0, other / wall)
 
 
 def is_clean(other: float | None) -> bool:

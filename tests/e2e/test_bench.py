@@ -196,6 +196,7 @@ def test_interleaved_plans_see_the_same_spans_and_stop_at_the_precision(
     the whole span budget."""
     from hycq.api import load_query
     from hycq.bench import BenchOptions, measure_point
+    from hycq.bench_stats import is_clean
 
     q = tmp_path / "q.sql"
     q.write_text(PER_PLUG_MAX)
@@ -207,10 +208,12 @@ def test_interleaved_plans_see_the_same_spans_and_stop_at_the_precision(
     ]
     loose = BenchOptions(rates=[500.0], measure_seconds=2, repeat=2, max_repeat=6, precision=10)
     row, col = measure_point(loaded, plan, placements, 500.0, loose)
-    assert len(row.spans) == len(col.spans) == 2
+    disturbed = not all(is_clean(c) for c in row.other_cores + col.other_cores)
+    assert len(row.spans) == len(col.spans) and (len(row.spans) == 2 or disturbed)
     assert row.tuples_measured == col.tuples_measured == 2 * 2 * 500
     assert row.results == col.results > 0
     tight = BenchOptions(rates=[500.0], measure_seconds=2, repeat=2, max_repeat=5, precision=1e-9)
     row, col = measure_point(loaded, plan, placements, 500.0, tight)
     assert len(row.spans) == len(col.spans) == 5
+    assert row.tuples_measured == col.tuples_measured == 5 * 2 * 500
     assert row.ci[0] <= row.throughput <= row.ci[1]
