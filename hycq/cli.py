@@ -883,15 +883,31 @@ def _data_generate(args: argparse.Namespace) -> int:
     delay = None if args.delay is None else parse_delay(args.delay, "--delay")
     if delay is not None:
         delay.max_ticks(1)  # the smart-plug stream is in whole seconds
+    if args.plugs is not None and args.houses is not None:
+        raise OptionError("--plugs and --houses exclude each other", hint="drop one")
+    rate = args.rate
+    if args.plug_rate is not None:
+        if args.rate is not None or profile is not None:
+            raise OptionError(
+                "--plug-rate sets the rate (plugs x R): it excludes --rate and --rate-profile",
+                hint="drop one",
+            )
+        plugs = args.plugs if args.plugs is not None else _default_plugs(args.houses)
+        rate = plugs * args.plug_rate
+    load_share = 0.5 if args.load_share is None else args.load_share
+    if not 0.0 <= load_share <= 1.0:
+        raise OptionError(f"--load-share must be in [0, 1], got {load_share:g}", hint="e.g. 0.9")
     check_writable(args.out, "--out")
     rows = generate_to_file(
         args.out,
         seconds=args.seconds,
-        rate=args.rate,
+        rate=rate,
         houses=args.houses if args.houses is not None else 40,
         seed=args.seed,
         rate_profile=profile,
         delay=delay,
+        plugs=args.plugs,
+        load_share=load_share,
     )
     sys.stderr.write(f"wrote {rows} rows to {args.out}\n")
     if delay is not None:
@@ -904,8 +920,27 @@ def _data_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _refuse_smartplug_flags(args: argparse.Namespace) -> None:
+    for flag, given in (
+        ("--houses", args.houses),
+        ("--plugs", args.plugs),
+        ("--plug-rate", args.plug_rate),
+        ("--load-share", args.load_share),
+    ):
+        if given is not None:
+            raise OptionError(f"{flag} is for --generator smartplug", hint=f"drop {flag}")
+
+
+def _default_plugs(houses: int | None) -> int:
+    from engines.sources.smartplug import SmartPlugGenerator
+
+    return SmartPlugGenerator(houses=houses if houses is not None else 40).plugs
+
+
 def _generate_multiway(args: argparse.Namespace) -> int:
     from engines.sources.multiway import query_text, workload, write_workload
+
+    _refuse_smartplug_flags(args)
 
     out: Path = args.out
     if out.exists() and not out.is_dir():
@@ -937,6 +972,9 @@ def _generate_qddh(args: argparse.Namespace) -> int:
             ("--skew", args.skew != 0.0),
             ("--time-unit", args.time_unit != "s"),
             ("--houses", args.houses is not None),
+            ("--plugs", args.plugs is not None),
+            ("--plug-rate", args.plug_rate is not None),
+            ("--load-share", args.load_share is not None),
             ("--rate-profile", args.rate_profile is not None),
             ("--delay", args.delay is not None),
         )
@@ -969,8 +1007,7 @@ def _generate_keyed(args: argparse.Namespace) -> int:
     from engines.sources.keyed import DEFAULT_ORIGIN, KeyedStream, parse_stream_spec, write_workload
     from optimizer.ir.profile import parse_profile
 
-    if args.houses is not None:
-        raise OptionError("--houses is for --generator smartplug", hint="drop --houses")
+    _refuse_smartplug_flags(args)
     out: Path = args.out
     if out.exists() and not out.is_dir():
         raise OptionError(

@@ -715,6 +715,29 @@ def build_parser() -> argparse.ArgumentParser:
         "catalog (keyed) or in OUT.README.md (smartplug)",
     )
     gen.add_argument("--houses", type=_positive_int, help="smartplug: number of houses (40)")
+    shape = gen.add_argument_group(
+        "smart-plug data shapes (--generator smartplug; the real data: 1,677 plugs in 40 "
+        "houses, 2 readings per plug per second, half load, half work)"
+    )
+    shape.add_argument(
+        "--plugs",
+        type=_positive_int,
+        metavar="N",
+        help="exactly N plugs (e.g. 100 to 50,000), instead of --houses",
+    )
+    shape.add_argument(
+        "--plug-rate",
+        type=positive_float,
+        metavar="R",
+        help="readings per plug per event-second (e.g. 0.05 to 50), instead of --rate: the "
+        "rate becomes plugs x R",
+    )
+    shape.add_argument(
+        "--load-share",
+        type=float,
+        metavar="F",
+        help="fraction of readings that are load (property 1) rather than work (0.5)",
+    )
     gen.add_argument("--seed", type=_non_negative_int, default=42, help="random seed (42)")
     mw = gen.add_argument_group("multiway join workloads (--generator multiway)")
     mw.add_argument(

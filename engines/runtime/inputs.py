@@ -145,7 +145,16 @@ def _generator_input(stream: StreamDef, options: RunOptions) -> StreamInput:
     kwargs: dict[str, Any] = {
         k: v
         for k, v in spec.options
-        if k in ("houses", "seed", "households_per_house", "plugs_per_household", "start")
+        if k
+        in (
+            "houses",
+            "seed",
+            "households_per_house",
+            "plugs_per_household",
+            "start",
+            "plugs",
+            "load_share",
+        )
     }
     text = spec.option("rate_profile")
     if text is not None and options.rate is None:  # a --rate given to the run replaces it

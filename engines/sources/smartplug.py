@@ -86,6 +86,10 @@ DEFAULT_START = 1377986401
 
 #: Houses in the DEBS 2014 data.
 REAL_HOUSES = 40
+#: Plugs per house in the real data (1,677 plugs in 40 houses; the generator's default draw).
+REAL_PLUGS_PER_HOUSE = 1677 / 40
+#: Most plugs a generator may have (its per-plug state is a few arrays of this length).
+MAX_PLUGS = 1_000_000
 #: Households per house -> number of houses, first-2s sample (40 houses, 285 households).
 HOUSEHOLDS_PER_HOUSE: dict[int, int] = {
     1: 2, 2: 3, 3: 2, 4: 9, 5: 3, 6: 5, 7: 1, 8: 2, 9: 1, 10: 2, 11: 2, 12: 1, 13: 2, 14: 3, 18: 2,
@@ -243,6 +247,13 @@ class SmartPlugGenerator:
         plugs_per_household: fixed fan-out instead of the measured distribution.
         rate_profile: a rate that changes over event time (seconds after ``start``); it
             replaces ``rate``, and ``rate`` reports its first value.
+        plugs: exactly this many plugs (another data shape than the real 1,677): the
+            houses needed are drawn from the measured distributions and the topology is cut
+            after the ``plugs``-th plug; ``houses`` is then derived, not given.
+        load_share: the fraction of tuples that are load readings (``property`` 1); the
+            rest are work readings. 0.5 (the real stream: both sensors report alike) keeps
+            the round robin over sensors; otherwise the cursor visits plugs in turn and
+            every tuple is a load reading where ``floor((g + 1) f) > floor(g f)``.
     """
 
     def __init__(
@@ -254,8 +265,28 @@ class SmartPlugGenerator:
         households_per_house: int | None = None,
         plugs_per_household: int | None = None,
         rate_profile: Profile | None = None,
+        plugs: int | None = None,
+        load_share: float = 0.5,
     ) -> None:
         self._profile = rate_profile
+        if plugs is not None:
+            plugs = _check_int("plugs", plugs, 1)
+            if plugs > MAX_PLUGS:
+                raise OptionError(
+                    f"smart-plug generator: at most {MAX_PLUGS:,} plugs, got {plugs:,}"
+                )
+            # Enough houses for that many plugs at the measured fan-outs (about 42 plugs a
+            # house), with room to spare; the topology is cut after the last plug.
+            houses = max(1, math.ceil(plugs / REAL_PLUGS_PER_HOUSE * 1.25) + 2)
+        if (
+            isinstance(load_share, bool)
+            or not isinstance(load_share, int | float)
+            or not 0.0 <= load_share <= 1.0
+        ):
+            raise OptionError(
+                f"smart-plug generator: load_share must be in [0, 1], got {load_share!r}"
+            )
+        self._load_share = Fraction(load_share).limit_denominator(10_000)
         if rate_profile is not None:
             rate = rate_profile.first if rate_profile.first > 0 else rate_profile.highest
         self._houses = _check_int("houses", houses, 1)
@@ -284,11 +315,29 @@ class SmartPlugGenerator:
             hh_counts = _draw_counts(bits, HOUSEHOLDS_PER_HOUSE, self._houses)
         else:
             hh_counts = np.full(self._houses, households_per_house, dtype=np.int64)
-        n_households = int(hh_counts.sum())
         if plugs_per_household is None:
-            plug_counts = _draw_counts(bits, PLUGS_PER_HOUSEHOLD, n_households)
+            plug_counts = _draw_counts(bits, PLUGS_PER_HOUSEHOLD, int(hh_counts.sum()))
         else:
-            plug_counts = np.full(n_households, plugs_per_household, dtype=np.int64)
+            plug_counts = np.full(int(hh_counts.sum()), plugs_per_household, dtype=np.int64)
+        if plugs is not None:
+            while int(plug_counts.sum()) < plugs:  # unlucky draws: another house's worth
+                extra = _draw_counts(bits, HOUSEHOLDS_PER_HOUSE, 1)
+                hh_counts = np.append(hh_counts, extra)
+                plug_counts = np.append(
+                    plug_counts, _draw_counts(bits, PLUGS_PER_HOUSEHOLD, int(extra[0]))
+                )
+                self._houses += 1
+            # Cut after the plugs-th plug: its household keeps only the plugs before it.
+            cum = np.cumsum(plug_counts)
+            last = int(np.searchsorted(cum, plugs))
+            plug_counts = plug_counts[: last + 1].copy()
+            plug_counts[-1] -= int(cum[last]) - plugs
+            hh_cum = np.cumsum(hh_counts)
+            last_house = int(np.searchsorted(hh_cum, last + 1))
+            hh_counts = hh_counts[: last_house + 1].copy()
+            hh_counts[-1] -= int(hh_cum[last_house]) - (last + 1)
+            self._houses = last_house + 1
+        n_households = int(hh_counts.sum())
         hh_house = np.repeat(np.arange(self._houses, dtype=np.int64), hh_counts)
         hh_local = _local_ids(hh_counts)
         n_plugs = int(plug_counts.sum())
@@ -538,7 +587,12 @@ class SmartPlugGenerator:
         second = np.searchsorted(bounds, g, side="right") - 1
         sensor = g % self.sensors
         plug = sensor >> 1
-        prop = (sensor & 1).astype(np.int32)
+        if self._load_share == Fraction(1, 2):
+            prop = (sensor & 1).astype(np.int32)
+        else:  # a share f of load readings, spread evenly over the cursor
+            f = self._load_share
+            hits = ((g + 1) * f.numerator) // f.denominator - (g * f.numerator) // f.denominator
+            prop = hits.astype(np.int32)
         cell = second * p + plug
         load_flat = load.ravel()
         value = np.empty(len(g), dtype=np.float64)
@@ -590,6 +644,8 @@ def generate_to_file(
     start: int = DEFAULT_START,
     rate_profile: Profile | None = None,
     delay: DelaySpec | None = None,
+    plugs: int | None = None,
+    load_share: float = 0.5,
 ) -> int:
     """Write ``seconds`` event-seconds of synthetic readings; returns the number of rows.
 
@@ -611,7 +667,13 @@ def generate_to_file(
             hint="e.g. readings.parquet",
         )
     gen = SmartPlugGenerator(
-        houses=houses, seed=seed, rate=rate, start=start, rate_profile=rate_profile
+        houses=houses,
+        seed=seed,
+        rate=rate,
+        start=start,
+        rate_profile=rate_profile,
+        plugs=plugs,
+        load_share=load_share,
     )
     if delay is not None:
         delay.max_ticks(1)  # whole seconds: the stream's unit

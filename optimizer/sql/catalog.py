@@ -18,6 +18,7 @@ A catalog names the streams a query may read::
                                 # start, end; engines/sources/multiway.py), or
                                 # "x3"/"x4" (Ji's out-of-order join workloads: seed, origin)
     houses = 40                 # keyed: seed, origin, keys, skew, start, end, silent
+                                # smartplug also: plugs (instead of houses), load_share
     seed = 42                   # drift (strings, optimizer/ir/profile.py): rate_profile
                                 # (both); keyed also keys_profile, skew_profile, hot, selectivity
 
@@ -52,6 +53,8 @@ _GENERATOR_OPTIONS = {
         "plugs_per_household",
         "start",
         "rate_profile",
+        "plugs",
+        "load_share",
     },
     "keyed": {
         "seed",

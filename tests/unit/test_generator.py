@@ -413,3 +413,46 @@ def test_ks_check_would_fail_for_a_wrong_distribution() -> None:
     table = SmartPlugGenerator(seed=42).table(1)
     load = col(table, "value")[col(table, "property") == sp.LOAD]
     assert stats.ks_2samp(real_load[real_load > 0], 1.5 * load[load > 0]).statistic > 0.09
+
+
+@pytest.mark.parametrize("plugs", [1, 100, 5000, 50000])
+def test_plugs_gives_exactly_that_many_distinct_plugs(plugs: int) -> None:
+    gen = SmartPlugGenerator(plugs=plugs, rate=2 * plugs)
+    t = gen.table(2)
+    keys = {(a, b, c) for a, b, c in zip(*(t.column(k).to_pylist() for k in
+            ("house_id", "household_id", "plug_id")), strict=True)}  # fmt: skip
+    assert gen.plugs == plugs and len(keys) == plugs
+    assert t.num_rows == 4 * plugs
+
+
+@pytest.mark.parametrize("share", [0.0, 0.1, 0.5, 0.9, 1.0])
+def test_load_share_sets_the_mix_of_load_and_work_readings(share: float) -> None:
+    t = SmartPlugGenerator(plugs=300, rate=1000, load_share=share).table(10)
+    load = sum(1 for p in t.column("property").to_pylist() if p == 1)
+    assert load == round(share * t.num_rows)
+    values = t.filter(pa.compute.equal(t.column("property"), 0)).column("value").to_pylist()
+    if values:  # work readings stay cumulative energy: never negative
+        assert min(values) >= 0
+
+
+def test_the_default_shape_is_unchanged_by_the_shape_options() -> None:
+    a = SmartPlugGenerator(rate=5000).table(3)
+    b = SmartPlugGenerator(rate=5000, load_share=0.5).table(3)
+    assert a.equals(b) and SmartPlugGenerator().plugs == 1677
+
+
+def test_cli_plug_rate_sets_the_rate_from_the_plug_count(tmp_path) -> None:
+    from tests.e2e.test_cli_errors import assert_user_error, hycq
+
+    out = tmp_path / "s.parquet"
+    r = hycq("data", "generate", "--out", out, "--seconds", "4", "--plugs", "2000",
+             "--plug-rate", "0.25", "--load-share", "0.8")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(out)
+    assert t.num_rows == 2000 and sum(t.column("property").to_pylist()) == 1600
+    assert_user_error(hycq("data", "generate", "--out", out, "--plugs", "5", "--houses", "2"),
+                      "--plugs and --houses")  # fmt: skip
+    assert_user_error(hycq("data", "generate", "--out", out, "--load-share", "2"),
+                      "--load-share")  # fmt: skip
