@@ -14,6 +14,7 @@ Semantics are exactly those of the tuple windows in ``engines.row.windows``, and
 from __future__ import annotations
 
 from collections import deque
+from time import perf_counter
 from typing import Any
 
 import numpy as np
@@ -50,6 +51,11 @@ class ArrowWindow(RowOperator):
         self.rows = 0
         self._next_id = 0
         self.last_instant: int | None = None
+        #: A pushed-down selection as a ``pyarrow.compute`` expression (see
+        #: ``engines.row.arrow_ops.arrow_filter``), applied to every batch on arrival, and the
+        #: metrics of the select operator it stands for.
+        self.prefilter: Any | None = None
+        self.prefilter_metrics: Any | None = None
 
     def own_instant(self, instant: int) -> bool:
         return self.count_mode or instant % self.slide == 0
@@ -57,6 +63,17 @@ class ArrowWindow(RowOperator):
     def push_arrow(self, batch: pa.RecordBatch) -> None:
         if batch.num_rows == 0:
             return
+        if self.prefilter is not None:
+            m = self.prefilter_metrics
+            t0 = perf_counter()
+            n = batch.num_rows
+            batch = batch.filter(self.prefilter)
+            if m is not None:
+                m.tuples_in += n
+                m.tuples_out += batch.num_rows
+                m.busy_s += perf_counter() - t0
+            if batch.num_rows == 0:
+                return
         self._pending.append(batch)
         lo_hi = pc.min_max(batch.column(self.ts))
         lo, hi = lo_hi["min"].as_py(), lo_hi["max"].as_py()

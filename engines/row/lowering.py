@@ -27,6 +27,7 @@ from typing import Any
 
 from engines.row.acaching import ACachingJoinOp
 from engines.row.aggregate import AggregateOp, finite_aggregate
+from engines.row.arrow_ops import arrow_filter
 from engines.row.arrow_window import ArrowWindow
 from engines.row.base import RowOperator
 from engines.row.compile import (
@@ -171,6 +172,8 @@ class Lowering:
     def __post_init__(self) -> None:
         self.group_of = {op: g for g in self.groups for op in g.operators}
         self.paned_aggregates: set[str] = set()
+        #: Selects filtered as Arrow inside their window (select id -> that window).
+        self.arrow_selects: dict[str, ArrowWindow] = {}
         if self.groups and self.make_group is None:
             raise PlanError("a placement with columnar groups needs a MIG factory")
 
@@ -306,7 +309,7 @@ class Lowering:
                 GroupInput(
                     op_id=p.op_id,
                     schema=self.plan.op(p.op_id).schema,
-                    arrow=isinstance(p.node, ArrowWindow),
+                    arrow=isinstance(p.node, ArrowWindow) or getattr(p.node, "arrow", False),
                     fifo=p.fifo,
                 )
                 for p in inputs
@@ -327,6 +330,26 @@ class Lowering:
         return seen
 
     # -- physical rewrites ------------------------------------------------------------------
+
+    def arrow_select(self, window: Window, below: Port) -> Any | None:
+        """The Arrow filter for the select above ``window`` when that select runs on the
+        row engine only to feed a columnar group: a time-based window whose single consumer
+        is such a select, the select's single consumer in a group, and its predicate one
+        Arrow evaluates exactly (``engines.row.arrow_ops.arrow_filter``). The window then
+        keeps Arrow chunks already filtered, and the window's tuples never become Python
+        objects. None otherwise."""
+        plan = self.plan
+        if self.late_insert or window.window in (WindowKind.ROWS,) or window.slide_rows:
+            return None
+        consumers = plan.consumers(window.id)
+        if len(consumers) != 1 or consumers[0] in self.group_of:
+            return None
+        select = plan.op(consumers[0])
+        if not isinstance(select, Select) or len(plan.consumers(select.id)) != 1:
+            return None
+        if plan.consumers(select.id)[0] not in self.group_of:
+            return None
+        return arrow_filter(select.predicate, list(below.finite))
 
     def can_push_select(self, below: Port) -> bool:
         """A select may filter inside its input window when the window is time-based, has no
@@ -408,11 +431,15 @@ def _window(op: Window, ins: list[Port], lowering: Lowering) -> Lowered:
     assert isinstance(stream, Source)
     consumer = lowering.plan.consumers(op.id)[0]
     node: _WindowBase | ArrowWindow
-    if consumer in lowering.group_of:
+    arrow_select = lowering.arrow_select(op, ins[0])
+    if consumer in lowering.group_of or arrow_select is not None:
         slide = 1 if op.slide_rows else op.slide
         node = ArrowWindow(
             op.id, op.time_column, op.window.value, op.size, slide, count_mode=op.slide_rows
         )
+        if arrow_select is not None:
+            node.prefilter = arrow_select
+            lowering.arrow_selects[consumer] = node
     else:
         node = _row_window(op, lowering.paned_aggregate(op.id))
     # A window's input is a source: never NULL, always finite (as its Port says).
@@ -450,7 +477,12 @@ def _select(op: Select, ins: list[Port], lowering: Lowering) -> Lowered:
     (i,) = ins
     keep = compile_filter(op.predicate, i.nullable)
     node: RowOperator
-    if lowering.can_push_select(i):
+    window = lowering.arrow_selects.get(op.id)
+    if window is not None:  # filtered as Arrow inside its window (Lowering.arrow_select)
+        node = PushedSelectOp(op.id, i.replace)
+        node.arrow = True
+        window.prefilter_metrics = node.metrics
+    elif lowering.can_push_select(i):
         assert isinstance(i.node, _WindowBase)
         node = PushedSelectOp(op.id, i.replace)
         i.node.prefilter = keep

@@ -51,6 +51,8 @@ class PushedSelectOp(RowOperator):
     """
 
     kind = "select"
+    #: True when the window filters Arrow batches (its deltas are Arrow chunks for a MIG).
+    arrow = False
 
     def __init__(self, op_id: str, replace_out: bool) -> None:
         super().__init__(op_id, replace_out)

@@ -89,3 +89,44 @@ def test_optimizer_plan_over_datafusion(path: Path) -> None:
     )
     assert_same_stream(result.table, expected)
     assert set(result.metrics["placement"].values()) <= {"row", "datafusion"}
+
+
+ARROW_SELECTS = [
+    "property = 1",
+    "property = 1 AND plug_id <> 2",
+    "NOT (property = 0) OR value > 100",
+    "value >= 10.5 AND house_id IN (0, 1)",  # IN: not Arrow-filtered (row filter)
+    "value * 2 > 30",  # arithmetic: not Arrow-filtered
+]
+
+
+@pytest.mark.parametrize("where", ARROW_SELECTS)
+def test_a_select_feeding_a_columnar_group_filters_arrow_in_its_window(where: str) -> None:
+    """A select on the row engine whose only consumer is a columnar group filters the
+    window's Arrow batches (engines.row.arrow_ops.arrow_filter) instead of turning them into
+    tuples; its result stream is the oracle's, and a predicate Arrow cannot evaluate exactly
+    stays a row filter."""
+    from hycq.api import resolve_placement
+    from optimizer.ir.placement import complete_placement
+    from optimizer.ir.plan import Select
+
+    query = (
+        "SELECT plug_id, MAX(value) AS m, COUNT(*) AS n "
+        f"FROM readings [RANGE 20 SECONDS SLIDE 1 SECOND] WHERE {where} GROUP BY plug_id"
+    )
+    catalog = _catalog_for(ROOT / "queries" / "smartplug" / "q1.sql")
+    data = small_smartplug(60, seed=4, rate=30.0)
+    expected = oracle(query, catalog, {"readings": data})
+    plan = plan_query(query, catalog)
+    select = next(op.id for op in plan.operators() if isinstance(op, Select))
+    aggregate = plan.consumers(select)[0]
+    placement = complete_placement(
+        plan, {**resolve_placement(plan, "row"), aggregate: "duckdb"}
+    )
+    result = execute(plan, catalog, {"readings": data}, placement=placement)
+    assert_same_stream(result.table, expected)
+    ops = result.metrics["operators"]
+    arrow = "IN" not in where and "*" not in where
+    # An Arrow-filtered select is charged by its window: it counts what it dropped.
+    assert ops[select]["tuples_in"] == data.num_rows
+    assert (ops[select]["tuples_out"] < ops[select]["tuples_in"]) or not arrow
