@@ -145,6 +145,7 @@ def _explain(args: argparse.Namespace) -> int:
             feasibility=not args.no_feasibility,
             row_core=args.row_core,
             join_order=_join_order(args),
+            data=_explain_data(args),
         ),
     )
     info = api.explain(q, args.rate, engines, optimized=opt)
@@ -203,6 +204,20 @@ def _explain(args: argparse.Namespace) -> int:
             f"row-engine ms per second: {costs}"
         )
     return 0
+
+
+def _explain_data(args: argparse.Namespace) -> dict[str, Any]:
+    data = _parse_data(args.data)
+    for stream, path in data.items():
+        if path == STDIN or not isinstance(path, Path):
+            raise OptionError(
+                f"explain --data {stream}=...: only files can be sampled here (stdin and "
+                "MQTT are read once, by the run)",
+                hint="save a sample to a file and pass its path",
+            )
+        if not path.exists():
+            raise OptionError(f"--data {stream}={path}: no such file")
+    return data
 
 
 def _join_order(args: argparse.Namespace) -> tuple[tuple[str, ...], ...] | None:

@@ -274,6 +274,14 @@ def build_parser() -> argparse.ArgumentParser:
     _plan_flags(ex)
     _optimizer_flags(ex, join_order=True)
     ex.add_argument(
+        "--data",
+        action="append",
+        default=[],
+        metavar="STREAM=PATH",
+        help="measure the statistics on this file instead of the catalog's source (as "
+        "'run' and 'bench' do with --data), so the plan is the one chosen for that data",
+    )
+    ex.add_argument(
         "--join-impl",
         choices=("tree", "mjoin", "acaching", "jit", "auto"),
         help="also show, per chain of joins, the row engine's join implementation for this "
