@@ -73,6 +73,12 @@ def main() -> int:
     ap.add_argument("--rates", default="1000,5000,10000,20000,40000")
     ap.add_argument("--shapes", default="calib:1677:0.5")
     ap.add_argument("--candidates", type=int, default=20)
+    ap.add_argument(
+        "--warm-limit",
+        type=float,
+        default=120.0,
+        help="wall seconds a plan's warm start may take (hycq bench --warm-limit)",
+    )
     ap.add_argument("--measure", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--max-repeat", type=int, default=8)
@@ -111,6 +117,7 @@ def main() -> int:
                         max_repeat=args.max_repeat,
                         precision=args.precision,
                         max_candidates=args.candidates,
+                        max_warm_wall=args.warm_limit,
                         data={"readings": path},
                     ),
                 )

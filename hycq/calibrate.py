@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import math
 import os
 import platform
 import statistics
@@ -104,6 +105,9 @@ COLUMN_QUERIES = {
 #: large window-derived input with a small relation, which separates the join's per-row cost
 #: from the scans, selects and aggregates that come with it in the all-columnar queries.
 PARTIAL_JOIN = JOIN.format(range=300, plug=PLUG, f=0.9)
+#: The other plug count of the per-group aggregate cost (``agg_group``): many groups with
+#: a few tuples each per slide, where that cost dominates.
+MANY_PLUGS = 50_000
 
 
 @dataclass
@@ -132,10 +136,10 @@ def _catalog() -> Catalog:
     return parse_catalog_text(CATALOG, "<calibration catalog>")
 
 
-def _data(rate: float, seconds: float) -> Any:
+def _data(rate: float, seconds: float, plugs: int | None = None) -> Any:
     from engines.sources.smartplug import SmartPlugGenerator
 
-    return SmartPlugGenerator(rate=rate).table(seconds)
+    return SmartPlugGenerator(rate=rate, plugs=plugs).table(seconds)
 
 
 def _execute(
@@ -166,11 +170,13 @@ def _execute(
 # -- row engine -----------------------------------------------------------------------------
 
 
-def _busy(name: str, settings: Settings) -> list[tuple[str, int, int, float]]:
+def _busy(
+    name: str, settings: Settings, plugs: int | None = None
+) -> list[tuple[str, int, int, float]]:
     """(operator kind, tuples in, tuples out, busy seconds) per operator, over all sizes."""
     out = []
     for seconds in settings.row_seconds:
-        data = _data(settings.rate, seconds)
+        data = _data(settings.rate, seconds, plugs)
         query = ROW_QUERIES.get(name, name)
         _, result = _execute(query, data, "row")
         for op_id, m in result.metrics["operators"].items():
@@ -198,16 +204,42 @@ def calibrate_row(settings: Settings, fits: dict[str, LinearFit]) -> dict[str, f
     fits["row.r2s"] = fit_linear([x[1] for x in r], [x[2] for x in r], intercept=False)
     p["r2s"] = fits["row.r2s"].slope
     say("row engine: aggregates")
+    # Per group a slide touches (agg_group): the AVG query over the real plug count and over
+    # many plugs with few tuples each; busy = tuples x a + touched groups x g, where a
+    # changed group emits a delete and an insert (tuples out / 2).
+    xs_in, xs_touch, ys = [], [], []
+    for plugs in (None, MANY_PLUGS):
+        for op, n_in, n_out, busy in _busy("avg", settings, plugs):
+            if op.startswith("aggregate"):
+                xs_in.append(n_in)
+                xs_touch.append(n_out / 2)
+                ys.append(busy)
+    coef, r2 = _nnls([xs_in, xs_touch], ys)
+    fits["row.aggregate.group"] = LinearFit(
+        coef[1], 0.0, r2, tuple(map(float, xs_touch)), tuple(ys)
+    )
+    p["agg_group"] = coef[1]
     per_call = {}
     for name, calls in (("avg", 1), ("count_sum_avg", 3)):
-        fits[f"row.aggregate.{name}"] = _per_tuple(_busy(name, settings), "aggregate")
+        rows = [
+            (op, n_in, n_out, max(0.0, busy - p["agg_group"] * n_out / 2))
+            for op, n_in, n_out, busy in _busy(name, settings)
+        ]
+        fits[f"row.aggregate.{name}"] = _per_tuple(rows, "aggregate")
         per_call[calls] = fits[f"row.aggregate.{name}"].slope
     inc = fit_linear(list(per_call), list(per_call.values()))
     fits["row.aggregate.calls"] = inc
     p["agg_incremental"] = inc.slope
     p["agg_base"] = inc.intercept
     fits["row.aggregate.max"] = _per_tuple(_busy("max", settings), "aggregate")
-    p["agg_minmax"] = max(0.0, fits["row.aggregate.max"].slope - p["agg_base"])
+    # The MAX query's groups (all 1,677 plugs, every tuple arriving): what agg_group charges
+    # per tuple there is not MIN/MAX's own cost.
+    g = 1677.0
+    touched_per_tuple = g * -math.expm1(-2.0 * settings.rate / g) / settings.rate
+    p["agg_minmax"] = max(
+        0.0,
+        fits["row.aggregate.max"].slope - p["agg_base"] - p["agg_group"] * touched_per_tuple,
+    )
     # MEDIAN rescans the window each slide: busy vs (window tuples x slides).
     med = _busy("median", settings)
     pts = []
@@ -460,6 +492,7 @@ POSITIVE_UNIT_COSTS = (
     "window",
     "agg_base",
     "agg_incremental",
+    "agg_group",
     "join_input",
     "to_arrow",
     "from_arrow",

@@ -165,6 +165,7 @@ def test_calibrate_measures_fits_and_becomes_the_default(
     params = doc["parameters"]
     # Measured, not the analytical defaults; positive where the engine does work.
     assert params["join_input"] > 0 and params["agg_base"] > 0 and params["from_arrow"] > 0
+    assert params["agg_group"] > 0  # many plugs: the per-touched-group cost was measured
     assert params["engines"]["duckdb"]["fixed"] > 0
     assert params != model_parameters(AnalyticalCostModel())
     # the fit's quality is a benchmark's business (a loaded machine scatters the points):
@@ -194,3 +195,29 @@ def test_unit_costs_fitted_to_zero_fall_back_to_scaled_analytical_values() -> No
     assert params["select"] == 2 * base.select  # fitted values are kept
     assert len(warnings) == 1 and "join_input fitted to 0" in warnings[0]
     assert floor_unit_costs({"select": base.select}, base) == []
+
+
+def test_an_aggregate_over_many_small_groups_costs_more_per_tuple() -> None:
+    """The per-touched-group term (agg_group): at the same rate, 50,000 plugs that each get a
+    tuple now and then cost far more per tuple than 1,677 plugs with many each, and the
+    difference is the balls-into-bins count of touched groups times agg_group."""
+    from hycq.api import QUERIES, load_query
+    from optimizer.estimate import estimate
+    from optimizer.ir.plan import Aggregate
+    from optimizer.statistics import SampleStatistics
+
+    q = load_query(QUERIES / "smartplug" / "q5.sql")
+    agg = next(op for op in q.plan.operators() if isinstance(op, Aggregate) and op.group_by)
+    model = AnalyticalCostModel()
+    costs = {}
+    for plugs in (1677, 50_000):
+        key = ("readings", tuple(sorted(("house_id", "household_id", "plug_id"))))
+        stats = SampleStatistics({"property = 1": 0.5}, {key: float(plugs)})
+        est = estimate(q.plan, q.catalog, rates=40000.0, sample=stats)[agg.id]
+        assert est.groups is not None and est.groups.value == plugs
+        costs[plugs] = model.unit_cost(agg, "row", est)
+        arrivals = est.total_in.value * est.slide_seconds
+        touched = plugs * -math.expm1(-2 * arrivals / plugs)
+        base = AnalyticalCostModel(agg_group=0.0).unit_cost(agg, "row", est)
+        assert costs[plugs] - base == pytest.approx(model.agg_group * touched / arrivals)
+    assert costs[50_000] > 3 * costs[1677]
