@@ -15,8 +15,8 @@ rate and query:
   spans to ``--precision``);
 * the spans of both are bracketed by the machine-load probe of ``hycq.bench_stats``.
 
-    python experiments/peer_duckdb_loop.py --rates 40000,10000 \\
-        --shapes calib:1677:0.5,many:50000:0.5,few:800:0.5,loadheavy:10000:0.9,workheavy:20000:0.2 \\
+    python experiments/peer_duckdb_loop.py --rates 40000,10000 --shapes \\
+        calib:1677:0.5,many:50000:0.5,few:800:0.5,loadheavy:10000:0.9,workheavy:20000:0.2 \\
         --json experiments/results/peer_duckdb_loop.json
 
 A shape is NAME:PLUGS:LOAD_SHARE (the calibrated one: 1,677 plugs, 0.5).
@@ -69,9 +69,7 @@ def loop_spans(path: Path, sql: str, window: int, measure: int, repeat: int) -> 
     con.register("data", data)
     ts = data.column("ts")
     t0 = ts[0].as_py()
-    counts = {
-        r[0]: r[1] for r in con.sql("SELECT ts, COUNT(*) FROM data GROUP BY ts").fetchall()
-    }
+    counts = {r[0]: r[1] for r in con.sql("SELECT ts, COUNT(*) FROM data GROUP BY ts").fetchall()}
     spans, other = [], []
     probe = LoadProbe()
     for k in range(repeat):
@@ -97,8 +95,7 @@ def main() -> int:
     ap.add_argument("--rates", default="40000,10000")
     ap.add_argument(
         "--shapes",
-        default="calib:1677:0.5,many:50000:0.5,few:800:0.5,loadheavy:10000:0.9,"
-        "workheavy:20000:0.2",
+        default="calib:1677:0.5,many:50000:0.5,few:800:0.5,loadheavy:10000:0.9,workheavy:20000:0.2",
     )
     ap.add_argument("--queries", default="q1,q2,q3,q4,q5,q6")
     ap.add_argument("--measure", type=int, default=10)

@@ -233,7 +233,16 @@ def measure_point(
     warm = warm_seconds(plan, rate)
     rounds = max(o.repeat, o.max_repeat)
     total = warm + rounds * o.measure_seconds
-    options = RunOptions(rate=rate, duration=total, data=dict(o.data), names=CLI_OPTION_NAMES)
+    # Files are read in batches of about one event-second at the rate (as generators
+    # emit): the warm start and the spans are cut at batch starts, and a 64k-row batch is a
+    # minute of data at 1k tuples/s.
+    options = RunOptions(
+        rate=rate,
+        duration=total,
+        data=dict(o.data),
+        names=CLI_OPTION_NAMES,
+        read_batch_rows=max(1, round(rate)),
+    )
     inputs = open_inputs(plan, q.catalog, options)
     merged = MergedInputs(plan, inputs, total, DeadLetters(None))
     stream = iter(merged)

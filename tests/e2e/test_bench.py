@@ -217,3 +217,27 @@ def test_interleaved_plans_see_the_same_spans_and_stop_at_the_precision(
     assert len(row.spans) == len(col.spans) == 5
     assert row.tuples_measured == col.tuples_measured == 5 * 2 * 500
     assert row.ci[0] <= row.throughput <= row.ci[1]
+
+
+def test_a_data_file_at_a_low_rate_is_measured_in_one_second_batches(
+    smartplug, tmp_path: Path
+) -> None:
+    """A --data file is read in batches of about one event-second at the rate: read in the
+    file reader's 64k-row batches, 100 tuples/s put the whole warm start and every span in
+    one batch, and no span was measured at all."""
+    from engines.sources.smartplug import generate_to_file
+    from hycq.api import load_query
+    from hycq.bench import BenchOptions, measure_point
+
+    data = tmp_path / "d.parquet"
+    generate_to_file(data, 60, rate=100.0, plugs=200)
+    q = tmp_path / "q.sql"
+    q.write_text(PER_PLUG_MAX)
+    (tmp_path / "catalog.toml").write_text((QUERIES / "smartplug" / "catalog.toml").read_text())
+    loaded = load_query(q)
+    placement = complete_placement(loaded.plan, resolve_placement(loaded.plan, "row"))
+    o = BenchOptions(
+        rates=[100.0], measure_seconds=3, repeat=3, max_repeat=3, data={"readings": data}
+    )
+    (m,) = measure_point(loaded, loaded.plan, [placement], 100.0, o)
+    assert len(m.spans) == 3 and m.tuples_measured == 3 * 3 * 100 and m.results > 0
