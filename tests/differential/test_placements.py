@@ -120,9 +120,7 @@ def test_a_select_feeding_a_columnar_group_filters_arrow_in_its_window(where: st
     plan = plan_query(query, catalog)
     select = next(op.id for op in plan.operators() if isinstance(op, Select))
     aggregate = plan.consumers(select)[0]
-    placement = complete_placement(
-        plan, {**resolve_placement(plan, "row"), aggregate: "duckdb"}
-    )
+    placement = complete_placement(plan, {**resolve_placement(plan, "row"), aggregate: "duckdb"})
     result = execute(plan, catalog, {"readings": data}, placement=placement)
     assert_same_stream(result.table, expected)
     ops = result.metrics["operators"]
