@@ -41,7 +41,6 @@ Columnar group (DB-op), seconds per invocation (one per slide):
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -133,12 +132,9 @@ class AnalyticalCostModel:
             window = est.input_cardinality[0].value
             per_slide = recompute * window * self.agg_recompute_per_window_tuple
             c += per_slide / arrivals if arrivals > 0 else per_slide
-        if op.group_by and est.groups is not None and not est.groups.is_absent and arrivals > 0:
-            # Arrivals and as many expirations touch G(1 - exp(-e/G)) of the G groups
-            # (optimizer.estimate.aggregate_output's balls into bins).
-            g = est.groups.value
-            touched = g * -math.expm1(-2.0 * arrivals / g) if g > 0 else 0.0
-            c += self.agg_group * touched / arrivals
+        if est.touched is not None and arrivals > 0:
+            # The groups a slide touches (optimizer.estimate: balls into bins).
+            c += self.agg_group * est.touched / arrivals
         return c
 
     # -- columnar groups ------------------------------------------------------------------

@@ -530,4 +530,20 @@ def _aggregate(est: _Estimator, op_id: str, op: Aggregate, ins: list[OpEstimate]
     lam_in, card_in, slide = _flows(ins)
     groups = est.group_count(op_id, op)
     lam_out = aggregate_output(op, lam_in[0], card_in[0], groups, slide)
-    return OpEstimate(lam_in, lam_out, groups, card_in, slide, None, groups)
+    touched = None
+    if op.group_by and not groups.is_absent and not lam_in[0].is_absent and groups.value > 0:
+        # A window's arrivals each bring an expiration once it is full; a derived input's
+        # deltas (a delete and an insert per changed row) are already all its events.
+        per_event = 2.0 if _window_fed(est.plan, est.plan.inputs(op_id)[0]) else 1.0
+        events = per_event * lam_in[0].value * slide
+        touched = groups.value * -math.expm1(-events / groups.value)
+    return OpEstimate(lam_in, lam_out, groups, card_in, slide, None, groups, touched)
+
+
+def _window_fed(plan: LogicalPlan, op_id: str) -> bool:
+    """Whether ``op_id`` is a window, or selects/projects over one (a FIFO relation)."""
+    op = plan.op(op_id)
+    while isinstance(op, Select | Project):
+        (op_id,) = plan.inputs(op_id)
+        op = plan.op(op_id)
+    return isinstance(op, Window)

@@ -29,7 +29,7 @@ class OpEstimate:
     * ``cardinality``: the size of the operator's relation at one slide instant (|w|);
     * ``input_cardinality``: the inputs' cardinalities, in port order;
     * ``slide_seconds``: how often the relation changes;
-    * ``selectivity`` and ``groups`` where they apply.
+    * ``selectivity``, ``groups`` and ``touched`` where they apply.
     """
 
     lambda_in: tuple[Estimate, ...]
@@ -39,6 +39,9 @@ class OpEstimate:
     slide_seconds: float
     selectivity: Estimate | None = None
     groups: Estimate | None = None
+    touched: float | None = None
+    """Aggregates: groups one slide touches (arrivals and expirations of a window input,
+    the delta tuples of a derived input), balls into bins over ``groups``."""
 
     @property
     def total_in(self) -> Estimate:
