@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import gc
 import itertools
+import math
 import random
 import time
 from collections.abc import Callable
@@ -107,6 +108,18 @@ def warm_seconds(plan: LogicalPlan, rate: float) -> float:
         slide = op.slide / rate if op.slide_rows else op.slide * tick
         longest = max(longest, size + slide)
     return float(int(longest) + 1)
+
+
+def span_seconds(plan: LogicalPlan, measure: int) -> int:
+    """Event-seconds per timed span: ``measure`` rounded up to a multiple of the plan's
+    longest time slide, so every span holds the same number of slide instants (a 3-second
+    span of a 5-second slide holds a slide or none, and its throughput swings tenfold)."""
+    longest = 1
+    for op in plan.operators():
+        if isinstance(op, Window) and not op.slide_rows and op.window is not WindowKind.ROWS:
+            slide_s = op.slide * TIME_UNITS_MS[op.time_unit] / 1000.0
+            longest = max(longest, math.ceil(slide_s))
+    return max(1, math.ceil(measure / longest)) * longest
 
 
 def candidates(
@@ -232,7 +245,8 @@ def measure_point(
 
     warm = warm_seconds(plan, rate)
     rounds = max(o.repeat, o.max_repeat)
-    total = warm + rounds * o.measure_seconds
+    measure_s = span_seconds(plan, o.measure_seconds)
+    total = warm + rounds * measure_s
     # Files are read in batches of about one event-second at the rate (as generators
     # emit): the warm start and the spans are cut at batch starts, and a 64k-row batch is a
     # minute of data at 1k tuples/s.
@@ -291,7 +305,7 @@ def measure_point(
         for k in range(rounds):
             # Batches of this span, generated before timing.
             # (each with the progress the merge reported on reading it, told before it)
-            need = o.measure_seconds * len(inputs)
+            need = measure_s * len(inputs)
             span = [pending] if pending is not None else []
             for inp, batch in islice(stream, need - len(span)):
                 span.append((inp, batch, merged.take_tells()))

@@ -241,3 +241,14 @@ def test_a_data_file_at_a_low_rate_is_measured_in_one_second_batches(
     )
     (m,) = measure_point(loaded, loaded.plan, [placement], 100.0, o)
     assert len(m.spans) == 3 and m.tuples_measured == 3 * 3 * 100 and m.results > 0
+
+
+def test_spans_hold_whole_slides(smartplug) -> None:
+    """A span is a multiple of the longest slide: 3 event-seconds of a 5-second slide would
+    hold one slide instant or none, and its throughput would swing tenfold."""
+    from hycq.bench import span_seconds
+
+    u2 = plan_query((QUERIES / "unseen" / "u2_house_work_spread.sql").read_text(), smartplug)
+    assert [span_seconds(u2, m) for m in (1, 3, 5, 7, 10)] == [5, 5, 5, 10, 10]
+    q1 = plan_query((QUERIES / "smartplug" / "q1.sql").read_text(), smartplug)
+    assert [span_seconds(q1, m) for m in (1, 3, 7)] == [1, 3, 7]
