@@ -164,3 +164,22 @@ def test_max_feasible_rate_is_where_the_plan_stops_keeping_up() -> None:
     for factor, feasible in ((0.95, True), (1.05, False)):
         o = optimize(q, OptimizerOptions(rate=limit * factor, cost_model="analytical"))
         assert o.cost_of(opt.placement).feasible is feasible
+
+
+def test_explain_measures_statistics_on_a_given_data_file(tmp_path: Path) -> None:
+    """--data STREAM=FILE: the statistics come from that file (here 20,000 plugs, so the
+    per-plug aggregate has 20,000 groups, not the catalog's 1,677); a missing file exits 2."""
+    from engines.sources.smartplug import generate_to_file
+
+    data = tmp_path / "many.parquet"
+    generate_to_file(data, 5, rate=40000, plugs=20_000)
+    q2 = QUERIES / "smartplug" / "q2.sql"
+    r = hycq("explain", q2, "--rate", "40000", "--json", "--data", f"readings={data}")
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)
+    assert str(data) in info["statistics"]["source"]
+    card = {o["id"]: o["cardinality"] for o in info["operators"]}
+    default = json.loads(hycq("explain", q2, "--rate", "40000", "--json").stdout)
+    base = {o["id"]: o["cardinality"] for o in default["operators"]}
+    assert card["aggregate1"] == 20_000 and base["aggregate1"] == 1677
+    assert_user_error(hycq("explain", q2, "--data", f"readings={tmp_path / 'nope.csv'}"), "nope")
