@@ -310,6 +310,18 @@ class _Estimator:
         value = Estimate.estimated(d)
         return value if cap.is_absent else value.min(cap.max(1.0))
 
+    def per_second_key(self, op_id: str, columns: list[int]) -> float | None:
+        """Distinct values of a key of ``op_id`` per event-second of the sample (None
+        without a sample or when the key is computed or spans streams)."""
+        if self.sample is None or not columns:
+            return None
+        origins = [source_column(self.plan, op_id, c) for c in columns]
+        streams = {o[0] for o in origins if o is not None}
+        if None in origins or len(streams) != 1:
+            return None
+        names = tuple(o[1] for o in origins if o is not None)
+        return self.sample.per_second_of(streams.pop(), names)
+
     def _trace_distinct(self, op_id: str, column: int) -> Estimate:
         op = self.plan.op(op_id)
         ins = self.plan.inputs(op_id)
@@ -359,7 +371,12 @@ class _Estimator:
 
 
 def aggregate_output(
-    op: Aggregate, lam_in: Estimate, card_in: Estimate, groups: Estimate, slide: float
+    op: Aggregate,
+    lam_in: Estimate,
+    card_in: Estimate,
+    groups: Estimate,
+    slide: float,
+    touched: float | None = None,
 ) -> Estimate:
     """Output tuples per second of source time of a grouped aggregate over a sliding window.
 
@@ -367,7 +384,9 @@ def aggregate_output(
     aggregates (row engine and the deltas a MIG hands to row operators) emit only the groups
     whose value changed, as a delete and an insert, so this refines it:
 
-    * ``e = 2 * lambda_in * slide`` tuple events per slide (arrivals and, once the window is
+    * ``touched`` groups per slide (given by the estimator: measured on the sample where it
+      can, see :func:`_aggregate`), else ``e = 2 * lambda_in * slide`` tuple events per
+      slide (arrivals and, once the window is
       full, as many expirations) touch ``G * (1 - exp(-e / G))`` of the ``G`` groups
       (balls into bins);
     * COUNT/SUM/AVG and the other aggregates change whenever their group is touched;
@@ -385,8 +404,9 @@ def aggregate_output(
     if groups.is_absent or lam_in.is_absent or g <= 0 or slide <= 0:
         return groups * (1.0 / slide) if slide > 0 else groups
     precision = (groups * lam_in).to_estimated()
-    events = 2.0 * lam * slide
-    touched = g * -math.expm1(-events / g)
+    if touched is None:
+        events = 2.0 * lam * slide
+        touched = g * -math.expm1(-events / g)
     if op.aggs and all(c.func in ("MIN", "MAX") for c in op.aggs) and op.group_by:
         window = card_in.value if not card_in.is_absent else 0.0
         p = min(1.0, 2.0 * lam * slide / window) if window > 0 else 1.0
@@ -529,14 +549,26 @@ def _aggregate(est: _Estimator, op_id: str, op: Aggregate, ins: list[OpEstimate]
     """Eq. 6.3, refined (:func:`aggregate_output`)."""
     lam_in, card_in, slide = _flows(ins)
     groups = est.group_count(op_id, op)
-    lam_out = aggregate_output(op, lam_in[0], card_in[0], groups, slide)
     touched = None
     if op.group_by and not groups.is_absent and not lam_in[0].is_absent and groups.value > 0:
-        # A window's arrivals each bring an expiration once it is full; a derived input's
-        # deltas (a delete and an insert per changed row) are already all its events.
-        per_event = 2.0 if _window_fed(est.plan, est.plan.inputs(op_id)[0]) else 1.0
-        events = per_event * lam_in[0].value * slide
-        touched = groups.value * -math.expm1(-events / groups.value)
+        g = groups.value
+        (inp,) = est.plan.inputs(op_id)
+        fed = _window_fed(est.plan, inp)
+        cols = [e.index for e in op.group_by if isinstance(e, ColumnRef)]
+        d_s = est.per_second_key(inp, cols) if fed and len(cols) == len(op.group_by) else None
+        if d_s is not None:
+            # Measured on the sample: a slide's arrivals carry d keys (no more than the
+            # tuples that pass the filters below the aggregate), the expiring slide as
+            # many; their union (independent sets) is what the slide touches.
+            d = min(g, d_s * max(slide, 1.0), lam_in[0].value * slide)
+            touched = min(g, 2.0 * d - d * d / g)
+        else:
+            # Balls into bins. A window's arrivals each bring an expiration once it is full;
+            # a derived input's deltas (a delete and an insert per changed row) are already
+            # all its events.
+            events = (2.0 if fed else 1.0) * lam_in[0].value * slide
+            touched = g * -math.expm1(-events / g)
+    lam_out = aggregate_output(op, lam_in[0], card_in[0], groups, slide, touched)
     return OpEstimate(lam_in, lam_out, groups, card_in, slide, None, groups, touched)
 
 

@@ -40,6 +40,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from optimizer.ir.catalog import TIME_UNITS_MS
 from optimizer.ir.dispatch import KindTable
 from optimizer.ir.expr import Binary, ColumnRef, Expr, InList, Literal, Unary
 from optimizer.ir.plan import Aggregate, Join, LogicalPlan, Select, Source, Window
@@ -60,9 +61,17 @@ class SampleStatistics:
     distinct: dict[tuple[str, tuple[str, ...]], float] = field(default_factory=dict)
     rows: dict[str, int] = field(default_factory=dict)
     """Sample rows per stream."""
+    per_second: dict[tuple[str, tuple[str, ...]], float] = field(default_factory=dict)
+    """Distinct values of each group/join key among one event-second's tuples, averaged over
+    the sample's seconds: how many groups a second of arrivals touches. Balls into bins
+    assumes arrivals spread over the groups at random; a stream that visits its keys in
+    order (a sensor sweep, a sorted replay) touches far fewer."""
 
     def distinct_of(self, stream: str, columns: tuple[str, ...]) -> float | None:
         return self.distinct.get((stream, tuple(sorted(columns))))
+
+    def per_second_of(self, stream: str, columns: tuple[str, ...]) -> float | None:
+        return self.per_second.get((stream, tuple(sorted(columns))))
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -71,6 +80,9 @@ class SampleStatistics:
             "distinct": {
                 f"{s}.{'+'.join(cols)}": (None if math.isinf(d) else d)
                 for (s, cols), d in self.distinct.items()
+            },
+            "distinct_per_second": {
+                f"{s}.{'+'.join(cols)}": d for (s, cols), d in self.per_second.items()
             },
         }
 
@@ -153,14 +165,47 @@ def measure(plan: LogicalPlan, samples: Mapping[str, pa.Table]) -> SampleStatist
             f = sample_selectivity(op.predicate, sample) if sample is not None else None
             if f is not None:
                 stats.selectivities[op.predicate.display()] = f
-    wanted = {(s, (c,)) for s, t in samples.items() for c in t.column_names} | key_sets(plan)
+    keys = key_sets(plan)
+    wanted = {(s, (c,)) for s, t in samples.items() for c in t.column_names} | keys
     for stream, cols in sorted(wanted):
         sample = samples.get(stream)
         if sample is None or not sample.num_rows or any(c not in sample.column_names for c in cols):
             continue
         n = _distinct(sample, cols)
         stats.distinct[(stream, cols)] = n if n <= SATURATION * sample.num_rows else math.inf
+    clocks = {
+        op.stream: (op.schema[op.time_column].name, 1000 // TIME_UNITS_MS[op.time_unit])
+        for op in plan.operators()
+        if isinstance(op, Source)
+    }
+    for stream, cols in sorted(keys):
+        sample = samples.get(stream)
+        clock = clocks.get(stream)
+        if sample is None or clock is None or not sample.num_rows:
+            continue
+        if any(c not in sample.column_names for c in (*cols, clock[0])):
+            continue
+        d = _per_second(sample, cols, *clock)
+        if d is not None:
+            stats.per_second[(stream, cols)] = d
     return stats
+
+
+def _per_second(sample: pa.Table, cols: tuple[str, ...], ts: str, tps: int) -> float | None:
+    """Mean distinct ``cols`` per event-second of ``sample`` (its first and last second,
+    maybe cut by the sample, left out when there are others)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    t = sample.select([ts, *cols])
+    sec = pc.floor(pc.divide(pc.cast(t.column(ts), pa.float64()), float(tps)))
+    t = t.set_column(0, "_sec", sec)
+    pairs = t.group_by(["_sec", *cols]).aggregate([])
+    per = pairs.group_by(["_sec"]).aggregate([([], "count_all")]).sort_by("_sec")
+    counts = per.column("count_all").to_pylist()
+    if len(counts) > 2:
+        counts = counts[1:-1]
+    return float(sum(counts)) / len(counts) if counts else None
 
 
 def _distinct(sample: pa.Table, cols: tuple[str, ...]) -> float:

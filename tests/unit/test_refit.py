@@ -213,7 +213,11 @@ def test_refit_from_a_real_run(tmp_path: Path, capsys: pytest.CaptureFixture[str
     root = Path(__file__).resolve().parents[2]
     query = str(root / "queries/smartplug/q2.sql")
     out_jsonl = str(tmp_path / "o.jsonl")
-    argv = ["run", query, "--duration", "20", "--rate", "3000", "--metrics", str(metrics)]
+    # The hybrid plan: the AVG on the row engine, the join and count in DuckDB.
+    placement = tmp_path / "placement.json"
+    placement.write_text(json.dumps({"join1": "duckdb", "aggregate2": "duckdb"}))
+    argv = ["run", query, "--duration", "20", "--rate", "3000", "--metrics", str(metrics),
+            "--placement", str(placement)]  # fmt: skip
     code = main([*argv, "--output", out_jsonl])
     assert code == 0
     capsys.readouterr()
