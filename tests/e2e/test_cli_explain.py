@@ -52,7 +52,8 @@ def test_exhaustive_search_finds_the_pruned_optimum(path: Path) -> None:
     pruned = explain_json(path, "--rate", "40000")
     full = explain_json(path, "--rate", "40000", "--exhaustive")
     assert full["search"]["exhaustive"] and not pruned["search"]["exhaustive"]
-    assert full["cost"] == pruned["cost"]
+    # the same optimum (costs summed in another order may differ in the last bits)
+    assert full["cost"] == pytest.approx(pruned["cost"], rel=1e-12)
     assert full["plans_examined"]["phase_two"] >= pruned["plans_examined"]["phase_two"]
 
 
