@@ -119,12 +119,21 @@ def _not3(a: bool | None) -> bool | None:
 
 
 def _least(*args: Any) -> Any:
+    """SQL LEAST: NULLs ignored, NaN greater than every number (as DuckDB and Spark order
+    it; Python's ``min`` returns NaN when it comes first)."""
     vals = [a for a in args if a is not None]
-    return min(vals) if vals else None
+    nums = [a for a in vals if a == a]
+    if nums:
+        return min(nums)
+    return vals[0] if vals else None
 
 
 def _greatest(*args: Any) -> Any:
+    """SQL GREATEST: NULLs ignored, NaN greater than every number."""
     vals = [a for a in args if a is not None]
+    for a in vals:
+        if a != a:
+            return a
     return max(vals) if vals else None
 
 
