@@ -41,6 +41,7 @@ Columnar group (DB-op), seconds per invocation (one per slide):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -78,10 +79,12 @@ class AnalyticalCostModel:
     agg_minmax: float = 0.55 * US
     agg_recompute_per_window_tuple: float = 0.25 * US
     agg_group: float = 3.0 * US
-    """Per group the slide touched, per slide: re-finalising it, merging its pane partials
-    and emitting its delete and insert. Spread over that slide's arrivals; it matters when
-    groups are many and each gets few tuples per slide (50,000 plugs at 40k tuples/s: 2.6
-    us per arriving tuple; 1,677 plugs: 0.25 us)."""
+    """Per group the slide touched, per slide, beyond what the per-tuple constants hold:
+    re-finalising it, merging its pane partials and emitting its delete and insert, in a
+    group table too large for the caches (scaled by :func:`large_group_share`: nothing up
+    to 2,000 groups, all of it from 50,000). Spread over that slide's arrivals; it matters
+    when groups are many and each gets few tuples per slide (50,000 plugs at 40k
+    tuples/s: 2.6 us per arriving tuple)."""
     join_input: float = 1.5 * US
     join_output: float = 0.3 * US
     window: float = 0.2 * US
@@ -132,9 +135,11 @@ class AnalyticalCostModel:
             window = est.input_cardinality[0].value
             per_slide = recompute * window * self.agg_recompute_per_window_tuple
             c += per_slide / arrivals if arrivals > 0 else per_slide
-        if est.touched is not None and arrivals > 0:
-            # The groups a slide touches (optimizer.estimate: balls into bins).
-            c += self.agg_group * est.touched / arrivals
+        if est.touched is not None and arrivals > 0 and est.groups is not None:
+            # The groups a slide touches (optimizer.estimate), at the per-group cost beyond
+            # what the per-tuple constants already hold (large_group_share).
+            share = large_group_share(est.groups.value)
+            c += self.agg_group * share * est.touched / arrivals
         return c
 
     # -- columnar groups ------------------------------------------------------------------
@@ -155,6 +160,28 @@ class AnalyticalCostModel:
             + sql
             + rows_out * self.from_arrow
         )
+
+
+#: Group counts between which the per-group cost grows from nothing extra to ``agg_group``.
+SMALL_GROUPS = 2_000
+LARGE_GROUPS = 50_000
+
+
+def large_group_share(groups: float) -> float:
+    """How much of ``agg_group`` a touched group costs on top of the per-tuple constants.
+
+    The per-tuple constants were measured with the real plug count (1,677 groups), so they
+    already hold the per-group work of a small group table. Measured on the AVG query at
+    20k tuples/s (issue 20), the per-group cost then grows with the group count, as the
+    group dicts outgrow the caches: about 2 us per touched group at 1,677 groups, 3 at 5,000,
+    4 at 20,000, 5 at 50,000, linear in log G. So: 0 up to ``SMALL_GROUPS``, 1 from
+    ``LARGE_GROUPS``, log-linear between.
+    """
+    if groups <= SMALL_GROUPS:
+        return 0.0
+    if groups >= LARGE_GROUPS:
+        return 1.0
+    return math.log(groups / SMALL_GROUPS) / math.log(LARGE_GROUPS / SMALL_GROUPS)
 
 
 _TERMS_CACHE: dict[int, tuple[Estimates, dict[str, tuple[tuple[str, float], ...]]]] = {}

@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
-import math
 import os
 import platform
 import statistics
@@ -37,7 +36,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from cost_models.analytical import SQL_TERMS, AnalyticalCostModel, ColumnarConstants, sql_terms
+from cost_models.analytical import (
+    SQL_TERMS,
+    AnalyticalCostModel,
+    ColumnarConstants,
+    large_group_share,
+    sql_terms,
+)
 from cost_models.calibrated import LinearFit, default_profile_path, fit_linear, profile_text
 from engines import registry
 from engines.output_files import check_writable, write_bytes
@@ -209,10 +214,11 @@ def calibrate_row(settings: Settings, fits: dict[str, LinearFit]) -> dict[str, f
     # changed group emits a delete and an insert (tuples out / 2).
     xs_in, xs_touch, ys = [], [], []
     for plugs in (None, MANY_PLUGS):
+        share = large_group_share(float(plugs or 1677))
         for op, n_in, n_out, busy in _busy("avg", settings, plugs):
             if op.startswith("aggregate"):
                 xs_in.append(n_in)
-                xs_touch.append(n_out / 2)
+                xs_touch.append(share * n_out / 2)
                 ys.append(busy)
     coef, r2 = _nnls([xs_in, xs_touch], ys)
     fits["row.aggregate.group"] = LinearFit(
@@ -221,10 +227,7 @@ def calibrate_row(settings: Settings, fits: dict[str, LinearFit]) -> dict[str, f
     p["agg_group"] = coef[1]
     per_call = {}
     for name, calls in (("avg", 1), ("count_sum_avg", 3)):
-        rows = [
-            (op, n_in, n_out, max(0.0, busy - p["agg_group"] * n_out / 2))
-            for op, n_in, n_out, busy in _busy(name, settings)
-        ]
+        rows = _busy(name, settings)  # 1,677 plugs: no per-group share (large_group_share)
         fits[f"row.aggregate.{name}"] = _per_tuple(rows, "aggregate")
         per_call[calls] = fits[f"row.aggregate.{name}"].slope
     inc = fit_linear(list(per_call), list(per_call.values()))
@@ -232,14 +235,7 @@ def calibrate_row(settings: Settings, fits: dict[str, LinearFit]) -> dict[str, f
     p["agg_incremental"] = inc.slope
     p["agg_base"] = inc.intercept
     fits["row.aggregate.max"] = _per_tuple(_busy("max", settings), "aggregate")
-    # The MAX query's groups (all 1,677 plugs, every tuple arriving): what agg_group charges
-    # per tuple there is not MIN/MAX's own cost.
-    g = 1677.0
-    touched_per_tuple = g * -math.expm1(-2.0 * settings.rate / g) / settings.rate
-    p["agg_minmax"] = max(
-        0.0,
-        fits["row.aggregate.max"].slope - p["agg_base"] - p["agg_group"] * touched_per_tuple,
-    )
+    p["agg_minmax"] = max(0.0, fits["row.aggregate.max"].slope - p["agg_base"])
     # MEDIAN rescans the window each slide: busy vs (window tuples x slides).
     med = _busy("median", settings)
     pts = []

@@ -236,13 +236,7 @@ def _row_op(
         mm = sum(1 for c in op.aggs if c.func in ("MIN", "MAX"))
         if inc + mm != len(op.aggs):  # MEDIAN-like calls rescan the window: not fitted here
             return None
-        terms = {
-            "agg_base": n_in,
-            "agg_incremental": inc * n_in,
-            "agg_minmax": mm * n_in,
-            # a changed group emits a delete and an insert (hycq calibrate counts the same)
-            "agg_group": n_out / 2 if op.group_by else 0.0,
-        }
+        terms = {"agg_base": n_in, "agg_incremental": inc * n_in, "agg_minmax": mm * n_in}
         return Observation("row.aggregate", terms, busy, source)
     return None
 
