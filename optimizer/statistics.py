@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from optimizer.ir.catalog import TIME_UNITS_MS
 from optimizer.ir.dispatch import KindTable
-from optimizer.ir.expr import Binary, ColumnRef, Expr, InList, Literal, Unary
+from optimizer.ir.expr import ARROW_COMPARISONS, Binary, ColumnRef, Expr, InList, Literal, Unary
 from optimizer.ir.plan import Aggregate, Join, LogicalPlan, Select, Source, Window
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -252,12 +252,7 @@ def sample_selectivity(predicate: Expr, sample: pa.Table) -> float | None:
 
 
 _ARROW_OPS = {
-    "=": "equal",
-    "<>": "not_equal",
-    "<": "less",
-    "<=": "less_equal",
-    ">": "greater",
-    ">=": "greater_equal",
+    **ARROW_COMPARISONS,
     "AND": "and_kleene",
     "OR": "or_kleene",
     "+": "add",

@@ -35,18 +35,6 @@ def arrow_bag_difference(new: pa.Table, old: pa.Table) -> tuple[pa.Table, pa.Tab
     return table_of(entered, new.schema), table_of(left, old.schema)
 
 
-#: Comparisons an Arrow filter evaluates exactly as the row engine does (over the operand
-#: kinds :func:`arrow_filter` admits).
-_CMP = {
-    "=": "equal",
-    "<>": "not_equal",
-    "<": "less",
-    "<=": "less_equal",
-    ">": "greater",
-    ">=": "greater_equal",
-}
-
-
 def arrow_filter(predicate: Any, finite: list[bool]) -> Any | None:
     """A ``pyarrow.compute`` expression equal to ``predicate`` under the row engine's
     semantics, or None when that cannot be promised.
@@ -62,7 +50,7 @@ def arrow_filter(predicate: Any, finite: list[bool]) -> Any | None:
     """
     import pyarrow.compute as pc
 
-    from optimizer.ir.expr import Binary, ColumnRef, Literal, Unary
+    from optimizer.ir.expr import ARROW_COMPARISONS, Binary, ColumnRef, Literal, Unary
     from optimizer.ir.types import DataType
 
     kinds_of = {DataType.DOUBLE: "double", DataType.VARCHAR: "str", DataType.BOOLEAN: "bool"}
@@ -97,7 +85,7 @@ def arrow_filter(predicate: Any, finite: list[bool]) -> Any | None:
                 return None
             f = pc.field(e.operand.index)
             return f.is_null() if e.op == "IS NULL" else f.is_valid()
-        if isinstance(e, Binary) and e.op in _CMP:
+        if isinstance(e, Binary) and e.op in ARROW_COMPARISONS:
             left, right = operand(e.left), operand(e.right)
             if left is None or right is None:
                 return None
@@ -110,7 +98,7 @@ def arrow_filter(predicate: Any, finite: list[bool]) -> Any | None:
                 side = e.left if left[1] == "int" else e.right
                 if not isinstance(side, Literal) or abs(int(side.value)) >= 2**53:  # type: ignore[call-overload]
                     return None
-            return pc.Expression._call(_CMP[e.op], [left[0], right[0]])
+            return pc.Expression._call(ARROW_COMPARISONS[e.op], [left[0], right[0]])
         return None
 
     return build(predicate)

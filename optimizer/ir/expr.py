@@ -94,6 +94,18 @@ class ColumnRef(Expr):
     dtype: DataType
 
 
+#: SQL comparison operators -> the ``pyarrow.compute`` functions that evaluate them (the
+#: optimizer's sample evaluator and the row engine's Arrow-filtered windows share it).
+ARROW_COMPARISONS = {
+    "=": "equal",
+    "<>": "not_equal",
+    "<": "less",
+    "<=": "less_equal",
+    ">": "greater",
+    ">=": "greater_equal",
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Binary(Expr):
     """``left op right`` for arithmetic, comparison and AND/OR (SQL three-valued logic)."""
