@@ -38,10 +38,13 @@ import pyarrow as pa
 from engines import interrupts
 from engines.arrow_types import arrow_schema
 from engines.columnar import ColumnarEngine, EngineFault
+from engines.incremental import IncrementalState, IncrementalUnavailable
 from engines.row.arrow_ops import table_of
 from engines.row.base import NO_CHANGE, Delta, RowOperator
 from engines.row.conversion import canonical_rows
 from engines.row.lowering import GroupInput
+from engines.sqlgen.incremental import IncrementalAggregate
+from optimizer.ir.incremental import worth_it
 from optimizer.ir.placement import Group
 
 
@@ -57,6 +60,14 @@ class _Input:
     bag: dict[tuple[Any, ...], int] = field(default_factory=dict)
     next_id: int = 0
     rows: int = 0
+    #: Since the last query: tables that entered and left (for incremental aggregates);
+    #: ``whole`` when the change was not "chunks in, chunks out" (the state is rebuilt).
+    entered: list[pa.Table] = field(default_factory=list)
+    left: list[pa.Table] = field(default_factory=list)
+    whole: bool = False
+
+    def forget_changes(self) -> None:
+        self.entered, self.left, self.whole = [], [], False
 
     def new_id(self) -> int:
         self.next_id += 1
@@ -105,6 +116,8 @@ class MigOp(RowOperator):
         to_arrow: bool,
         fallback: Callable[[], ColumnarEngine] | None = None,
         max_retries: int = 2,
+        incremental: tuple[IncrementalAggregate, ...] = (),
+        incremental_sql: str | None = None,
     ) -> None:
         # An Arrow result (to an R2S operator) replaces the relation; tuples go out as deltas.
         super().__init__(f"mig[{group.top}]", replace_out=to_arrow)
@@ -128,6 +141,14 @@ class MigOp(RowOperator):
             _Input(name, _positional(gi.schema), gi.arrow, gi.fifo)
             for gi, name in zip(inputs, input_tables, strict=True)
         ]
+        # Aggregates kept incrementally (engines.incremental): the group's SQL reads them
+        # from state tables, maintained before each query from the inputs' changes.
+        self.incremental: list[IncrementalState] = []
+        self.incremental_off: str | None = None
+        self._last_incremental = False  # whether the last query read incremental states
+        self.incremental_sql = incremental_sql
+        if incremental and incremental_sql is not None and engine.dialect == "duckdb":
+            self.incremental = [IncrementalState(spec) for spec in incremental]
 
     # -- input upkeep -----------------------------------------------------------------------
 
@@ -138,12 +159,16 @@ class MigOp(RowOperator):
         if d.chunks is not None:
             have = dict(inp.chunks)
             for cid in d.chunks.removed:
-                have.pop(cid, None)
+                gone = have.pop(cid, None)
+                if gone is not None:
+                    inp.left.append(gone)
             for cid, table in d.chunks.added:
-                have[cid] = table.rename_columns(inp.schema.names)
+                have[cid] = table = table.rename_columns(inp.schema.names)
+                inp.entered.append(table)
             inp.chunks = deque((cid, have[cid]) for cid in d.chunks.order)
             inp.rows = sum(t.num_rows for _, t in inp.chunks)
             return True
+        inp.whole = inp.whole or not inp.fifo or d.replace or d.table is not None
         if d.table is not None:  # another MIG's result
             inp.chunks = deque([(inp.new_id(), d.table.rename_columns(inp.schema.names))])
             inp.rows = d.table.num_rows
@@ -167,12 +192,16 @@ class MigOp(RowOperator):
                 inp.chunks.popleft()
                 drop -= table.num_rows
                 inp.rows -= table.num_rows
+                inp.left.append(table)
             else:
                 inp.chunks[0] = (cid, table.slice(drop))
+                inp.left.append(table.slice(0, drop))
                 inp.rows -= drop
                 drop = 0
         if d.ins:
-            inp.chunks.append((inp.new_id(), table_of(d.ins, inp.schema)))
+            table = table_of(d.ins, inp.schema)
+            inp.chunks.append((inp.new_id(), table))
+            inp.entered.append(table)
             inp.rows += len(d.ins)
 
     def _apply_bag(self, inp: _Input, d: Delta) -> None:
@@ -195,6 +224,10 @@ class MigOp(RowOperator):
         changed = [self._apply(inp, d) for inp, d in zip(self.inputs, inputs, strict=True)]
         if self.defer:
             self._pending = [a or b for a, b in zip(self._pending, changed, strict=True)]
+            for state in self.incremental:  # rebuilt from the window when the query runs
+                state.invalidate()
+            for inp in self.inputs:
+                inp.forget_changes()
             return NO_CHANGE
         changed = [a or b for a, b in zip(self._pending, changed, strict=True)]
         self._pending = [False] * len(changed)
@@ -225,6 +258,8 @@ class MigOp(RowOperator):
         self, instant: int, rows_in: int, rows_out: int, before: tuple[float, float], out_s: float
     ) -> None:
         s = self.stats
+        if self._last_incremental:  # the trace fits re-evaluation costs (hycq calibrate)
+            return
         s.trace.append(
             SlideTrace(
                 instant, rows_in, rows_out, s.transfer_in_s - before[0], s.sql_s - before[1], out_s
@@ -239,18 +274,67 @@ class MigOp(RowOperator):
                 self.stats.rows_shipped += inp.rows
         self.stats.transfer_in_s += time.perf_counter() - t0
 
+    def _worth_it(self) -> bool:
+        """Whether keeping the aggregates incrementally beats re-evaluating them this slide.
+
+        A merge costs three small queries (a check, the merge, the group's SQL reading the
+        state) plus the changed rows; re-evaluation costs the whole window. So the windows
+        must hold enough rows, and several times what changed (short or tumbling windows
+        change wholesale): ``optimizer.ir.incremental.worth_it``."""
+        by_table = {inp.table_name: inp for inp in self.inputs}
+        inputs = [by_table[t] for t in {st.spec.input_table for st in self.incremental}]
+        rows = sum(i.rows for i in inputs)
+        changed = sum(t.num_rows for i in inputs for t in (*i.entered, *i.left))
+        return worth_it(rows, changed)
+
+    def _maintain(self) -> str:
+        """Bring the incremental aggregates' states up to this slide (engines.incremental);
+        the SQL to run: the group's SQL over the states, or the plain one."""
+        if not self._worth_it():
+            for state in self.incremental:
+                state.invalidate()
+            self._last_incremental = False
+            return self.sql
+        self._last_incremental = True
+        by_table = {inp.table_name: inp for inp in self.inputs}
+        try:
+            for state in self.incremental:
+                t0 = time.perf_counter()
+                inp = by_table[state.spec.input_table]
+                if inp.whole:
+                    state.invalidate()
+                state.merge(self.engine, inp.entered, inp.left)
+                state.stats.seconds += time.perf_counter() - t0
+        except IncrementalUnavailable as why:
+            self._plain(str(why))
+            self._last_incremental = False
+            return self.sql
+        assert self.incremental_sql is not None
+        return self.incremental_sql
+
+    def _plain(self, why: str) -> None:
+        """Give every aggregate back to re-evaluation over the window, for the rest of the run."""
+        self.incremental_off = why
+        self.incremental = []
+
     def _run(self, instant: int, which: list[bool]) -> pa.Table:
         attempt = 0
         while True:
             try:
                 self._ship(which)
                 t0 = time.perf_counter()
-                result = self.engine.query(self.sql)
+                self._last_incremental = False
+                sql = self._maintain() if self.incremental else self.sql
+                result = self.engine.query(sql)
                 self.stats.sql_s += time.perf_counter() - t0
                 self.stats.queries += 1
+                for inp in self.inputs:
+                    inp.forget_changes()
                 return result
             except EngineFault as err:
                 interrupts.reraise_if_interrupted()  # a signal cut the call short: no fault
+                for state in self.incremental:  # a half-applied slide: rebuild on the retry
+                    state.invalidate()
                 attempt += 1
                 self.stats.faults.append(
                     {"instant": instant, "engine": self.engine.name, "error": str(err)[:500]}
@@ -273,6 +357,9 @@ class MigOp(RowOperator):
                 old = self.engine.name
                 self.engine = self.fallback()
                 self.sql = self.sql_for(self.engine.dialect)
+                if self.incremental:  # state tables are DuckDB's
+                    self.incremental_off = f"the group moved to {self.engine.name}"
+                    self.incremental = []
                 self.fallback = None
                 warnings.warn(
                     f"{self.op_id}: {old} keeps failing; moved the group to {self.engine.name}",
@@ -311,9 +398,12 @@ class MigOp(RowOperator):
             inp.bag = dict(s["bag"])
             inp.next_id = s["next_id"]
             inp.rows = s["rows"]
+            inp.forget_changes()
         self._started = snap["started"]
         self._pending = list(snap.get("pending", [False] * len(self.inputs)))
         self._previous = Counter(snap.get("previous", {}))
+        for state in self.incremental:
+            state.invalidate()
         self._ship([True] * len(self.inputs))
 
     def close(self) -> None:
@@ -337,6 +427,16 @@ class MigOp(RowOperator):
             "rows_shipped": s.rows_shipped,
             "queries": s.queries,
             "faults": s.faults,
+            "incremental": {
+                st.spec.op_id: {
+                    "builds": st.stats.builds,
+                    "merges": st.stats.merges,
+                    "rows_merged": st.stats.rows_merged,
+                    "seconds": st.stats.seconds,
+                }
+                for st in self.incremental
+            },
+            "incremental_off": self.incremental_off,
             # per query run: [instant, rows in, SQL seconds] (``hycq calibrate --from``)
             "trace": [[t.instant, t.rows_in, t.sql_s] for t in _spread(s.trace, TRACE_LIMIT)],
         }

@@ -285,6 +285,9 @@ class EngineSettings:
     Engines and keys not given take the engine's defaults."""
 
     values: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    #: Keep SUM/COUNT/AVG over windows incrementally in DuckDB MIGs (engines/incremental.py);
+    #: False re-evaluates every aggregate over its whole window at each slide.
+    incremental: bool = True
 
     def of(self, engine: str) -> dict[str, Any]:
         return dict(self.values.get(engine, {}))
@@ -567,6 +570,14 @@ class Assembly:
         assert dialect is not None  # a columnar engine's registration names its dialect
         main = group_sql(plan, group.operators, dialect, prefix)
         tables = dict(main.inputs)
+        # SUM/COUNT/AVG over window inputs kept incrementally (engines/incremental.py),
+        # unless the engine settings turn it off (``--no-incremental``).
+        windows = (
+            [gi.op_id for gi in group_inputs if gi.arrow or gi.fifo]
+            if self.pool.settings.incremental
+            else []
+        )
+        inc = group_sql(plan, group.operators, dialect, prefix, windows) if windows else main
 
         def sql_for(other: str) -> str:
             if other == dialect:
@@ -584,6 +595,8 @@ class Assembly:
             [tables[gi.op_id] for gi in group_inputs],
             to_arrow=plan.op(consumer).category is Category.R2S,
             fallback=fallback,
+            incremental=inc.incremental,
+            incremental_sql=inc.sql if inc.incremental else None,
         )
         self.migs.append(mig)
         return mig

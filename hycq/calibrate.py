@@ -340,8 +340,13 @@ def _column_points(
         (name, query, None) for name, query in COLUMN_QUERIES.items()
     ]
     runs.append(("join_partial", PARTIAL_JOIN, lambda plan: _join_and_above(plan, engine)))
+    # The per-row SQL constants are those of re-evaluating the window (what the model's
+    # terms count), so the calibration queries run without incremental aggregates.
+    from hycq.api import EngineSettings
+
+    plain = EngineSettings(engine_settings.values if engine_settings else {}, incremental=False)
     for name, query, partial in runs:
-        plan, result = _execute(query, data, "column", engine, partial, engine_settings)
+        plan, result = _execute(query, data, "column", engine, partial, plain)
         (mig,) = result.extras["migs"]
         placement = partial(plan) if partial is not None else uniform_placement(plan, engine)
         (group,) = groups(plan, placement)

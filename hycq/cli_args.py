@@ -89,6 +89,13 @@ def _engine_settings(p: argparse.ArgumentParser) -> None:
     """Every registered engine's settings (engines/registry.py), e.g. --spark-conf."""
     from engines import registry
 
+    p.add_argument(
+        "--no-incremental",
+        action="store_true",
+        help="re-evaluate every SUM/COUNT/AVG of a DuckDB group over its whole window at each "
+        "slide instead of keeping it incrementally with exact sums (docs/engines.md)",
+    )
+
     try:
         specs = list(registry.table().values())
     except HycqError:  # a broken plugin: reported when an engine is looked up
@@ -136,7 +143,7 @@ def settings_of(args: argparse.Namespace) -> Any:
                 value = pairs or None
             if value is not None:
                 values.setdefault(spec.name, {})[setting.key] = value
-    return api.EngineSettings(values)
+    return api.EngineSettings(values, incremental=not getattr(args, "no_incremental", False))
 
 
 #: Examples in the hints of KEY=VALUE settings.

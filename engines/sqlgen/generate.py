@@ -41,7 +41,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +50,7 @@ from sqlglot import exp
 from engines.sqlgen.dialects import SqlDialect, cast, get_dialect, sql_type
 from engines.sqlgen.expressions import ExprTranslator
 from engines.sqlgen.group import GroupShape, analyse_group
+from engines.sqlgen.incremental import IncrementalAggregate, incremental_aggregates
 from optimizer.ir.dispatch import KindTable
 from optimizer.ir.errors import InternalError, PlanError
 from optimizer.ir.expr import ColumnRef, Expr, columns_used
@@ -72,25 +73,39 @@ class GroupSQL:
     sql: str
     inputs: list[tuple[str, str]]
     output_schema: Schema
+    #: Aggregates read from incrementally kept state tables (engines.sqlgen.incremental);
+    #: the MIG maintains them before running ``sql``.
+    incremental: tuple[IncrementalAggregate, ...] = ()
 
 
 def group_sql(
-    plan: LogicalPlan, group: Sequence[str], dialect: str, table_prefix: str = ""
+    plan: LogicalPlan,
+    group: Sequence[str],
+    dialect: str,
+    table_prefix: str = "",
+    window_inputs: Collection[str] = (),
 ) -> GroupSQL:
     """Generate the SQL of a migration candidate ``group`` of ``plan`` for ``dialect``.
 
     ``dialect`` is ``"duckdb"`` or ``"spark"``. Raises PlanError for an invalid group (empty,
     not connected, a non-R2R operator, several outputs) and UnsupportedError for an
-    expression the dialect cannot evaluate with the IR's semantics.
+    expression the dialect cannot evaluate with the IR's semantics. ``window_inputs`` names
+    the external operators whose changes arrive as whole chunks in and out (windows): with
+    DuckDB, the SUM/COUNT/AVG aggregates over them read incrementally kept state tables
+    (``GroupSQL.incremental``).
     """
     d = get_dialect(dialect)
     shape = analyse_group(plan, group, table_prefix)
-    builder = _Builder(plan, shape, d)
+    incremental = (
+        incremental_aggregates(plan, shape, d, window_inputs, _key_sql) if window_inputs else {}
+    )
+    builder = _Builder(plan, shape, d, incremental)
     statement = builder.build()
     return GroupSQL(
         sql=statement.sql(dialect=d.name),
         inputs=list(shape.inputs),
         output_schema=plan.op(shape.top).schema,
+        incremental=tuple(incremental.values()),
     )
 
 
@@ -115,10 +130,17 @@ def _alias(e: exp.Expr, index: int) -> exp.Alias:
 class _Builder:
     """Builds the CTE chain of one group."""
 
-    def __init__(self, plan: LogicalPlan, shape: GroupShape, dialect: SqlDialect) -> None:
+    def __init__(
+        self,
+        plan: LogicalPlan,
+        shape: GroupShape,
+        dialect: SqlDialect,
+        incremental: dict[str, IncrementalAggregate] | None = None,
+    ) -> None:
         self.plan = plan
         self.shape = shape
         self.dialect = dialect
+        self.incremental = incremental or {}
         self.ctes: list[tuple[str, exp.Select]] = []
         self.relation: dict[str, str] = dict(shape.inputs)
 
@@ -127,6 +149,11 @@ class _Builder:
             op = self.plan.op(op_id)
             ins = [self.relation[i] for i in self.plan.inputs(op_id)]
             self._check_inputs(op, self.plan.inputs(op_id))
+            inc = self.incremental.get(op_id)
+            if inc is not None:  # read from the MIG's state table
+                types = [f.dtype for f in op.schema]
+                self.relation[op_id] = self.add_cte(inc.finish_select(types))
+                continue
             translate = TRANSLATIONS.get(type(op))
             if translate is None:  # analyse_group admits R2R operators only
                 raise PlanError(f"{op_id} ({op.kind}) has no SQL translation")
@@ -173,13 +200,25 @@ class _Builder:
         return ExprTranslator(self.dialect, lambda i: _col(alias, i))
 
     def output(self, t: ExprTranslator, e: Expr, dtype: DataType) -> exp.Expr:
-        """An output column: cast to its IR type where the SQL type could differ."""
-        if dtype is DataType.NULL or (isinstance(e, ColumnRef) and e.dtype == dtype):
-            return t.scalar(e)
-        if not dtype.is_numeric:
-            return t.typed(e, dtype)
-        out = t.scalar(e)
-        return out if isinstance(out, exp.Cast) and out.to == sql_type(dtype) else cast(out, dtype)
+        return _output(t, e, dtype)
+
+
+def _output(t: ExprTranslator, e: Expr, dtype: DataType) -> exp.Expr:
+    """An output column: cast to its IR type where the SQL type could differ."""
+    if dtype is DataType.NULL or (isinstance(e, ColumnRef) and e.dtype == dtype):
+        return t.scalar(e)
+    if not dtype.is_numeric:
+        return t.typed(e, dtype)
+    out = t.scalar(e)
+    return out if isinstance(out, exp.Cast) and out.to == sql_type(dtype) else cast(out, dtype)
+
+
+def _key_sql(t: ExprTranslator, k: Expr) -> exp.Expr:
+    """A GROUP BY key as the aggregate groups by it: the column itself, or a computed key at
+    its IR type; under the dialect's NaN rule either way."""
+    if isinstance(k, ColumnRef):
+        return t.dialect.orderable(t.scalar(k), k.dtype)
+    return t.dialect.orderable(_output(t, k, k.dtype), k.dtype)
 
 
 # -- one translation per operator kind ---------------------------------------------------------
@@ -237,16 +276,13 @@ def _aggregate(b: _Builder, op: Aggregate, ins: list[str]) -> exp.Select:
     t = b.translator("s")
     keys: list[exp.Expr]
     if all(isinstance(k, ColumnRef) for k in op.group_by):
-        keys = [b.dialect.orderable(t.scalar(k), k.dtype) for k in op.group_by]
+        keys = [_key_sql(t, k) for k in op.group_by]
     else:
         # Computed keys: compute them first (as k0, k1, ...) so GROUP BY names columns.
         width = len(b.plan.op(b.plan.inputs(op.id)[0]).schema)
         pre = [_alias(_col("s", i), i) for i in range(width)]
         pre += [
-            exp.Alias(
-                this=b.dialect.orderable(b.output(t, k, k.dtype), k.dtype),
-                alias=exp.to_identifier(f"k{j}"),
-            )
+            exp.Alias(this=_key_sql(t, k), alias=exp.to_identifier(f"k{j}"))
             for j, k in enumerate(op.group_by)
         ]
         source = b.add_cte(exp.select(*pre).from_(_table(source, "s"), copy=False))

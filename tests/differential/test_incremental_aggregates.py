@@ -1,0 +1,178 @@
+"""DuckDB MIGs that keep SUM/COUNT/AVG incrementally give the oracle's stream, with exact sums.
+
+engines/sqlgen/incremental.py and engines/incremental.py: a qualifying aggregate's totals are
+kept per key in a state table, merged with each slide's new and expired chunks, in 128-bit
+integers at a scale 2^S. The checks here are independent of that rule: the oracle (DuckDB
+re-running the query over each window) and the exact-sum bound of docs/semantics.md computed
+with fractions (tests/differential/test_window_sums.py). The MIG only keeps state over windows
+worth it (``optimizer.ir.incremental.worth_it``); these tests lower the bar to every window.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import optimizer.ir.incremental
+from engines.columnar import QueryDataError
+from hycq.api import EngineSettings, execute
+from optimizer.sql import plan_query
+from optimizer.sql.catalog import load_catalog
+from tests.datagen import make_readings, small_smartplug
+from tests.differential.test_window_sums import (
+    BIG_THEN_SMALL,
+    GROUPED,
+    RANGE,
+    _at,
+    check_stream,
+    streams,
+)
+from tests.lateness import without_late
+from tests.oracle import assert_same_stream, oracle
+
+ROOT = Path(__file__).resolve().parents[2]
+CATALOG = load_catalog(ROOT / "queries" / "smartplug" / "catalog.toml")
+
+#: Shipped queries with a qualifying aggregate when placed wholly on DuckDB.
+QUERIES = [
+    "smartplug/q2.sql",
+    "smartplug/q4.sql",
+    "smartplug/q5.sql",
+    "smartplug/q6.sql",
+    "unseen/u3_houses_above_average.sql",
+    "unseen/u4_plug_peaks.sql",
+    "unseen/u5_new_high_loads.sql",
+]
+
+
+@pytest.fixture
+def every_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keep state over every window, however small (the default bar is 150,000 rows)."""
+    monkeypatch.setattr(optimizer.ir.incremental, "MIN_ROWS", 0)
+    monkeypatch.setattr(optimizer.ir.incremental, "CHANGE_RATIO", 0)
+
+
+def _run(query: str, data: Any, incremental: bool = True, catalog: Any = CATALOG) -> Any:
+    return execute(
+        plan_query(query, catalog),
+        catalog,
+        {"readings": data},
+        placement="column",
+        settings=EngineSettings(incremental=incremental),
+    )
+
+
+def _kept(result: Any) -> dict[str, dict[str, Any]]:
+    """Per incrementally kept aggregate: its builds and merges (all MIGs of the run)."""
+    out: dict[str, dict[str, Any]] = {}
+    for m in result.metrics["operators"].values():
+        out.update(m.get("incremental") or {})
+    return out
+
+
+def _rows(result: Any) -> list[Any]:
+    names = [c for c in result.table.column_names if c != "_ts"]
+    cols = [result.table.column(c).to_pylist() for c in names]
+    return list(zip(result.table.column("_ts").to_pylist(), zip(*cols, strict=True), strict=True))
+
+
+@pytest.mark.usefixtures("every_window")
+@pytest.mark.parametrize("name", QUERIES)
+def test_shipped_queries_on_duckdb_with_incremental_aggregates(name: str) -> None:
+    path = ROOT / "queries" / name
+    catalog = load_catalog(path.parent / "catalog.toml")
+    query = path.read_text()
+    data = small_smartplug(320, seed=5, rate=6.0)
+    expected = oracle(query, catalog, without_late(query, catalog, {"readings": data}))
+    result = _run(query, data, catalog=catalog)
+    assert_same_stream(result.table, expected)
+    kept = _kept(result)
+    assert kept and all(k["merges"] > 100 for k in kept.values()), kept
+    assert all(m.get("incremental_off") is None for m in result.metrics["operators"].values())
+
+
+@pytest.mark.usefixtures("every_window")
+def test_a_large_value_leaving_the_window_is_forgotten() -> None:
+    """docs/semantics.md's example: after 1e15 has left, three 0.001s sum to 0.003."""
+    q = "SELECT SUM(value) AS s, AVG(value) AS a, COUNT(*) AS c FROM readings [RANGE 3 SECONDS]"
+    result = _run(q, make_readings(BIG_THEN_SMALL))
+    assert _kept(result)["aggregate1"]["merges"] >= 3
+    assert _at(_rows(result), 1400000003) == (0.003, 0.001, 3)
+
+
+@pytest.mark.usefixtures("every_window")
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    rows=streams(),
+    window=st.sampled_from([f"[RANGE {RANGE} SECONDS]", f"[RANGE {RANGE} SECONDS SLIDE 1 SECOND]"]),
+)
+def test_incremental_sums_within_the_exact_bound(
+    rows: list[tuple[int, float, int]], window: str
+) -> None:
+    """Values from 1e-3 to 1e15 of both signs: every SUM and AVG within the bound of adding
+    the window's values exactly in some order (fractions, not the engine's rule)."""
+    result = _run(GROUPED.format(w=window), make_readings(rows))
+    check_stream(_rows(result), rows, window)
+
+
+@pytest.mark.usefixtures("every_window")
+def test_a_value_too_small_for_the_scale_rebuilds_the_state() -> None:
+    """After values near 2^60 the scale cannot hold 0.00001; once they have left, a new
+    small value makes the state be rebuilt at a finer scale, and the sums stay within the
+    bound."""
+    rows = [(1000 + i, 2.0**60 + 2.0**9 * i, i % 2) for i in range(3)]
+    rows += [(1010 + i, 1e-5 * (i + 1), i % 2) for i in range(8)]
+    result = _run(GROUPED.format(w="[RANGE 4 SECONDS]"), make_readings(rows))
+    check_stream(_rows(result), rows, "[RANGE 4 SECONDS]")
+    assert _kept(result)["aggregate1"]["builds"] >= 2
+
+
+@pytest.mark.usefixtures("every_window")
+def test_a_non_finite_argument_gives_the_aggregate_back_to_re_evaluation() -> None:
+    """5 / 0 is +inf, which no scale sums exactly: the MIG re-evaluates the window from then on
+    and says why; the stream is still the oracle's."""
+    q = (
+        "SELECT plug_id, SUM(value / (value - 5.0)) AS s, COUNT(*) AS c "
+        "FROM readings [RANGE 3 SECONDS] GROUP BY plug_id"
+    )
+    rows = [(1000 + i, float(i), i % 2) for i in range(10)]  # at value 5.0: 5 / 0 = +inf
+    rows += [(1010, 0.0, 0)]
+    data = make_readings(rows)
+    result = _run(q, data)
+    assert_same_stream(result.table, oracle(q, CATALOG, {"readings": data}))
+    offs = [m.get("incremental_off") for m in result.metrics["operators"].values()]
+    assert any(offs), offs
+
+
+@pytest.mark.usefixtures("every_window")
+def test_empty_windows_without_group_by() -> None:
+    """Without GROUP BY one row at every instant, also over an empty window (COUNT 0, SUM
+    NULL), through a gap longer than the window."""
+    q = "SELECT SUM(value) AS s, COUNT(value) AS n, COUNT(*) AS c FROM readings [RANGE 2 SECONDS]"
+    rows = [(1000, 1.5, 0), (1001, 2.5, 1), (1008, 4.0, 0), (1009, 8.0, 1)]
+    data = make_readings(rows)
+    result = _run(q, data)
+    assert_same_stream(result.table, oracle(q, CATALOG, {"readings": data}))
+    assert _kept(result)["aggregate1"]["merges"] >= 2
+
+
+@pytest.mark.usefixtures("every_window")
+@pytest.mark.parametrize("incremental", [True, False])
+def test_an_integer_sum_that_overflows_stops_the_run_either_way(incremental: bool) -> None:
+    """An integer SUM beyond BIGINT is an error (docs/semantics.md), kept or re-evaluated."""
+    q = "SELECT SUM(ts * 1000000000) AS s FROM readings [RANGE 10 SECONDS]"
+    rows = [(1400000000 + i, 1.0, 0) for i in range(9)]
+    with pytest.raises(QueryDataError):
+        _run(q, make_readings(rows), incremental)
+
+
+def test_small_windows_are_re_evaluated_by_default() -> None:
+    """Below the bar the MIG re-evaluates (three small queries cost more than a small scan)."""
+    data = small_smartplug(80, seed=5, rate=6.0)
+    result = _run((ROOT / "queries" / "smartplug" / "q4.sql").read_text(), data)
+    kept = _kept(result)
+    assert kept and all(k["merges"] == 0 and k["builds"] == 0 for k in kept.values()), kept
