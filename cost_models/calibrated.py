@@ -105,7 +105,11 @@ def model_parameters(model: AnalyticalCostModel) -> dict[str, Any]:
             continue
         value = getattr(model, f.name)
         if f.name == "engines":
-            out["engines"] = {e: dataclasses.asdict(c) for e, c in value.items()}
+            # A constant an engine does not have (None: no incremental aggregates) is left out.
+            out["engines"] = {
+                e: {k: v for k, v in dataclasses.asdict(c).items() if v is not None}
+                for e, c in value.items()
+            }
         else:
             out[f.name] = value
     return out

@@ -56,8 +56,19 @@ BUILTIN_MODULES = (
 )
 
 #: The fields of the analytical cost model's per-engine constants (seconds; see
-#: cost_models/analytical.py): per-row SQL costs and the fixed cost of one query.
-COST_FIELDS = ("select", "project", "aggregate", "join_input", "join_output", "fixed")
+#: cost_models/analytical.py): per-row SQL costs and the fixed cost of one query; the
+#: ``inc_*`` ones price incrementally kept aggregates (engines whose MIGs keep them).
+COST_FIELDS = (
+    "select",
+    "project",
+    "aggregate",
+    "join_input",
+    "join_output",
+    "fixed",
+    "inc_fixed",
+    "inc_row",
+    "inc_group",
+)
 
 
 @dataclass(frozen=True)

@@ -384,7 +384,10 @@ def calibrate_columnar(
     defaults = spec.costs
     values = {k: defaults.get(k, 0.0) for k in SQL_TERMS}
     values.update(dict(zip(used, coef[:-1], strict=True)))
-    consts = ColumnarConstants(**values, fixed=coef[-1])
+    # Incremental aggregates are not measured here (the queries run without them): the
+    # engine's declared constants are kept.
+    inc = {k: v for k, v in defaults.items() if k.startswith("inc_")}
+    consts = ColumnarConstants(**values, fixed=coef[-1], **inc)
     for k in used:
         fits[f"{engine}.{k}"] = LinearFit(
             values[k],

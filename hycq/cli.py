@@ -757,7 +757,11 @@ def _calibrate(args: argparse.Namespace) -> int:
         if engine in engines:
             print(
                 f"{engine}: fixed {1e3 * c['fixed']:.3g} ms per query; ns per row: "
-                + ", ".join(f"{k} {1e9 * v:.3g}" for k, v in c.items() if k != "fixed")
+                + ", ".join(
+                    f"{k} {1e9 * v:.3g}"
+                    for k, v in c.items()
+                    if k != "fixed" and not k.startswith("inc_") and v is not None
+                )
             )
     for engine, e in summary["sql_prediction_error"].items():
         print(

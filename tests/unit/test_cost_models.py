@@ -227,3 +227,32 @@ def test_an_aggregate_over_many_small_groups_costs_more_per_tuple() -> None:
     assert large_group_share(1677.0) == 0.0 and large_group_share(50_000.0) == 1.0
     assert 0.0 < large_group_share(10_000.0) < 1.0
     assert costs[50_000] > 3 * costs[1677]
+
+
+@pytest.mark.parametrize("rate", [40000.0, 200.0])
+def test_a_duckdb_group_keeping_its_averages_costs_the_changes_not_the_window(rate: float) -> None:
+    """Q4 wholly on DuckDB, 50,000 plugs: over 5-minute windows at 40k tuples/s the two AVGs
+    are kept incrementally (optimizer.ir.incremental.worth_it), and the group costs inc_fixed +
+    inc_row * changed rows + inc_group * groups per aggregate instead of re-aggregating the
+    windows; at 200 tuples/s (60,000-row windows) re-evaluation is kept and so is its cost."""
+    from dataclasses import replace
+
+    from hycq.api import QUERIES, load_query
+    from optimizer.estimate import estimate
+    from optimizer.ir.placement import groups, uniform_placement
+    from optimizer.statistics import SampleStatistics
+
+    q = load_query(QUERIES / "smartplug" / "q4.sql")
+    (group,) = groups(q.plan, uniform_placement(q.plan, "duckdb"))
+    key = ("readings", tuple(sorted(("house_id", "household_id", "plug_id"))))
+    stats = SampleStatistics({"property = 1": 0.5}, {key: 50_000.0})
+    est = estimate(q.plan, q.catalog, rates=rate, sample=stats)
+    model = AnalyticalCostModel().with_engines(registry.cost_defaults())
+    consts = model.engines["duckdb"]
+    assert consts.inc_fixed is not None
+    plain = replace(model, engines={"duckdb": replace(consts, inc_fixed=None)})
+    kept, full = model.group_cost(group, est), plain.group_cost(group, est)
+    if rate == 200.0:
+        assert kept == full
+        return
+    assert kept < full / 2
