@@ -186,6 +186,15 @@ class AnalyticalCostModel:
         )
 
 
+def without_incremental(model: Any) -> Any:
+    """``model`` pricing every columnar aggregate as re-evaluated over its window (runs with
+    ``--no-incremental``); a model of another structure is returned as it is."""
+    if not isinstance(model, AnalyticalCostModel):
+        return model
+    engines = {e: replace(c, inc_fixed=None) for e, c in model.engines.items()}
+    return replace(model, engines=engines)
+
+
 #: Group counts between which the per-group cost grows from nothing extra to ``agg_group``.
 SMALL_GROUPS = 2_000
 LARGE_GROUPS = 50_000

@@ -408,6 +408,7 @@ def _run(args: argparse.Namespace) -> int:
     optimizer = api.OptimizerOptions(
         engines=("row", args.column_engine),
         cost_model=args.cost_model,
+        incremental=not getattr(args, "no_incremental", False),
         row_core=args.row_core,
         join_order=join_order,
         disorder=disorder.buffered,
@@ -538,6 +539,7 @@ def _run_shared(args: argparse.Namespace) -> int:
         optimizer = api.OptimizerOptions(
             engines=("row", args.column_engine),
             cost_model=args.cost_model,
+            incremental=not getattr(args, "no_incremental", False),
             row_core=args.row_core,
             disorder=spec.buffered,
         )
@@ -686,7 +688,11 @@ def _bench(args: argparse.Namespace) -> int:
         max_repeat=args.max_repeat,
         precision=args.precision,
         interleave=args.interleave,
-        optimizer=api.OptimizerOptions(cost_model=args.cost_model, row_core=args.row_core),
+        optimizer=api.OptimizerOptions(
+            cost_model=args.cost_model,
+            row_core=args.row_core,
+            incremental=not getattr(args, "no_incremental", False),
+        ),
         settings=settings_of(args),
         data=data,
         progress=progress,

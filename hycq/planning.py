@@ -66,6 +66,9 @@ class OptimizerOptions:
     join_order: tuple[tuple[str, ...], ...] | None = None
     """A fixed left-deep order per join chain (FROM aliases, ``--join-order``): Phase One
     then only rewires the joins (optimizer.phase_one.fixed_join_order) instead of searching."""
+    incremental: bool = True
+    """DuckDB groups keep SUM/COUNT/AVG incrementally (``--no-incremental`` turns it off, and
+    the model then prices re-evaluation: ``cost_models.analytical.without_incremental``)."""
     correction: tuple[tuple[str, float], ...] = ()
     """Per-engine factors on the cost model's costs (engine, factor), measured by ``hycq run
     --adapt`` on the running plan (cost_models.corrected.CorrectedModel); () = none."""
@@ -235,6 +238,7 @@ def optimize(
     such figures fall back to defaults (Q2's plug count: the controller priced the running
     mixed plan at 13x what the same optimizer predicted at start).
     """
+    from cost_models.analytical import without_incremental
     from cost_models.corrected import CorrectedModel
     from cost_models.registry import load_cost_model
     from engines import registry
@@ -246,6 +250,8 @@ def optimize(
             f"unknown row-core mode '{opts.row_core}'", hint=f"use {' or '.join(ROW_CORE_MODES)}"
         )
     model = load_cost_model(opts.cost_model, registry.cost_defaults())
+    if not opts.incremental:
+        model = without_incremental(model)
     model = with_buffering(model, opts.disorder)
     if opts.correction:
         model = CorrectedModel(model, dict(opts.correction))

@@ -176,3 +176,14 @@ def test_small_windows_are_re_evaluated_by_default() -> None:
     result = _run((ROOT / "queries" / "smartplug" / "q4.sql").read_text(), data)
     kept = _kept(result)
     assert kept and all(k["merges"] == 0 and k["builds"] == 0 for k in kept.values()), kept
+
+
+@pytest.mark.usefixtures("every_window")
+def test_no_incremental_re_evaluates_every_window() -> None:
+    """``--no-incremental`` (EngineSettings.incremental=False): no state is kept, and the
+    stream is the same."""
+    data = small_smartplug(80, seed=5, rate=6.0)
+    query = (ROOT / "queries" / "smartplug" / "q4.sql").read_text()
+    plain = _run(query, data, incremental=False)
+    assert not _kept(plain)
+    assert_same_stream(plain.table, _run(query, data).table)

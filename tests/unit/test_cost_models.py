@@ -237,6 +237,7 @@ def test_a_duckdb_group_keeping_its_averages_costs_the_changes_not_the_window(ra
     windows; at 200 tuples/s (60,000-row windows) re-evaluation is kept and so is its cost."""
     from dataclasses import replace
 
+    from cost_models.analytical import without_incremental
     from hycq.api import QUERIES, load_query
     from optimizer.estimate import estimate
     from optimizer.ir.placement import groups, uniform_placement
@@ -252,6 +253,7 @@ def test_a_duckdb_group_keeping_its_averages_costs_the_changes_not_the_window(ra
     assert consts.inc_fixed is not None
     plain = replace(model, engines={"duckdb": replace(consts, inc_fixed=None)})
     kept, full = model.group_cost(group, est), plain.group_cost(group, est)
+    assert without_incremental(model).group_cost(group, est) == full  # --no-incremental
     if rate == 200.0:
         assert kept == full
         return
