@@ -274,6 +274,11 @@ def _mig(
     trace = o.get("trace")
     engine = o.get("engine")
     members = tuple(o.get("operators") or ())
+    if not trace and any(v.get("merges") for v in (o.get("incremental") or {}).values()):
+        # Slides that read incrementally kept aggregates are not re-evaluations of the
+        # window, which is what the SQL constants price (engines.mig.MigOp._trace).
+        out.skipped.append(f"{op_id}: its aggregates were kept incrementally at every slide")
+        return
     if not trace or not engine or not members:
         out.skipped.append(f"{op_id}: no per-slide trace (metrics of an older hycq)")
         return
