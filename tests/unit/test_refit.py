@@ -239,3 +239,25 @@ def test_refit_from_a_real_run(tmp_path: Path, capsys: pytest.CaptureFixture[str
     duck = doc["parameters"]["engines"]["duckdb"]
     assert model.engines["duckdb"].aggregate == duck["aggregate"]
     assert duck != DUCK and last["fits"]["sql.duckdb"]["changed"]
+
+
+def test_a_group_kept_incrementally_gives_no_sql_observations(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Slides that read incrementally kept aggregates are no re-evaluations of the window, so
+    the refit takes none of them as SQL observations, and says why."""
+    import optimizer.ir.incremental
+    from hycq.observations import extract
+
+    monkeypatch.setattr(optimizer.ir.incremental, "MIN_ROWS", 0)
+    monkeypatch.setattr(optimizer.ir.incremental, "CHANGE_RATIO", 0)
+    metrics = tmp_path / "m.json"
+    root = Path(__file__).resolve().parents[2]
+    argv = ["run", str(root / "queries/smartplug/q5.sql"), "--duration", "20", "--rate", "3000",
+            "--placement", "column", "--metrics", str(metrics),
+            "--output", str(tmp_path / "o.jsonl")]  # fmt: skip
+    assert main(argv) == 0
+    capsys.readouterr()
+    got = extract(metrics)
+    assert not [o for o in got.observations if o.fit.startswith("sql.")]
+    assert any("kept incrementally" in s for s in got.skipped), got.skipped
