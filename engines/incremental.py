@@ -29,6 +29,9 @@ class IncrementalUnavailable(Exception):
 
 @dataclass
 class IncrementalStats:
+    """What keeping one aggregate cost (the MIG's ``incremental`` metrics): states built from
+    the whole window, slides merged, the rows those merges read, and their seconds."""
+
     builds: int = 0
     merges: int = 0
     rows_merged: int = 0
