@@ -84,7 +84,6 @@ class IncrementalAggregate:
 
     op_id: str
     input_table: str  # the group input it reads (through selects)
-    input_op: str  # the external operator feeding that table
     state_table: str  # the Arrow state, registered under this name
     new_table: str  # the slide's new rows, registered under this name
     old_table: str  # the slide's expired rows
@@ -251,7 +250,6 @@ def incremental_aggregates(
         found[op_id] = IncrementalAggregate(
             op_id=op_id,
             input_table=table,
-            input_op=cur,
             state_table=f"{base}_state",
             new_table=f"{base}_new",
             old_table=f"{base}_old",
