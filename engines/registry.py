@@ -62,6 +62,7 @@ COST_FIELDS = (
     "select",
     "project",
     "aggregate",
+    "aggregate_large",
     "join_input",
     "join_output",
     "fixed",

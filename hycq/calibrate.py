@@ -336,16 +336,20 @@ def _column_points(
     points: list[_Point] = []
     cat = _catalog()
     data = _data(rate, seconds)
-    runs: list[tuple[str, str, Callable[[Any], dict[str, str]] | None]] = [
-        (name, query, None) for name, query in COLUMN_QUERIES.items()
+    many = _data(rate, seconds, MANY_PLUGS)
+    runs: list[tuple[str, str, Callable[[Any], dict[str, str]] | None, Any]] = [
+        (name, query, None, data) for name, query in COLUMN_QUERIES.items()
     ]
-    runs.append(("join_partial", PARTIAL_JOIN, lambda plan: _join_and_above(plan, engine)))
+    runs.append(("join_partial", PARTIAL_JOIN, lambda plan: _join_and_above(plan, engine), data))
+    # The same aggregate over MANY_PLUGS groups: what separates the per-group cost
+    # (``aggregate_large``) from the per-row one.
+    runs.append(("filter_max_many", COLUMN_QUERIES["filter_max"], None, many))
     # The per-row SQL constants are those of re-evaluating the window (what the model's
     # terms count), so the calibration queries run without incremental aggregates.
     from hycq.api import EngineSettings
 
     plain = EngineSettings(engine_settings.values if engine_settings else {}, incremental=False)
-    for name, query, partial in runs:
+    for name, query, partial, data in runs:
         plan, result = _execute(query, data, "column", engine, partial, plain)
         (mig,) = result.extras["migs"]
         placement = partial(plan) if partial is not None else uniform_placement(plan, engine)

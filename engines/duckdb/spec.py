@@ -32,14 +32,19 @@ ENGINE = EngineSpec(
     settings=(
         Setting("--duckdb-threads", "threads", "int", "DuckDB worker threads (default: all cores)"),
     ),
-    # Hand-fitted to Q1 (cost_models/analytical.py): 2-5 ms per query measured.
+    # Per-row SQL costs at scale: about the medians of six `hycq calibrate --engines duckdb`
+    # runs on the 2-core reference machine (windows of 20k to 1.8M rows, 1,677 and 50,000
+    # plugs; experiments/README.md, "DuckDB's constants at scale"). The fit cannot separate
+    # join_output from the scans (it comes out 0); 2 ns is what materialising 0.6 M join
+    # rows over a 12 M-row window took.
     costs={
-        "select": 8 * NS,
-        "project": 4 * NS,
-        "aggregate": 12 * NS,
-        "join_input": 25 * NS,
-        "join_output": 10 * NS,
-        "fixed": 3e-3,
+        "select": 2.2 * NS,
+        "project": 0.5 * NS,
+        "aggregate": 5.5 * NS,
+        "aggregate_large": 5 * NS,
+        "join_input": 8 * NS,
+        "join_output": 2 * NS,
+        "fixed": 2.6e-3,
         # Incremental aggregates (engines/incremental.py): per merge, fitted to Q5's
         # 5-minute SUM on five data shapes, 800 to 50,000 plugs (experiments/README.md,
         # "Incremental aggregates").
