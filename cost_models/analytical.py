@@ -55,7 +55,14 @@ from typing import Any
 
 from optimizer.ir.costing import Estimates, OpEstimate
 from optimizer.ir.dispatch import KindTable
-from optimizer.ir.incremental import incremental_input, worth_it
+from optimizer.ir.incremental import (
+    block_size,
+    incremental_input,
+    paned_input,
+    paned_pays,
+    paned_rows,
+    worth_it,
+)
 from optimizer.ir.placement import Group
 from optimizer.ir.plan import R2S, Aggregate, Join, LogicalPlan, Operator, Project, Select, Window
 
@@ -285,20 +292,57 @@ def _kept_incrementally(
     cost, replaced = 0.0, set()
     for op_id in group.operators:
         reads = incremental_input(plan, members, op_id)
+        paned = reads is None
+        if paned:
+            reads = paned_input(plan, members, op_id)
         if reads is None or not _window_derived(plan, reads[0]):
             continue
         ext, chain = reads
         window = estimates[ext].cardinality.value
-        changed = 2.0 * estimates[ext].lambda_out.value * estimates[ext].slide_seconds
-        if not worth_it(window, changed):
+        entering = estimates[ext].lambda_out.value * estimates[ext].slide_seconds
+        if not worth_it(window, 2.0 * entering):
             continue
-        # the rows that reach the aggregate (past its selects), entering and leaving
         agg = estimates[op_id]
-        rows = 2.0 * agg.total_in.value * agg.slide_seconds
         groups = agg.cardinality.value
-        cost += consts.inc_fixed + consts.inc_row * rows + consts.inc_group * groups
+        if paned:
+            kept = _paned_cost(consts, window, entering, agg, bool(chain))
+            if kept is None:
+                continue
+            cost += kept
+        else:
+            # the rows that reach the aggregate (past its selects), entering and leaving
+            rows = 2.0 * agg.total_in.value * agg.slide_seconds
+            cost += consts.inc_fixed + consts.inc_row * rows + consts.inc_group * groups
         replaced.update([op_id, *chain])
     return cost, replaced
+
+
+def _paned_cost(
+    consts: ColumnarConstants, window: float, entering: float, agg: OpEstimate, selects: bool
+) -> float | None:
+    """Per slide, an aggregate kept from pane partials (``engines.incremental.PanedState``):
+    the new pane's scan and partial, a block's merge (amortised: a pane's partial rows), and
+    the final merge of the blocks' and loose panes' partials, at the engine's per-row SQL
+    costs; None when the partials would not be several times fewer rows than the window
+    (the MIG then re-aggregates, ``optimizer.ir.incremental.paned_pays``).
+
+    Partial rows per key set: a pane of ``r`` rows (past the selects) over ``G`` keys holds
+    about ``G (1 - exp(-r / G))`` of them (keys drawn uniformly), a block of ``b`` panes
+    ``G (1 - exp(-b r / G))``."""
+    if entering <= 0 or consts.inc_fixed is None:
+        return None
+    g = max(1.0, agg.cardinality.value)
+    r = agg.total_in.value * agg.slide_seconds
+    panes = max(1.0, window / entering)
+    b = block_size(int(panes))
+    pane_rows = g * -math.expm1(-r / g)
+    block_rows = g * -math.expm1(-b * r / g)
+    merged = paned_rows(panes, pane_rows, block_rows)
+    if not paned_pays(window, merged):
+        return None
+    per_row = consts.aggregate + consts.aggregate_large * large_group_share(g)
+    scan = consts.select * entering if selects else 0.0
+    return consts.inc_fixed + scan + per_row * (r + pane_rows + merged)
 
 
 def transfer_rows(group: Group, estimates: Estimates) -> tuple[float, float, float]:

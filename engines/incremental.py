@@ -11,16 +11,30 @@ is not, the state is rebuilt from the whole window at a scale chosen for it; whe
 fits (a NaN or an infinity in the window, or magnitudes 2^95 apart), the aggregate is given
 back to plain re-evaluation for the rest of the run (``IncrementalUnavailable``), which the
 MIG answers by regenerating its SQL without it.
+
+An aggregate with a MIN or MAX is kept from pane partials instead (``PanedState``): every
+chunk of the input is aggregated once when it arrives, runs of about sqrt(P) consecutive
+chunks are merged into block partials once complete, and each slide merges the live blocks
+and the loose chunks. Chunks are identified by the MIG's chunk ids: a chunk that changed
+(the front of a FIFO input sliced by an expiry) is aggregated again, outside any block.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
 
 from engines.columnar import ColumnarEngine, QueryDataError
-from engines.sqlgen.incremental import IncrementalAggregate, headroom, scale_for
+from engines.sqlgen.incremental import (
+    IncrementalAggregate,
+    KeptAggregate,
+    PanedAggregate,
+    headroom,
+    scale_for,
+)
+from optimizer.ir.incremental import block_size, paned_pays
 
 
 class IncrementalUnavailable(Exception):
@@ -115,3 +129,144 @@ class IncrementalState:
         """Register the kept state again (a fresh engine after a restart or fallback)."""
         if self.table is not None:
             self._register(engine, self.spec.state_table, self.table)
+
+    def apply(
+        self,
+        engine: ColumnarEngine,
+        chunks: Sequence[tuple[int, pa.Table]],
+        entered: list[pa.Table],
+        left: list[pa.Table],
+        whole: bool,
+        schema: pa.Schema,
+    ) -> None:
+        """Bring the state up to this slide: ``entered`` rows arrived, ``left`` rows left
+        (``whole``: the input changed otherwise, rebuild from its ``chunks``)."""
+        if whole:
+            self.invalidate()
+        self.merge(engine, entered, left)
+
+    @property
+    def pays(self) -> bool:
+        return True
+
+
+@dataclass
+class _Pane:
+    rows: int  # the chunk's rows when it was aggregated
+    partial: pa.Table
+    seq: int | None  # position in arrival order; None: outside every block
+
+
+class PanedState:
+    """One aggregate with a MIN or MAX kept from pane partials (module docstring)."""
+
+    def __init__(self, spec: PanedAggregate) -> None:
+        self.spec = spec
+        self.panes: dict[int, _Pane] = {}
+        self.blocks: dict[int, pa.Table] = {}
+        self.block = 0  # panes per block: grows with the window (never shrinks)
+        self.next_seq = 0
+        self.table: pa.Table | None = None
+        self.window_rows = 0
+        self.merged_rows = 0  # partial rows the last final merge read
+        self.stats = IncrementalStats()
+
+    @property
+    def ready(self) -> bool:
+        return self.table is not None
+
+    @property
+    def pays(self) -> bool:
+        """Whether the final merge reads several times fewer rows than the window holds."""
+        return paned_pays(self.window_rows, self.merged_rows)
+
+    def invalidate(self) -> None:
+        self.panes, self.blocks, self.table, self.block = {}, {}, None, 0
+
+    def _register(self, engine: ColumnarEngine, name: str, tables: list[pa.Table]) -> None:
+        engine.set_input(name, list(enumerate(tables)), tables[0].schema)
+
+    def _partial(self, engine: ColumnarEngine, chunk: pa.Table) -> pa.Table:
+        self._register(engine, self.spec.new_table, [chunk])
+        return engine.query(self.spec.partial_sql(self.spec.new_table))
+
+    def apply(
+        self,
+        engine: ColumnarEngine,
+        chunks: Sequence[tuple[int, pa.Table]],
+        entered: list[pa.Table],
+        left: list[pa.Table],
+        whole: bool,
+        schema: pa.Schema,
+    ) -> None:
+        """Bring the state up to the input's current ``chunks`` (oldest first; ``schema``
+        is the input's, for an empty one)."""
+        spec = self.spec
+        live = list(chunks)
+        built = self.table is None
+        if block_size(len(live)) > self.block:  # the window has grown: larger blocks
+            self.block, self.blocks = block_size(len(live)), {}
+        old = self.panes
+        # Chunks after the last one already aggregated unchanged arrived since: they get
+        # sequence numbers (and so blocks); a changed chunk before it does not.
+        last_known = -1
+        for i, (cid, t) in enumerate(live):
+            p = old.get(cid)
+            if p is not None and p.rows == t.num_rows:
+                last_known = i
+        panes: dict[int, _Pane] = {}
+        for i, (cid, t) in enumerate(live):
+            p = old.get(cid)
+            if p is None or p.rows != t.num_rows:
+                seq = None
+                if i > last_known:
+                    seq, self.next_seq = self.next_seq, self.next_seq + 1
+                p = _Pane(t.num_rows, self._partial(engine, t), seq)
+            panes[cid] = p
+        self.panes = panes
+        by_seq = {p.seq: p for p in panes.values() if p.seq is not None}
+        b = self.block
+        usable: dict[int, pa.Table] = {}
+        covered: set[int] = set()
+        for blk in sorted({seq // b for seq in by_seq}):
+            members = range(blk * b, (blk + 1) * b)
+            if not all(m in by_seq for m in members):
+                continue
+            table = self.blocks.get(blk)
+            if table is None:
+                self._register(engine, spec.parts_table, [by_seq[m].partial for m in members])
+                table = engine.query(spec.merge_sql(spec.parts_table))
+            usable[blk] = table
+            covered.update(members)
+        self.blocks = usable
+        parts = list(usable.values()) + [
+            p.partial for p in panes.values() if p.seq is None or p.seq not in covered
+        ]
+        if not parts:  # an empty input: the partial of no rows
+            parts = [self._partial(engine, schema.empty_table())]
+        self._register(engine, spec.parts_table, parts)
+        table = engine.query(spec.final_sql(spec.parts_table))
+        engine.set_input(spec.state_table, [(0, table)], table.schema)
+        self.table = table
+        self.window_rows = sum(t.num_rows for _, t in live)
+        self.merged_rows = sum(t.num_rows for t in parts)
+        if built:
+            self.stats.builds += 1
+        else:
+            self.stats.merges += 1
+            self.stats.rows_merged += self.merged_rows
+
+    def reregister(self, engine: ColumnarEngine) -> None:
+        if self.table is not None:
+            engine.set_input(self.spec.state_table, [(0, self.table)], self.table.schema)
+
+
+#: The runtime state of a kept aggregate.
+KeptState = IncrementalState | PanedState
+
+
+def state_for(spec: KeptAggregate) -> KeptState:
+    """The runtime state keeping ``spec``."""
+    if isinstance(spec, PanedAggregate):
+        return PanedState(spec)
+    return IncrementalState(spec)

@@ -38,12 +38,12 @@ import pyarrow as pa
 from engines import interrupts
 from engines.arrow_types import arrow_schema
 from engines.columnar import ColumnarEngine, EngineFault
-from engines.incremental import IncrementalState, IncrementalUnavailable
+from engines.incremental import IncrementalUnavailable, KeptState, state_for
 from engines.row.arrow_ops import table_of
 from engines.row.base import NO_CHANGE, Delta, RowOperator
 from engines.row.conversion import canonical_rows
 from engines.row.lowering import GroupInput
-from engines.sqlgen.incremental import IncrementalAggregate
+from engines.sqlgen.incremental import KeptAggregate
 from optimizer.ir.incremental import worth_it
 from optimizer.ir.placement import Group
 
@@ -116,7 +116,7 @@ class MigOp(RowOperator):
         to_arrow: bool,
         fallback: Callable[[], ColumnarEngine] | None = None,
         max_retries: int = 2,
-        incremental: tuple[IncrementalAggregate, ...] = (),
+        incremental: tuple[KeptAggregate, ...] = (),
         incremental_sql: str | None = None,
     ) -> None:
         # An Arrow result (to an R2S operator) replaces the relation; tuples go out as deltas.
@@ -143,12 +143,12 @@ class MigOp(RowOperator):
         ]
         # Aggregates kept incrementally (engines.incremental): the group's SQL reads them
         # from state tables, maintained before each query from the inputs' changes.
-        self.incremental: list[IncrementalState] = []
+        self.incremental: list[KeptState] = []
         self.incremental_off: str | None = None
         self._last_incremental = False  # whether the last query read incremental states
         self.incremental_sql = incremental_sql
         if incremental and incremental_sql is not None and engine.dialect == "duckdb":
-            self.incremental = [IncrementalState(spec) for spec in incremental]
+            self.incremental = [state_for(spec) for spec in incremental]
 
     # -- input upkeep -----------------------------------------------------------------------
 
@@ -301,10 +301,14 @@ class MigOp(RowOperator):
             for state in self.incremental:
                 t0 = time.perf_counter()
                 inp = by_table[state.spec.input_table]
-                if inp.whole:
-                    state.invalidate()
-                state.merge(self.engine, inp.entered, inp.left)
+                state.apply(self.engine, inp.chunks, inp.entered, inp.left, inp.whole, inp.schema)
                 state.stats.seconds += time.perf_counter() - t0
+            slow = [st.spec.op_id for st in self.incremental if not st.pays]
+            if slow:
+                raise IncrementalUnavailable(
+                    f"{', '.join(slow)}: the pane partials hold more than a quarter of the "
+                    "window's rows (few tuples per key and slide): re-aggregating is cheaper"
+                )
         except IncrementalUnavailable as why:
             self._plain(str(why))
             self._last_incremental = False

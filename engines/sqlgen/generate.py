@@ -50,7 +50,7 @@ from sqlglot import exp
 from engines.sqlgen.dialects import SqlDialect, cast, get_dialect, sql_type
 from engines.sqlgen.expressions import ExprTranslator
 from engines.sqlgen.group import GroupShape, analyse_group
-from engines.sqlgen.incremental import IncrementalAggregate, incremental_aggregates
+from engines.sqlgen.incremental import KeptAggregate, incremental_aggregates
 from optimizer.ir.dispatch import KindTable
 from optimizer.ir.errors import InternalError, PlanError
 from optimizer.ir.expr import ColumnRef, Expr, columns_used
@@ -75,7 +75,7 @@ class GroupSQL:
     output_schema: Schema
     #: Aggregates read from incrementally kept state tables (engines.sqlgen.incremental);
     #: the MIG maintains them before running ``sql``.
-    incremental: tuple[IncrementalAggregate, ...] = ()
+    incremental: tuple[KeptAggregate, ...] = ()
 
 
 def group_sql(
@@ -135,7 +135,7 @@ class _Builder:
         plan: LogicalPlan,
         shape: GroupShape,
         dialect: SqlDialect,
-        incremental: dict[str, IncrementalAggregate] | None = None,
+        incremental: dict[str, KeptAggregate] | None = None,
     ) -> None:
         self.plan = plan
         self.shape = shape

@@ -45,7 +45,7 @@ from engines.sqlgen.dialects import SqlDialect, cast
 from engines.sqlgen.expressions import ExprTranslator
 from engines.sqlgen.group import GroupShape
 from optimizer.ir.expr import Expr
-from optimizer.ir.incremental import incremental_input
+from optimizer.ir.incremental import incremental_input, paned_input
 from optimizer.ir.plan import Aggregate, LogicalPlan, Select
 from optimizer.ir.types import DataType
 
@@ -180,26 +180,115 @@ class IncrementalAggregate:
 
     def finish_select(self, out_types: list[DataType]) -> exp.Select:
         """The aggregate's CTE over the state: keys, then each call's value, typed."""
-        cols: list[exp.Expr] = [
-            exp.Alias(this=exp.column(f"k{i}", table="s"), alias=exp.to_identifier(f"c{i}"))
-            for i in range(len(self.keys))
-        ]
-        n = len(self.keys)
-        for j, dtype in enumerate(out_types[n:]):
-            value = exp.column(f"v{j}", table="s")
-            cols.append(
-                exp.Alias(
-                    this=value if dtype is DataType.NULL else cast(value, dtype),
-                    alias=exp.to_identifier(f"c{n + j}"),
-                )
+        return _finish_select(self.state_table, len(self.keys), out_types)
+
+
+def _finish_select(state_table: str, n: int, out_types: list[DataType]) -> exp.Select:
+    """An aggregate's CTE over a state table (``k<i>`` keys, ``v<j>`` values), typed."""
+    cols: list[exp.Expr] = [
+        exp.Alias(this=exp.column(f"k{i}", table="s"), alias=exp.to_identifier(f"c{i}"))
+        for i in range(n)
+    ]
+    for j, dtype in enumerate(out_types[n:]):
+        value = exp.column(f"v{j}", table="s")
+        cols.append(
+            exp.Alias(
+                this=value if dtype is DataType.NULL else cast(value, dtype),
+                alias=exp.to_identifier(f"c{n + j}"),
             )
-        return exp.select(*cols).from_(
-            exp.Table(
-                this=exp.to_identifier(self.state_table),
-                alias=exp.TableAlias(this=exp.to_identifier("s")),
-            ),
-            copy=False,
         )
+    return exp.select(*cols).from_(
+        exp.Table(
+            this=exp.to_identifier(state_table),
+            alias=exp.TableAlias(this=exp.to_identifier("s")),
+        ),
+        copy=False,
+    )
+
+
+@dataclass(frozen=True)
+class PanedAggregate:
+    """The SQL of an aggregate kept from pane partials (``optimizer.ir.incremental``): one
+    with a MIN or MAX, whose calls are MIN, MAX, COUNT, SUM or AVG (DuckDB dialect).
+
+    A partial has the key columns ``k0..`` and per call ``p<j>`` (MIN/MAX: the extreme;
+    COUNT: the count; SUM/AVG: the sum) and, for SUM/AVG, ``q<j>`` (the non-NULL count).
+    Partials of several panes merge into a partial of the same schema (``merge_sql``), so
+    blocks and panes mix in one final merge (``final_sql``), which writes the state the
+    group's SQL reads: ``k0..`` and each call's value ``v<j>``, as the exact-sum state does.
+
+    DOUBLE sums are summed pane by pane, then block by block: a sum of exactly the window's
+    values in some order, within the bound of docs/semantics.md ("Floating-point sums").
+    """
+
+    op_id: str
+    input_table: str
+    state_table: str
+    new_table: str  # one pane's chunk, registered under this name to aggregate it
+    parts_table: str  # partials to merge, registered under this name
+    keys: tuple[str, ...]
+    where: str | None
+    #: (func, argument SQL (MIN/MAX: the aggregate's SQL), the argument's IR type name)
+    calls: tuple[tuple[str, str | None, str], ...]
+
+    def _group_by(self) -> str:
+        if not self.keys:
+            return ""
+        return " GROUP BY " + ", ".join(str(i + 1) for i in range(len(self.keys)))
+
+    def _sum_type(self, j: int) -> str:
+        return "DOUBLE" if self.calls[j][2] == "DOUBLE" else "HUGEINT"
+
+    def partial_sql(self, table: str) -> str:
+        """One pane's partials per key."""
+        cols = [f"{k} AS k{i}" for i, k in enumerate(self.keys)]
+        for j, (func, arg, _t) in enumerate(self.calls):
+            if func in ("MIN", "MAX"):  # ``arg`` is the whole aggregate here
+                cols.append(f"{arg} AS p{j}")
+            elif func == "COUNT":
+                cols.append(f"CAST(COUNT({arg or '*'}) AS BIGINT) AS p{j}")
+            else:
+                cols.append(f"CAST(SUM({arg}) AS {self._sum_type(j)}) AS p{j}")
+                cols.append(f"CAST(COUNT({arg}) AS BIGINT) AS q{j}")
+        where = f" WHERE {self.where}" if self.where else ""
+        return f"SELECT {', '.join(cols)} FROM {table} AS s{where}{self._group_by()}"
+
+    def _merged(self, table: str) -> list[str]:
+        cols = [f"s.k{i} AS k{i}" for i in range(len(self.keys))]
+        for j, (func, _arg, _t) in enumerate(self.calls):
+            if func in ("MIN", "MAX"):
+                cols.append(f"{func}(s.p{j}) AS p{j}")
+            elif func == "COUNT":
+                cols.append(f"CAST(COALESCE(SUM(s.p{j}), 0) AS BIGINT) AS p{j}")
+            else:
+                cols.append(f"CAST(SUM(s.p{j}) AS {self._sum_type(j)}) AS p{j}")
+                cols.append(f"CAST(COALESCE(SUM(s.q{j}), 0) AS BIGINT) AS q{j}")
+        return cols
+
+    def merge_sql(self, table: str) -> str:
+        """The partials of ``table`` merged per key (a block's partial)."""
+        return f"SELECT {', '.join(self._merged(table))} FROM {table} AS s{self._group_by()}"
+
+    def final_sql(self, table: str) -> str:
+        """The state: keys and each call's value, over the partials of ``table``."""
+        cols = ["t.*"]
+        for j, (func, _arg, _type) in enumerate(self.calls):
+            p, q = f"t.p{j}", f"t.q{j}"
+            if func in ("MIN", "MAX", "COUNT"):
+                value = p
+            elif func == "SUM":
+                value = f"CASE WHEN {q} = 0 THEN NULL ELSE {p} END"
+            else:
+                value = f"CASE WHEN {q} = 0 THEN NULL ELSE CAST({p} AS DOUBLE) / {q} END"
+            cols.append(f"{value} AS v{j}")
+        return f"SELECT {', '.join(cols)} FROM ({self.merge_sql(table)}) AS t"
+
+    def finish_select(self, out_types: list[DataType]) -> exp.Select:
+        return _finish_select(self.state_table, len(self.keys), out_types)
+
+
+#: An aggregate a MIG keeps: by exact sums, or from pane partials.
+KeptAggregate = IncrementalAggregate | PanedAggregate
 
 
 def incremental_aggregates(
@@ -208,8 +297,9 @@ def incremental_aggregates(
     dialect: SqlDialect,
     window_inputs: Collection[str],
     key_sql: Callable[[ExprTranslator, Expr], exp.Expr],
-) -> dict[str, IncrementalAggregate]:
-    """The group's aggregates that can be kept incrementally (see the module docstring).
+) -> dict[str, KeptAggregate]:
+    """The group's aggregates that can be kept incrementally (see the module docstring):
+    SUM/COUNT/AVG by exact sums, aggregates with a MIN or MAX from pane partials.
 
     ``window_inputs`` are the external operators whose changes arrive as "chunks in, chunks
     out" (Arrow windows, FIFO relations); ``key_sql`` translates a group key as the plain
@@ -218,9 +308,10 @@ def incremental_aggregates(
     if dialect.name != "duckdb":
         return {}
     inside = set(shape.operators)
-    found: dict[str, IncrementalAggregate] = {}
+    found: dict[str, KeptAggregate] = {}
     for op_id in shape.operators:
-        reads = incremental_input(plan, inside, op_id)
+        exact = incremental_input(plan, inside, op_id)
+        reads = exact or paned_input(plan, inside, op_id)
         if reads is None or reads[0] not in window_inputs:
             continue
         cur, chain = reads
@@ -238,15 +329,28 @@ def incremental_aggregates(
             " AND ".join(f"({t.typed(p, DataType.BOOLEAN).sql(dialect='duckdb')})" for p in preds)
             or None
         )
-        calls = tuple(
-            (
-                c.func,
-                None if c.arg is None else t.scalar(c.arg).sql(dialect="duckdb"),
-                c.arg is not None and c.arg.dtype is DataType.DOUBLE,
-            )
-            for c in op.aggs
-        )
+        args = [None if c.arg is None else t.scalar(c.arg).sql(dialect="duckdb") for c in op.aggs]
         base = f"{table}_{op_id}"
+        if exact is None:
+            found[op_id] = PanedAggregate(
+                op_id=op_id,
+                input_table=table,
+                state_table=f"{base}_state",
+                new_table=f"{base}_new",
+                parts_table=f"{base}_parts",
+                keys=keys,
+                where=where,
+                calls=tuple(
+                    (
+                        c.func,
+                        # MIN/MAX: the aggregate as the plain SQL writes it (the NaN rule)
+                        t.aggregate(c).sql(dialect="duckdb") if c.func in ("MIN", "MAX") else a,
+                        "NULL" if c.arg is None else c.arg.dtype.value,
+                    )
+                    for c, a in zip(op.aggs, args, strict=True)
+                ),
+            )
+            continue
         found[op_id] = IncrementalAggregate(
             op_id=op_id,
             input_table=table,
@@ -255,6 +359,9 @@ def incremental_aggregates(
             old_table=f"{base}_old",
             keys=keys,
             where=where,
-            calls=calls,
+            calls=tuple(
+                (c.func, a, c.arg is not None and c.arg.dtype is DataType.DOUBLE)
+                for c, a in zip(op.aggs, args, strict=True)
+            ),
         )
     return found
