@@ -86,6 +86,12 @@ class ColumnarConstants:
     inc_fixed: float | None = None
     inc_row: float = 0.0
     inc_group: float = 0.0
+    #: Keeping an aggregate with a MIN/MAX from pane partials (engines.incremental.PanedState),
+    #: per slide: a fixed cost (its four small queries and registrations) and per partial row
+    #: the final merge reads (few rows per key: the hash table's work dominates). None: the
+    #: engine does not keep pane partials.
+    pane_fixed: float | None = None
+    pane_row: float = 0.0
     #: Per row an aggregate reads, on top of ``aggregate``, when its group table outgrows the
     #: caches (scaled by :func:`large_group_share` of the groups it outputs: nothing up to
     #: 2,000 groups, all of it from 50,000). Re-aggregating 6 M rows in DuckDB (3 keys) took
@@ -142,7 +148,8 @@ class AnalyticalCostModel:
         unpriced = {
             e: c
             for e, c in defaults.items()
-            if e in self.engines and self.engines[e].inc_fixed is None and "inc_fixed" in c
+            if e in self.engines
+            and any(getattr(self.engines[e], f) is None and f in c for f in KEPT_FIXED)
         }
         if not missing and not unpriced:
             return self
@@ -150,8 +157,13 @@ class AnalyticalCostModel:
         for engine, consts in missing.items():
             engines[engine] = ColumnarConstants(**consts)
         for engine, consts in unpriced.items():
-            inc = {k: v for k, v in consts.items() if k.startswith("inc_")}
-            engines[engine] = replace(engines[engine], **inc)
+            have = engines[engine]
+            kept = {
+                k: v
+                for k, v in consts.items()
+                if k.startswith(KEPT_PREFIXES) and getattr(have, k.split("_")[0] + "_fixed") is None
+            }
+            engines[engine] = replace(have, **kept)
         return replace(self, engines=engines)
 
     # -- row engine -----------------------------------------------------------------------
@@ -212,9 +224,14 @@ def without_incremental(model: Any) -> Any:
     ``--no-incremental``); a model of another structure is returned as it is."""
     if not isinstance(model, AnalyticalCostModel):
         return model
-    engines = {e: replace(c, inc_fixed=None) for e, c in model.engines.items()}
+    engines = {e: replace(c, inc_fixed=None, pane_fixed=None) for e, c in model.engines.items()}
     return replace(model, engines=engines)
 
+
+#: The constants of kept aggregates (exact sums: ``inc_*``; pane partials: ``pane_*``), and
+#: the fixed cost of each, None where an engine (or an older profile) lacks them.
+KEPT_PREFIXES = ("inc_", "pane_")
+KEPT_FIXED = ("inc_fixed", "pane_fixed")
 
 #: Group counts between which the per-group cost grows from nothing extra to ``agg_group``.
 SMALL_GROUPS = 2_000
@@ -321,15 +338,15 @@ def _paned_cost(
     consts: ColumnarConstants, window: float, entering: float, agg: OpEstimate, selects: bool
 ) -> float | None:
     """Per slide, an aggregate kept from pane partials (``engines.incremental.PanedState``):
-    the new pane's scan and partial, a block's merge (amortised: a pane's partial rows), and
-    the final merge of the blocks' and loose panes' partials, at the engine's per-row SQL
-    costs; None when the partials would not be several times fewer rows than the window
-    (the MIG then re-aggregates, ``optimizer.ir.incremental.paned_pays``).
+    the new pane's scan and partial (at the engine's per-row SQL costs), a block's merge
+    (amortised: a pane's partial rows) and the final merge of the blocks' and loose panes'
+    partials (``pane_row`` each); None when the partials would not be several times fewer
+    rows than the window (the MIG then re-aggregates, ``optimizer.ir.incremental.paned_pays``).
 
     Partial rows per key set: a pane of ``r`` rows (past the selects) over ``G`` keys holds
     about ``G (1 - exp(-r / G))`` of them (keys drawn uniformly), a block of ``b`` panes
     ``G (1 - exp(-b r / G))``."""
-    if entering <= 0 or consts.inc_fixed is None:
+    if entering <= 0 or consts.pane_fixed is None:
         return None
     g = max(1.0, agg.cardinality.value)
     r = agg.total_in.value * agg.slide_seconds
@@ -342,7 +359,8 @@ def _paned_cost(
         return None
     per_row = consts.aggregate + consts.aggregate_large * large_group_share(g)
     scan = consts.select * entering if selects else 0.0
-    return consts.inc_fixed + scan + per_row * (r + pane_rows + merged)
+    # the new pane's partial from its rows; a block's merge, amortised; the final merge
+    return consts.pane_fixed + scan + per_row * r + consts.pane_row * (pane_rows + merged)
 
 
 def transfer_rows(group: Group, estimates: Estimates) -> tuple[float, float, float]:

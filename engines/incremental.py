@@ -34,7 +34,7 @@ from engines.sqlgen.incremental import (
     headroom,
     scale_for,
 )
-from optimizer.ir.incremental import block_size, paned_pays
+from optimizer.ir.incremental import block_size, paned_large, paned_pays
 
 
 class IncrementalUnavailable(Exception):
@@ -149,6 +149,10 @@ class IncrementalState:
     def pays(self) -> bool:
         return True
 
+    @property
+    def gave_up(self) -> bool:
+        return False
+
 
 @dataclass
 class _Pane:
@@ -169,6 +173,7 @@ class PanedState:
         self.table: pa.Table | None = None
         self.window_rows = 0
         self.merged_rows = 0  # partial rows the last final merge read
+        self.unpaid = 0  # consecutive slides the partials did not pay (see ``gave_up``)
         self.stats = IncrementalStats()
 
     @property
@@ -179,6 +184,12 @@ class PanedState:
     def pays(self) -> bool:
         """Whether the final merge reads several times fewer rows than the window holds."""
         return paned_pays(self.window_rows, self.merged_rows)
+
+    @property
+    def gave_up(self) -> bool:
+        """The partials of a large enough window have not paid for longer than its
+        turnover (its shape is what it will be): stop keeping them."""
+        return self.unpaid > max(10, len(self.panes))
 
     def invalidate(self) -> None:
         self.panes, self.blocks, self.table, self.block = {}, {}, None, 0
@@ -244,12 +255,19 @@ class PanedState:
         ]
         if not parts:  # an empty input: the partial of no rows
             parts = [self._partial(engine, schema.empty_table())]
+        self.window_rows = sum(t.num_rows for _, t in live)
+        self.merged_rows = sum(t.num_rows for t in parts)
+        if not self.pays:  # the MIG re-evaluates this slide; the panes are kept
+            self.table = None
+            # a window still too small may pay later; a large one whose keys are too
+            # spread out counts towards giving up
+            self.unpaid = self.unpaid + 1 if paned_large(self.window_rows) else 0
+            return
+        self.unpaid = 0
         self._register(engine, spec.parts_table, parts)
         table = engine.query(spec.final_sql(spec.parts_table))
         engine.set_input(spec.state_table, [(0, table)], table.schema)
         self.table = table
-        self.window_rows = sum(t.num_rows for _, t in live)
-        self.merged_rows = sum(t.num_rows for t in parts)
         if built:
             self.stats.builds += 1
         else:

@@ -303,7 +303,7 @@ class MigOp(RowOperator):
                 inp = by_table[state.spec.input_table]
                 state.apply(self.engine, inp.chunks, inp.entered, inp.left, inp.whole, inp.schema)
                 state.stats.seconds += time.perf_counter() - t0
-            slow = [st.spec.op_id for st in self.incremental if not st.pays]
+            slow = [st.spec.op_id for st in self.incremental if st.gave_up]
             if slow:
                 raise IncrementalUnavailable(
                     f"{', '.join(slow)}: the pane partials hold more than a quarter of the "
@@ -311,6 +311,9 @@ class MigOp(RowOperator):
                 )
         except IncrementalUnavailable as why:
             self._plain(str(why))
+            self._last_incremental = False
+            return self.sql
+        if not all(st.pays for st in self.incremental):  # this slide: re-evaluate
             self._last_incremental = False
             return self.sql
         assert self.incremental_sql is not None

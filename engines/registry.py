@@ -69,6 +69,8 @@ COST_FIELDS = (
     "inc_fixed",
     "inc_row",
     "inc_group",
+    "pane_fixed",
+    "pane_row",
 )
 
 

@@ -390,7 +390,7 @@ def calibrate_columnar(
     values.update(dict(zip(used, coef[:-1], strict=True)))
     # Incremental aggregates are not measured here (the queries run without them): the
     # engine's declared constants are kept.
-    inc = {k: v for k, v in defaults.items() if k.startswith("inc_")}
+    inc = {k: v for k, v in defaults.items() if k.startswith(("inc_", "pane_"))}
     consts = ColumnarConstants(**values, fixed=coef[-1], **inc)
     for k in used:
         fits[f"{engine}.{k}"] = LinearFit(

@@ -71,8 +71,10 @@ def worth_it(window_rows: float, changed_rows: float) -> bool:
 
 # -- MIN/MAX (and what comes with them) from pane partials ------------------------------------
 
-#: Keep pane partials only when the rows the final merge reads are at most 1/PANE_RATIO of
-#: the window's rows.
+#: Keep pane partials only over windows of at least this many rows (a slide's four small
+#: queries cost about what re-aggregating 1.5 M rows does in DuckDB) ...
+PANE_MIN_ROWS = 1_500_000
+#: ... when the rows the final merge reads are at most 1/PANE_RATIO of the window's rows.
 PANE_RATIO = 4
 #: Aggregate functions a pane partial can hold (MIN/MAX by value, the rest by sums/counts).
 PANED_FUNCS = frozenset({"MIN", "MAX", "COUNT", "SUM", "AVG"})
@@ -126,7 +128,12 @@ def paned_rows(panes: float, pane_groups: float, block_groups: float) -> float:
     return (panes / b) * block_groups + 1.5 * b * pane_groups
 
 
+def paned_large(window_rows: float) -> bool:
+    """Whether a window is large enough for pane partials to pay."""
+    return window_rows >= PANE_MIN_ROWS
+
+
 def paned_pays(window_rows: float, merged_rows: float) -> bool:
     """Whether merging ``merged_rows`` partial rows beats re-aggregating a window of
-    ``window_rows`` (which :func:`worth_it` has found large enough)."""
-    return merged_rows * PANE_RATIO <= window_rows
+    ``window_rows``."""
+    return paned_large(window_rows) and merged_rows * PANE_RATIO <= window_rows

@@ -57,6 +57,7 @@ def every_window(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(optimizer.ir.incremental, "MIN_ROWS", 0)
     monkeypatch.setattr(optimizer.ir.incremental, "CHANGE_RATIO", 0)
     monkeypatch.setattr(optimizer.ir.incremental, "PANE_RATIO", 0)
+    monkeypatch.setattr(optimizer.ir.incremental, "PANE_MIN_ROWS", 0)
 
 
 def _run(query: str, data: Any, incremental: bool = True, catalog: Any = CATALOG) -> Any:
@@ -269,6 +270,7 @@ def test_pane_partials_that_do_not_pay_give_way_to_re_evaluation(
     re-aggregates the window instead, says why, and the stream is the same."""
     monkeypatch.setattr(optimizer.ir.incremental, "MIN_ROWS", 0)
     monkeypatch.setattr(optimizer.ir.incremental, "CHANGE_RATIO", 0)
+    monkeypatch.setattr(optimizer.ir.incremental, "PANE_MIN_ROWS", 0)
     q = PANED.format(w="[RANGE 30 SECONDS SLIDE 1 SECOND]")
     rows = [(1000 + i, 1.0 * i, i) for i in range(60)]  # a new plug every second
     data = make_readings(rows)
