@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 
 from engines.columnar import ColumnarEngine, QueryDataError
@@ -201,6 +202,22 @@ class PanedState:
         self._register(engine, self.spec.new_table, [chunk])
         return engine.query(self.spec.partial_sql(self.spec.new_table))
 
+    def _partials(self, engine: ColumnarEngine, chunks: list[pa.Table]) -> list[pa.Table]:
+        """The partials of several chunks: one query when there are many (a rebuild after a
+        restart or a warm start costs one re-aggregation, not one query per pane)."""
+        if len(chunks) <= BULK_PANES:
+            return [self._partial(engine, t) for t in chunks]
+        tagged = [
+            t.append_column("_pane", pa.repeat(pa.scalar(i, pa.int32()), t.num_rows))
+            for i, t in enumerate(chunks)
+        ]
+        self._register(engine, self.spec.new_table, tagged)
+        both = engine.query(self.spec.partial_sql(self.spec.new_table, by_pane=True))
+        panes = both.column("_pane").to_numpy()
+        ends = np.searchsorted(panes, np.arange(len(chunks) + 1), side="left")
+        rest = both.drop_columns(["_pane"])
+        return [rest.slice(ends[i], ends[i + 1] - ends[i]) for i in range(len(chunks))]
+
     def apply(
         self,
         engine: ColumnarEngine,
@@ -225,15 +242,21 @@ class PanedState:
             p = old.get(cid)
             if p is not None and p.rows == t.num_rows:
                 last_known = i
+        todo = [
+            i
+            for i, (cid, t) in enumerate(live)
+            if (p := old.get(cid)) is None or p.rows != t.num_rows
+        ]
+        fresh = dict(zip(todo, self._partials(engine, [live[i][1] for i in todo]), strict=True))
         panes: dict[int, _Pane] = {}
         for i, (cid, t) in enumerate(live):
-            p = old.get(cid)
-            if p is None or p.rows != t.num_rows:
+            if i in fresh:
                 seq = None
                 if i > last_known:
                     seq, self.next_seq = self.next_seq, self.next_seq + 1
-                p = _Pane(t.num_rows, self._partial(engine, t), seq)
-            panes[cid] = p
+                panes[cid] = _Pane(t.num_rows, fresh[i], seq)
+            else:
+                panes[cid] = old[cid]
         self.panes = panes
         by_seq = {p.seq: p for p in panes.values() if p.seq is not None}
         b = self.block
@@ -278,6 +301,9 @@ class PanedState:
         if self.table is not None:
             engine.set_input(self.spec.state_table, [(0, self.table)], self.table.schema)
 
+
+#: Chunks beyond this many are aggregated into pane partials by one query.
+BULK_PANES = 4
 
 #: The runtime state of a kept aggregate.
 KeptState = IncrementalState | PanedState

@@ -239,9 +239,12 @@ class PanedAggregate:
     def _sum_type(self, j: int) -> str:
         return "DOUBLE" if self.calls[j][2] == "DOUBLE" else "HUGEINT"
 
-    def partial_sql(self, table: str) -> str:
-        """One pane's partials per key."""
+    def partial_sql(self, table: str, by_pane: bool = False) -> str:
+        """One pane's partials per key; ``by_pane``: of several panes at once, told apart by
+        the column ``_pane`` of ``table`` (first in the result, which is ordered by it)."""
         cols = [f"{k} AS k{i}" for i, k in enumerate(self.keys)]
+        if by_pane:
+            cols.insert(0, "s._pane AS _pane")
         for j, (func, arg, _t) in enumerate(self.calls):
             if func in ("MIN", "MAX"):  # ``arg`` is the whole aggregate here
                 cols.append(f"{arg} AS p{j}")
@@ -251,7 +254,10 @@ class PanedAggregate:
                 cols.append(f"CAST(SUM({arg}) AS {self._sum_type(j)}) AS p{j}")
                 cols.append(f"CAST(COUNT({arg}) AS BIGINT) AS q{j}")
         where = f" WHERE {self.where}" if self.where else ""
-        return f"SELECT {', '.join(cols)} FROM {table} AS s{where}{self._group_by()}"
+        if not by_pane:
+            return f"SELECT {', '.join(cols)} FROM {table} AS s{where}{self._group_by()}"
+        group = ", ".join(str(i + 1) for i in range(len(self.keys) + 1))
+        return f"SELECT {', '.join(cols)} FROM {table} AS s{where} GROUP BY {group} ORDER BY 1"
 
     def _merged(self, table: str) -> list[str]:
         cols = [f"s.k{i} AS k{i}" for i in range(len(self.keys))]

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import engines.incremental
 import optimizer.ir.incremental
 from engines.columnar import QueryDataError
 from hycq.api import EngineSettings, execute
@@ -238,9 +239,14 @@ def test_min_max_from_pane_partials_give_the_oracles_stream(
 
 
 @pytest.mark.usefixtures("every_window")
-def test_pane_partials_are_merged_into_blocks_and_expire_with_them() -> None:
+@pytest.mark.parametrize("bulk", [4, 0])
+def test_pane_partials_are_merged_into_blocks_and_expire_with_them(
+    bulk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A 40-second window of 1-second slides: blocks of 6 panes form, expire, and the
-    result is the oracle's; the final merges read fewer partials than there are panes."""
+    result is the oracle's; the final merges read fewer partials than there are panes.
+    ``bulk`` 0: every pane's partial comes from the one-query path of a rebuild."""
+    monkeypatch.setattr(engines.incremental, "BULK_PANES", bulk)
     q = PANED.format(w="[RANGE 40 SECONDS SLIDE 1 SECOND]")
     rows = [(1000 + i // 3, float((i * 37) % 101), i % 3) for i in range(3 * 120)]
     data = make_readings(rows)
