@@ -286,7 +286,7 @@ def measure_point(
             for mig in asm.migs:
                 mig.defer = True
         start_ts: int | None = None
-        pending = None
+        pending: tuple[Any, Any, Any] | None = None
         for inp, batch in stream:
             if batch.num_rows == 0:
                 continue
@@ -320,16 +320,14 @@ def measure_point(
                     merged.tell(r.engine, tells)
                     r.engine.ingest(inp.stream.name, batch, inp.stream.time_index)
             r.results[0] = 0  # count the measured spans' result rows only
-        pending = None
         probe = bench_stats.LoadProbe()
         for k in range(rounds):
             # Batches of this span, generated before timing.
             # (each with the progress the merge reported on reading it, told before it)
             need = measure_s * len(inputs)
-            span = [pending] if pending is not None else []
-            for inp, batch in islice(stream, need - len(span)):
+            span: list[tuple[Any, Any, Any]] = []
+            for inp, batch in islice(stream, need):
                 span.append((inp, batch, merged.take_tells()))
-            pending = None
             if not span:
                 break
             for j in range(len(runners)):
