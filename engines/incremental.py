@@ -35,7 +35,7 @@ from engines.sqlgen.incremental import (
     headroom,
     scale_for,
 )
-from optimizer.ir.incremental import block_size, paned_large, paned_pays
+from optimizer.ir.incremental import block_size, paned_pays
 
 
 class IncrementalUnavailable(Exception):
@@ -175,6 +175,7 @@ class PanedState:
         self.window_rows = 0
         self.merged_rows = 0  # partial rows the last final merge read
         self.unpaid = 0  # consecutive slides the partials did not pay (see ``gave_up``)
+        self.most_panes = 0  # the most chunks the window has held (growing: more)
         self.stats = IncrementalStats()
 
     @property
@@ -188,8 +189,8 @@ class PanedState:
 
     @property
     def gave_up(self) -> bool:
-        """The partials of a large enough window have not paid for longer than its
-        turnover (its shape is what it will be): stop keeping them."""
+        """The partials of a window that stopped growing have not paid for longer than its
+        turnover (its size and shape are what they will be): stop keeping them."""
         return self.unpaid > max(10, len(self.panes))
 
     def invalidate(self) -> None:
@@ -280,11 +281,12 @@ class PanedState:
             parts = [self._partial(engine, schema.empty_table())]
         self.window_rows = sum(t.num_rows for _, t in live)
         self.merged_rows = sum(t.num_rows for t in parts)
-        if not self.pays:  # the MIG re-evaluates this slide; the panes are kept
+        growing = len(live) > self.most_panes
+        self.most_panes = max(self.most_panes, len(live))
+        if not self.pays:  # the MIG re-evaluates this aggregate this slide; panes are kept
             self.table = None
-            # a window still too small may pay later; a large one whose keys are too
-            # spread out counts towards giving up
-            self.unpaid = self.unpaid + 1 if paned_large(self.window_rows) else 0
+            # a window still filling may pay later; a full one counts towards giving up
+            self.unpaid = 0 if growing else self.unpaid + 1
             return
         self.unpaid = 0
         self._register(engine, spec.parts_table, parts)

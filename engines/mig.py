@@ -117,7 +117,7 @@ class MigOp(RowOperator):
         fallback: Callable[[], ColumnarEngine] | None = None,
         max_retries: int = 2,
         incremental: tuple[KeptAggregate, ...] = (),
-        incremental_sql: str | None = None,
+        incremental_sql: Callable[[frozenset[str]], str] | None = None,
     ) -> None:
         # An Arrow result (to an R2S operator) replaces the relation; tuples go out as deltas.
         super().__init__(f"mig[{group.top}]", replace_out=to_arrow)
@@ -146,7 +146,10 @@ class MigOp(RowOperator):
         self.incremental: list[KeptState] = []
         self.incremental_off: str | None = None
         self._last_incremental = False  # whether the last query read incremental states
+        #: The group's SQL reading the states of the aggregates named (the others
+        #: re-evaluated), per set used so far.
         self.incremental_sql = incremental_sql
+        self._sql_reading: dict[frozenset[str], str] = {}
         if incremental and incremental_sql is not None and engine.dialect == "duckdb":
             self.incremental = [state_for(spec) for spec in incremental]
 
@@ -303,21 +306,28 @@ class MigOp(RowOperator):
                 inp = by_table[state.spec.input_table]
                 state.apply(self.engine, inp.chunks, inp.entered, inp.left, inp.whole, inp.schema)
                 state.stats.seconds += time.perf_counter() - t0
-            slow = [st.spec.op_id for st in self.incremental if st.gave_up]
-            if slow:
-                raise IncrementalUnavailable(
-                    f"{', '.join(slow)}: the pane partials hold more than a quarter of the "
-                    "window's rows (few tuples per key and slide): re-aggregating is cheaper"
-                )
         except IncrementalUnavailable as why:
             self._plain(str(why))
             self._last_incremental = False
             return self.sql
-        if not all(st.pays for st in self.incremental):  # this slide: re-evaluate
+        slow = [st for st in self.incremental if st.gave_up]
+        if slow:  # pane partials that do not pay over a full window: stop keeping them
+            names = ", ".join(st.spec.op_id for st in slow)
+            self.incremental_off = (
+                f"{names}: the pane partials do not pay (a window under 1.5 M rows, or "
+                "partials holding more than a quarter of its rows): re-aggregating is cheaper"
+            )
+            self.incremental = [st for st in self.incremental if not st.gave_up]
+        # this slide: the states that pay are read, the other aggregates re-evaluated
+        using = frozenset(st.spec.op_id for st in self.incremental if st.ready and st.pays)
+        if not using:
             self._last_incremental = False
             return self.sql
-        assert self.incremental_sql is not None
-        return self.incremental_sql
+        sql = self._sql_reading.get(using)
+        if sql is None:
+            assert self.incremental_sql is not None
+            sql = self._sql_reading[using] = self.incremental_sql(using)
+        return sql
 
     def _plain(self, why: str) -> None:
         """Give every aggregate back to re-evaluation over the window, for the rest of the run."""

@@ -596,7 +596,11 @@ class Assembly:
             to_arrow=plan.op(consumer).category is Category.R2S,
             fallback=fallback,
             incremental=inc.incremental,
-            incremental_sql=inc.sql if inc.incremental else None,
+            incremental_sql=(
+                (lambda keep: group_sql(plan, group.operators, dialect, prefix, windows, keep).sql)
+                if inc.incremental
+                else None
+            ),
         )
         self.migs.append(mig)
         return mig

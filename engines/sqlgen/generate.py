@@ -84,6 +84,7 @@ def group_sql(
     dialect: str,
     table_prefix: str = "",
     window_inputs: Collection[str] = (),
+    keep: Collection[str] | None = None,
 ) -> GroupSQL:
     """Generate the SQL of a migration candidate ``group`` of ``plan`` for ``dialect``.
 
@@ -92,13 +93,16 @@ def group_sql(
     expression the dialect cannot evaluate with the IR's semantics. ``window_inputs`` names
     the external operators whose changes arrive as whole chunks in and out (windows): with
     DuckDB, the SUM/COUNT/AVG aggregates over them read incrementally kept state tables
-    (``GroupSQL.incremental``).
+    (``GroupSQL.incremental``); ``keep`` limits those to the aggregates it names (the
+    others are re-evaluated).
     """
     d = get_dialect(dialect)
     shape = analyse_group(plan, group, table_prefix)
     incremental = (
         incremental_aggregates(plan, shape, d, window_inputs, _key_sql) if window_inputs else {}
     )
+    if keep is not None:
+        incremental = {k: v for k, v in incremental.items() if k in keep}
     builder = _Builder(plan, shape, d, incremental)
     statement = builder.build()
     return GroupSQL(

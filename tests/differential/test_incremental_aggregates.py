@@ -278,9 +278,36 @@ def test_pane_partials_that_do_not_pay_give_way_to_re_evaluation(
     monkeypatch.setattr(optimizer.ir.incremental, "CHANGE_RATIO", 0)
     monkeypatch.setattr(optimizer.ir.incremental, "PANE_MIN_ROWS", 0)
     q = PANED.format(w="[RANGE 30 SECONDS SLIDE 1 SECOND]")
-    rows = [(1000 + i, 1.0 * i, i) for i in range(60)]  # a new plug every second
+    rows = [(1000 + i, 1.0 * i, i) for i in range(120)]  # a new plug every second
     data = make_readings(rows)
     result = _run(q, data)
     assert_same_stream(result.table, oracle(q, CATALOG, {"readings": data}))
     offs = [m.get("incremental_off") for m in result.metrics["operators"].values()]
     assert any(o and "pane partials" in o for o in offs), offs
+
+
+def test_one_aggregate_from_pane_partials_the_other_re_evaluated(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Q3's shape: the long window is large enough for pane partials, the short one never
+    is. The group's SQL reads the long one's state and re-aggregates the short one (a SQL
+    per set of kept aggregates), and the short one's partials are given up once its window
+    has stopped growing; the stream is the oracle's."""
+    monkeypatch.setattr(optimizer.ir.incremental, "MIN_ROWS", 0)
+    monkeypatch.setattr(optimizer.ir.incremental, "CHANGE_RATIO", 0)
+    monkeypatch.setattr(optimizer.ir.incremental, "PANE_MIN_ROWS", 60)
+    q = (
+        "SELECT l.plug_id, l.hi AS hi_long, s.hi AS hi_short, l.a - s.a AS trend FROM "
+        "(SELECT plug_id, MAX(value) AS hi, AVG(value) AS a FROM readings "
+        "[RANGE 40 SECONDS SLIDE 1 SECOND] GROUP BY plug_id) AS l, "
+        "(SELECT plug_id, MAX(value) AS hi, AVG(value) AS a FROM readings "
+        "[RANGE 8 SECONDS SLIDE 1 SECOND] GROUP BY plug_id) AS s WHERE l.plug_id = s.plug_id"
+    )
+    rows = [(1000 + i // 3, float((i * 37) % 101), i % 3) for i in range(3 * 90)]
+    data = make_readings(rows)
+    result = _run(q, data)
+    assert_same_stream(result.table, oracle(q, CATALOG, {"readings": data}))
+    kept = _kept(result)
+    assert list(kept) == ["aggregate1"] and kept["aggregate1"]["merges"] > 30, kept
+    offs = [m.get("incremental_off") for m in result.metrics["operators"].values()]
+    assert any(o and o.startswith("aggregate2: the pane partials do not pay") for o in offs)
