@@ -51,6 +51,15 @@ def incremental_input(
     op = plan.op(op_id)
     if not isinstance(op, Aggregate) or not all(call_qualifies(c) for c in op.aggs):
         return None
+    return _window_read(plan, group, op_id, op)
+
+
+def _window_read(
+    plan: LogicalPlan, group: Collection[str], op_id: str, op: Aggregate
+) -> tuple[str, list[str]] | None:
+    """The external operator an aggregate of ``group`` reads through the group's selects,
+    and those selects (nearest first); None for a NULL-typed key or another operator on the
+    way."""
     if any(k.dtype is DataType.NULL for k in op.group_by):
         return None
     chain: list[str] = []
@@ -103,16 +112,7 @@ def paned_input(
         return None
     if not all(paned_call_qualifies(c) for c in op.aggs):
         return None
-    if any(k.dtype is DataType.NULL for k in op.group_by):
-        return None
-    chain: list[str] = []
-    (cur,) = plan.inputs(op_id)
-    while cur in group and isinstance(plan.op(cur), Select):
-        chain.append(cur)
-        (cur,) = plan.inputs(cur)
-    if cur in group:
-        return None
-    return cur, chain
+    return _window_read(plan, group, op_id, op)
 
 
 def block_size(panes: int) -> int:
