@@ -92,8 +92,9 @@ def _engine_settings(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--no-incremental",
         action="store_true",
-        help="re-evaluate every SUM/COUNT/AVG of a DuckDB group over its whole window at each "
-        "slide instead of keeping it incrementally with exact sums (docs/engines.md)",
+        help="re-evaluate every aggregate of a DuckDB group over its whole window at each "
+        "slide instead of keeping SUM/COUNT/AVG incrementally with exact sums and MIN/MAX "
+        "from pane partials (docs/engines.md)",
     )
 
     try:

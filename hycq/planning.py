@@ -67,8 +67,9 @@ class OptimizerOptions:
     """A fixed left-deep order per join chain (FROM aliases, ``--join-order``): Phase One
     then only rewires the joins (optimizer.phase_one.fixed_join_order) instead of searching."""
     incremental: bool = True
-    """DuckDB groups keep SUM/COUNT/AVG incrementally (``--no-incremental`` turns it off, and
-    the model then prices re-evaluation: ``cost_models.analytical.without_incremental``)."""
+    """DuckDB groups keep SUM/COUNT/AVG (exact sums) and MIN/MAX (pane partials)
+    incrementally (``--no-incremental`` turns it off, and the model then prices
+    re-evaluation: ``cost_models.analytical.without_incremental``)."""
     correction: tuple[tuple[str, float], ...] = ()
     """Per-engine factors on the cost model's costs (engine, factor), measured by ``hycq run
     --adapt`` on the running plan (cost_models.corrected.CorrectedModel); () = none."""
