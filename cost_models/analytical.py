@@ -10,8 +10,15 @@ Row engine (tuple-at-a-time, one Python thread), seconds per input tuple:
   arrivals (measured on 50,000 plugs, where it dominates: issue 20). Non-incremental calls (MEDIAN,
   DISTINCT) recompute over the whole window once per slide: 0.25 us per window tuple per
   slide, spread over the tuples that arrived in that slide ("f(|w|)" of the dissertation);
-* join (symmetric hash join): 1.5 us per input tuple for insert+probe plus 0.3 us per output
-  tuple;
+* join (symmetric hash join): 0.4 us per input tuple for insert+probe, 0.4 us per output
+  tuple (the pair built, tested, appended), and 0.45 us per residual test that fails: the
+  stored tuples a probe tests a residual predicate on (``examined`` of the estimates: the
+  equi-key's bucket, or the whole other side without equi-keys) less the output. Q1's join
+  re-tests a plug's bucket of thousands of window tuples each time its MAX changes; priced
+  at 1.5 us per input and 0.3 us per output, with no such term, its hybrid on 1,677 plugs at
+  40k was predicted at 445k tuples/s and measured 301k (issue 20). Fitted (NNLS, ``hycq
+  calibrate``) to Q1's join with two thresholds, without one, and Q2's join on 100 plugs
+  with no output (all tests fail): 0.40 / 0.40 / 0.47 us;
 * gateway: arrivals come as Arrow batches; those a row operator reads through a window are
   converted to tuples once, 0.55 us per tuple (``ingest``; none for a window feeding a
   columnar group);
@@ -118,8 +125,11 @@ class AnalyticalCostModel:
     to 2,000 groups, all of it from 50,000). Spread over that slide's arrivals; it matters
     when groups are many and each gets few tuples per slide (50,000 plugs at 40k
     tuples/s: 2.6 us per arriving tuple)."""
-    join_input: float = 1.5 * US
-    join_output: float = 0.3 * US
+    join_input: float = 0.4 * US
+    join_output: float = 0.4 * US
+    join_examine: float = 0.45 * US
+    """Per residual test that fails: stored tuples a probe tests the join's residual
+    predicate on (``examined``), less the output."""
     window: float = 0.2 * US
     r2s: float = 0.3 * US
     to_arrow: float = 0.5 * US
@@ -433,8 +443,11 @@ def _project_cost(m: AnalyticalCostModel, op: Project, est: OpEstimate) -> float
 @ROW_COSTS.register(Join)
 def _join_cost(m: AnalyticalCostModel, op: Join, est: OpEstimate) -> float:
     lam = est.total_in.value
-    fanout = est.lambda_out.value / lam if lam > 0 else 0.0
-    return m.join_input + m.join_output * fanout
+    if lam <= 0:
+        return m.join_input
+    fanout = est.lambda_out.value / lam
+    failed = max(0.0, (est.examined or 0.0) - est.lambda_out.value) / lam
+    return m.join_input + m.join_output * fanout + m.join_examine * failed
 
 
 @ROW_COSTS.register(Aggregate)

@@ -10,7 +10,8 @@ analytical model's ``sql_terms``) to those points and fits the same functions ag
   aggregate with ``i`` incremental and ``m`` MIN/MAX calls over ``n`` tuples costs
   ``n * (agg_base + i * agg_incremental + m * agg_minmax)``; ``agg_group``, the large-group
   share, is kept: a run's metrics do not say how many groups its aggregate held);
-* ``row.join``: ``join_input`` and ``join_output`` jointly;
+* ``row.join``: ``join_input``, ``join_output`` and ``join_examine`` jointly (the last
+  from metrics that count the stored tuples a residual was tested on);
 * ``sql.<engine>``: the per-row SQL constants and the fixed per-invocation overhead.
 
 Every fit is non-negative least squares on *relative* residuals (each point's equation is
@@ -56,7 +57,7 @@ ROW_GROUPS: dict[str, tuple[str, ...]] = {
     "row.window": ("window",),
     "row.r2s": ("r2s",),
     "row.aggregate": ("agg_base", "agg_incremental", "agg_minmax"),
-    "row.join": ("join_input", "join_output"),
+    "row.join": ("join_input", "join_output", "join_examine"),
 }
 #: The columnar fits are ``sql.<engine>``: these per-row constants plus ``fixed``.
 SQL_PREFIX = "sql."
@@ -231,8 +232,13 @@ def profile_points(profile: Mapping[str, Any]) -> dict[str, list[_Point]]:
                 add("row.aggregate", {p: m * x for p, m in per.items()}, y)
     if "row.join" in fits and "row.join.output" in fits:
         j, o = fits["row.join"], fits["row.join.output"]
-        for x_in, x_out, y in zip(j["x"], o["x"], j["y"], strict=True):
-            add("row.join", {"join_input": x_in, "join_output": x_out}, y)
+        # Profiles from before ``join_examine`` have no examined column.
+        e = fits.get("row.join.examined", {"x": [0.0] * len(j["x"])})
+        for x_in, x_out, x_ex, y in zip(j["x"], o["x"], e["x"], j["y"], strict=True):
+            terms = {"join_input": x_in, "join_output": x_out}
+            if x_ex:
+                terms["join_examine"] = x_ex
+            add("row.join", terms, y)
     for engine in profile.get("parameters", {}).get("engines", {}):
         keys = [k for k in SQL_TERMS if f"{engine}.{k}" in fits]
         if not keys:
@@ -415,7 +421,11 @@ def _update_fits(
     if fit in ROW_GROUPS and len(ROW_GROUPS[fit]) == 1 and fit in fits:
         fits[fit]["slope"] = params[ROW_GROUPS[fit][0]]
     elif fit == "row.join":
-        for key, p in (("row.join", "join_input"), ("row.join.output", "join_output")):
+        for key, p in (
+            ("row.join", "join_input"),
+            ("row.join.output", "join_output"),
+            ("row.join.examined", "join_examine"),
+        ):
             if key in fits:
                 fits[key]["slope"] = params[p]
     elif fit == "row.aggregate":

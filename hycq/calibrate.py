@@ -47,6 +47,7 @@ from cost_models.calibrated import LinearFit, default_profile_path, fit_linear, 
 from engines import registry
 from engines.output_files import check_writable, write_bytes
 from engines.registry import Calibration
+from hycq.observations import failed_tests
 from optimizer.estimate import estimate
 from optimizer.ir.catalog import Catalog
 from optimizer.ir.errors import OptionError
@@ -110,6 +111,12 @@ COLUMN_QUERIES = {
 #: large window-derived input with a small relation, which separates the join's per-row cost
 #: from the scans, selects and aggregates that come with it in the all-columnar queries.
 PARTIAL_JOIN = JOIN.format(range=300, plug=PLUG, f=0.9)
+#: Q1's join without its threshold (every matched pair is output).
+JOIN_EQUI = JOIN.replace(" AND r.value > {f} * x.m", "")
+#: Q2's join: the per-plug AVG changes at every slide.
+JOIN_AVG = JOIN.replace("MAX(value)", "AVG(value)")
+#: The plug count of the join point with large buckets (``join_examine``).
+FEW_PLUGS = 100
 #: The other plug count of the per-group aggregate cost (``agg_group``): many groups with
 #: a few tuples each per slide, where that cost dominates.
 MANY_PLUGS = 50_000
@@ -250,18 +257,29 @@ def calibrate_row(settings: Settings, fits: dict[str, LinearFit]) -> dict[str, f
     )
     p["agg_recompute_per_window_tuple"] = fits["row.aggregate.median_rescan"].slope
     say("row engine: joins")
-    xs_in, xs_out, ys = [], [], []
-    for frac in (0.9, 0.1):
-        rows = _busy(JOIN.format(range=30, plug=PLUG, f=frac), settings)
-        for op, n_in, n_out, busy in rows:
-            if op.startswith("join"):
-                xs_in.append(n_in)
-                xs_out.append(n_out)
-                ys.append(busy)
-    coef, r2 = _nnls([xs_in, xs_out], ys)
+    xs_in, xs_out, xs_ex, ys = [], [], [], []
+    # Two thresholds and no threshold separate the per-output cost; a per-plug AVG that no
+    # reading exceeds twice, on few plugs, is all residual tests that fail (every slide
+    # changes every plug's AVG, and each change re-tests its bucket of thousands of tuples).
+    for query, plugs in (
+        (JOIN.format(range=30, plug=PLUG, f=0.9), None),
+        (JOIN.format(range=30, plug=PLUG, f=0.1), None),
+        (JOIN_EQUI.format(range=30, plug=PLUG), None),
+        (JOIN_AVG.format(range=30, plug=PLUG, f=2.0), FEW_PLUGS),
+    ):
+        for seconds in settings.row_seconds:
+            _, result = _execute(query, _data(settings.rate, seconds, plugs), "row")
+            for op_id, m in result.metrics["operators"].items():
+                if op_id.startswith("join"):
+                    xs_in.append(m["tuples_in"])
+                    xs_out.append(m["tuples_out"])
+                    xs_ex.append(failed_tests(m))
+                    ys.append(m["busy_s"])
+    coef, r2 = _nnls([xs_in, xs_out, xs_ex], ys)
     fits["row.join"] = LinearFit(coef[0], 0.0, r2, tuple(map(float, xs_in)), tuple(ys))
     fits["row.join.output"] = LinearFit(coef[1], 0.0, r2, tuple(map(float, xs_out)), tuple(ys))
-    p["join_input"], p["join_output"] = coef[0], coef[1]
+    fits["row.join.examined"] = LinearFit(coef[2], 0.0, r2, tuple(map(float, xs_ex)), tuple(ys))
+    p["join_input"], p["join_output"], p["join_examine"] = coef
     return p
 
 

@@ -204,6 +204,14 @@ def _rate(m: Mapping[str, Any]) -> float:
     return float(m.get("tuples_in", 0)) / seconds if seconds else 0.0
 
 
+def failed_tests(metrics: Mapping[str, Any]) -> int:
+    """Residual tests a row join's probes made that failed: the stored tuples tested
+    (``join.examined`` of its run metrics) less those output; 0 for a join without a
+    residual, or metrics from before the count."""
+    examined = int((metrics.get("join") or {}).get("examined") or 0)
+    return max(0, examined - int(metrics.get("tuples_out") or 0)) if examined else 0
+
+
 def _row_op(
     op_id: str,
     o: Mapping[str, Any],
@@ -224,7 +232,11 @@ def _row_op(
     if kind == "rstream" and n_out > 0:
         return Observation("row.r2s", {"r2s": n_out}, busy, source)
     if kind == "join" and n_in > 0 and (o.get("join") or {}).get("impl", "tree") == "tree":
-        return Observation("row.join", {"join_input": n_in, "join_output": n_out}, busy, source)
+        terms = {"join_input": n_in, "join_output": n_out}
+        failed = failed_tests(o)
+        if failed:
+            terms["join_examine"] = float(failed)
+        return Observation("row.join", terms, busy, source)
     if kind == "window" and n_streams == 1 and stream_tuples:
         # a window's input is its stream (the calibration counts it the same way)
         return Observation("row.window", {"window": float(stream_tuples)}, busy, source)

@@ -231,27 +231,39 @@ class _Estimator:
     def join_selectivity(self, op_id: str, op: Join) -> Estimate:
         """Product over conjuncts; equi-conjuncts are grouped by the pair of operators their
         columns come from (through joins) and each group is one composite key."""
+        return self.join_selectivities(op_id, op)[0]
+
+    def join_selectivities(self, op_id: str, op: Join) -> tuple[Estimate, Estimate | None]:
+        """``(f, f_equi)``: the join's selectivity (:meth:`join_selectivity`) and that of its
+        equi-keys alone when a residual predicate tests the pairs they match (the row hash
+        join evaluates it on ``f_equi * |w|`` stored tuples per probe; with no equi-key that
+        is every stored tuple), else None (every matched pair is output)."""
         if op.condition is None:
-            return Estimate.exact(1.0)
+            return Estimate.exact(1.0), None
         declared = self._declared(op_id)
         if op.condition.display() in declared:
-            return Estimate.exact(declared[op.condition.display()])
+            return Estimate.exact(declared[op.condition.display()]), None
         left, right = self.plan.inputs(op_id)
         keys: dict[tuple[str, str], tuple[list[int], list[int]]] = {}
         f = Estimate.exact(1.0)
+        residual = False
         for c in conjuncts(op.condition):
             pair = equi_pair(c, op.left_width)
             if pair is None or c.display() in declared:
                 f = f * predicate_selectivity(c, declared, self._sampled())
+                residual = residual or pair is None
                 continue
             lo, lc = self.origin(left, pair[0])
             ro, rc = self.origin(right, pair[1])
             cols = keys.setdefault((lo, ro), ([], []))
             cols[0].append(lc)
             cols[1].append(rc)
+        f_equi = Estimate.exact(1.0)
         for (lo, ro), (lcols, rcols) in keys.items():
-            f = f * key_selectivity(self.key_distinct(lo, lcols), self.key_distinct(ro, rcols))
-        return f
+            f_equi = f_equi * key_selectivity(
+                self.key_distinct(lo, lcols), self.key_distinct(ro, rcols)
+            )
+        return f * f_equi, (f_equi if residual else None)
 
     def origin(self, op_id: str, column: int) -> tuple[str, int]:
         """The first non-join operator (and its column) a join column comes from."""
@@ -539,9 +551,12 @@ def _project(est: _Estimator, op_id: str, op: Project, ins: list[OpEstimate]) ->
 def _join(est: _Estimator, op_id: str, op: Join, ins: list[OpEstimate]) -> OpEstimate:
     """Eq. 6.2 (:func:`join_output`)."""
     lam_in, card_in, slide = _flows(ins)
-    f = est.join_selectivity(op_id, op)
+    f, f_equi = est.join_selectivities(op_id, op)
     lam_out, card = join_output(lam_in[0], card_in[0], lam_in[1], card_in[1], f)
-    return OpEstimate(lam_in, lam_out, card, card_in, slide, f)
+    examined = None
+    if f_equi is not None:
+        examined = join_output(lam_in[0], card_in[0], lam_in[1], card_in[1], f_equi)[0].value
+    return OpEstimate(lam_in, lam_out, card, card_in, slide, f, examined=examined)
 
 
 @ESTIMATORS.register(Aggregate)

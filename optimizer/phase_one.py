@@ -92,6 +92,8 @@ class _ChainModel:
         self.owner = owner
         # Each conjunct: its leaf set; equi-conjuncts between two leaves grouped per pair.
         self.filters: list[tuple[frozenset[int], Estimate]] = []
+        #: Per filter: whether it is an equi-key (else a residual the probes test).
+        self.equi: list[bool] = []
         pairs: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
         for conj in chain.conjuncts:
             leaves = frozenset(owner[i] for i in columns_used(conj))
@@ -104,10 +106,12 @@ class _ChainModel:
                 cols[1].append(b - self.starts[pb])
             else:
                 self.filters.append((leaves, predicate_selectivity(conj, estimates.declared)))
+                self.equi.append(eq is not None and len(leaves) == 2)
         for (pa, pb), (ca, cb) in pairs.items():
             da = self._key_distinct(estimates, pa, ca)
             db = self._key_distinct(estimates, pb, cb)
             self.filters.append((frozenset((pa, pb)), key_selectivity(da, db)))
+            self.equi.append(True)
         self._set_cache: dict[frozenset[int], tuple[Estimate, Estimate, float]] = {}
         self._join = Join("join?", Schema(()), None, 0)
 
@@ -128,13 +132,29 @@ class _ChainModel:
         e = self.est[j]
         new = left | {j}
         done = set(self.applied(left))
-        f = Estimate.exact(1.0)
+        f = f_equi = Estimate.exact(1.0)
+        residual = False
         for k in self.applied(new):
             if k not in done:
                 f = f * self.filters[k][1]
+                if self.equi[k]:
+                    f_equi = f_equi * self.filters[k][1]
+                else:
+                    residual = True
         lam_out, card = join_output(lam_l, card_l, e.lambda_out, e.cardinality, f)
+        examined = None
+        if residual:
+            examined = join_output(lam_l, card_l, e.lambda_out, e.cardinality, f_equi)[0].value
         slide = min(slide_l, e.slide_seconds)
-        op_est = OpEstimate((lam_l, e.lambda_out), lam_out, card, (card_l, e.cardinality), slide, f)
+        op_est = OpEstimate(
+            (lam_l, e.lambda_out),
+            lam_out,
+            card,
+            (card_l, e.cardinality),
+            slide,
+            f,
+            examined=examined,
+        )
         u = operator_utilization(self.model, self._join, op_est)
         return (Cost.on_core(u) if self.shared else Cost.unit(u)), op_est
 

@@ -89,6 +89,8 @@ class HashJoinOp(RowOperator):
         self.replace_in = replace_in
         self.nested_loop = nested_loop
         self.probes = 0
+        #: Stored tuples the residual was tested on (the probes' bucket rows).
+        self.examined = 0
         #: Per side: rows probed, and rows that found no partner (JIT's signal).
         self.probed = [0, 0]
         self.unmatched = [0, 0]
@@ -101,11 +103,14 @@ class HashJoinOp(RowOperator):
         append = out.append
         self.probes += len(rows)
         missed = 0
+        examined = 0
         for r in rows:
             b = buckets.get(key(r))
             if not b:
                 missed += 1
                 continue
+            if residual is not None:
+                examined += len(b)
             if left_side:
                 if residual is None:
                     out.extend([r + o for o in b])
@@ -121,6 +126,7 @@ class HashJoinOp(RowOperator):
                     j = o + r
                     if residual(j):
                         append(j)
+        self.examined += examined
         side = 0 if left_side else 1
         self.probed[side] += len(rows)
         self.unmatched[side] += missed
@@ -199,6 +205,7 @@ class HashJoinOp(RowOperator):
         return {
             "impl": self.impl,
             "probes": self.probes,
+            "examined": self.examined,
             "tuples_stored": self.left.size + self.right.size,
             "peak_tuples_stored": self.peak_stored,
         }

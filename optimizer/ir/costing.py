@@ -42,6 +42,10 @@ class OpEstimate:
     touched: float | None = None
     """Aggregates: groups one slide touches (arrivals and expirations of a window input,
     the delta tuples of a derived input), balls into bins over ``groups``."""
+    examined: float | None = None
+    """Joins with a residual predicate: stored tuples per second of source arrivals that
+    the row hash join's probes test it on (the equi-keys' matches; with no equi-key, the
+    whole other side); None when every matched pair is output."""
 
     @property
     def total_in(self) -> Estimate:
