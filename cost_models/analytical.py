@@ -63,8 +63,10 @@ from typing import Any
 from optimizer.ir.costing import Estimates, OpEstimate
 from optimizer.ir.dispatch import KindTable
 from optimizer.ir.incremental import (
+    ExactStatePrices,
     block_size,
     incremental_input,
+    large_group_share,
     paned_input,
     paned_pays,
     paned_rows,
@@ -243,28 +245,6 @@ def without_incremental(model: Any) -> Any:
 KEPT_PREFIXES = ("inc_", "pane_")
 KEPT_FIXED = ("inc_fixed", "pane_fixed")
 
-#: Group counts between which the per-group cost grows from nothing extra to ``agg_group``.
-SMALL_GROUPS = 2_000
-LARGE_GROUPS = 50_000
-
-
-def large_group_share(groups: float) -> float:
-    """How much of ``agg_group`` a touched group costs on top of the per-tuple constants.
-
-    The per-tuple constants were measured with the real plug count (1,677 groups), so they
-    already hold the per-group work of a small group table. Measured on the AVG query at
-    20k tuples/s (issue 20), the per-group cost then grows with the group count, as the
-    group dicts outgrow the caches: about 2 us per touched group at 1,677 groups, 3 at 5,000,
-    4 at 20,000, 5 at 50,000, linear in log G. So: 0 up to ``SMALL_GROUPS``, 1 from
-    ``LARGE_GROUPS``, log-linear between.
-    """
-    if groups <= SMALL_GROUPS:
-        return 0.0
-    if groups >= LARGE_GROUPS:
-        return 1.0
-    return math.log(groups / SMALL_GROUPS) / math.log(LARGE_GROUPS / SMALL_GROUPS)
-
-
 _TERMS_CACHE: dict[int, tuple[Estimates, dict[str, tuple[tuple[str, float], ...]]]] = {}
 
 
@@ -337,9 +317,16 @@ def _kept_incrementally(
                 continue
             cost += kept
         else:
-            # the rows that reach the aggregate (past its selects), entering and leaving
+            # the rows that reach the aggregate (past its selects), entering and leaving;
+            # kept only where the merge costs less than re-aggregating (as the MIG decides)
+            prices = ExactStatePrices.of(consts)
+            assert prices is not None
             rows = 2.0 * agg.total_in.value * agg.slide_seconds
-            cost += consts.inc_fixed + consts.inc_row * rows + consts.inc_group * groups
+            kept = prices.kept(rows, groups)
+            reached = _input_rows(agg)
+            if kept >= prices.reevaluated(window, reached, groups, bool(chain)):
+                continue
+            cost += kept
         replaced.update([op_id, *chain])
     return cost, replaced
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from engines.columnar import ColumnarEngine, QueryDataError
 from engines.sqlgen.incremental import (
@@ -35,7 +36,7 @@ from engines.sqlgen.incremental import (
     headroom,
     scale_for,
 )
-from optimizer.ir.incremental import block_size, paned_pays
+from optimizer.ir.incremental import ExactStatePrices, block_size, paned_pays
 
 
 class IncrementalUnavailable(Exception):
@@ -51,17 +52,36 @@ class IncrementalStats:
     merges: int = 0
     rows_merged: int = 0
     seconds: float = 0.0
+    rested: int = 0
+    """Slides the aggregate was re-evaluated because that was cheaper than a merge."""
+
+
+#: A resting state is built again only when a merge would cost at most this share of
+#: re-aggregating (so a state near the break-even point does not flap).
+RESUME = 0.8
 
 
 class IncrementalState:
-    """One incrementally kept aggregate of a MIG."""
+    """One incrementally kept aggregate of a MIG.
 
-    def __init__(self, spec: IncrementalAggregate) -> None:
+    With ``prices`` (the engine's constants), each slide first compares a merge with
+    re-aggregating, using the window's rows, the rows that changed, and the last state's
+    group count and share of the window reaching the aggregate: a state whose merge costs
+    more is dropped (*resting*: the group's SQL re-aggregates) and built again from the
+    window when a merge costs at most ``RESUME`` of re-aggregating. The cost model prices
+    the same comparison (``cost_models.analytical._kept_incrementally``).
+    """
+
+    def __init__(self, spec: IncrementalAggregate, prices: ExactStatePrices | None = None) -> None:
         self.spec = spec
+        self.prices = prices
         self.scale: int | None = None
         self.room = 0  # bits of headroom the scale keeps (engines.sqlgen.incremental)
         self.table: pa.Table | None = None
         self.stats = IncrementalStats()
+        #: The last state's groups and the share of its window's rows that reached it.
+        self.shape: tuple[int, float] | None = None
+        self.resting = False
 
     @property
     def ready(self) -> bool:
@@ -141,10 +161,30 @@ class IncrementalState:
         schema: pa.Schema,
     ) -> None:
         """Bring the state up to this slide: ``entered`` rows arrived, ``left`` rows left
-        (``whole``: the input changed otherwise, rebuild from its ``chunks``)."""
+        (``whole``: the input changed otherwise, rebuild from its ``chunks``); or drop it
+        when re-aggregating is cheaper (class docstring)."""
+        window = sum(t.num_rows for _, t in chunks)
+        if not self._cheaper(window, sum(t.num_rows for t in (*entered, *left))):
+            self.resting, self.table = True, None
+            self.stats.rested += 1
+            return
+        self.resting = False
         if whole:
             self.invalidate()
         self.merge(engine, entered, left)
+        if self.table is not None and window > 0:
+            reached = pc.sum(self.table.column("n")).as_py() or 0
+            self.shape = (self.table.num_rows, min(1.0, reached / window))
+
+    def _cheaper(self, window: int, changed: int) -> bool:
+        """Whether a merge costs less than re-aggregating this slide (always, without
+        prices or before a first state)."""
+        if self.prices is None or self.shape is None:
+            return True
+        groups, share = self.shape
+        kept = self.prices.kept(changed * share, groups)
+        again = self.prices.reevaluated(window, window * share, groups, bool(self.spec.where))
+        return kept < (RESUME * again if self.resting else again)
 
     @property
     def pays(self) -> bool:
@@ -311,8 +351,8 @@ BULK_PANES = 4
 KeptState = IncrementalState | PanedState
 
 
-def state_for(spec: KeptAggregate) -> KeptState:
-    """The runtime state keeping ``spec``."""
+def state_for(spec: KeptAggregate, prices: ExactStatePrices | None = None) -> KeptState:
+    """The runtime state keeping ``spec`` (``prices``: see :class:`IncrementalState`)."""
     if isinstance(spec, PanedAggregate):
         return PanedState(spec)
-    return IncrementalState(spec)
+    return IncrementalState(spec, prices)

@@ -35,7 +35,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from engines import interrupts
+from engines import interrupts, registry
 from engines.arrow_types import arrow_schema
 from engines.columnar import ColumnarEngine, EngineFault
 from engines.incremental import IncrementalUnavailable, KeptState, state_for
@@ -44,7 +44,7 @@ from engines.row.base import NO_CHANGE, Delta, RowOperator
 from engines.row.conversion import canonical_rows
 from engines.row.lowering import GroupInput
 from engines.sqlgen.incremental import KeptAggregate
-from optimizer.ir.incremental import worth_it
+from optimizer.ir.incremental import ExactStatePrices, worth_it
 from optimizer.ir.placement import Group
 
 
@@ -151,7 +151,9 @@ class MigOp(RowOperator):
         self.incremental_sql = incremental_sql
         self._sql_reading: dict[frozenset[str], str] = {}
         if incremental and incremental_sql is not None and engine.dialect == "duckdb":
-            self.incremental = [state_for(spec) for spec in incremental]
+            # the engine's default constants decide, per slide, whether a merge pays
+            prices = ExactStatePrices.of(registry.cost_defaults().get(engine.dialect, {}))
+            self.incremental = [state_for(spec, prices) for spec in incremental]
 
     # -- input upkeep -----------------------------------------------------------------------
 
@@ -450,6 +452,7 @@ class MigOp(RowOperator):
                     "merges": st.stats.merges,
                     "rows_merged": st.stats.rows_merged,
                     "seconds": st.stats.seconds,
+                    "rested": st.stats.rested,
                 }
                 for st in self.incremental
             },

@@ -59,6 +59,8 @@ def every_window(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(optimizer.ir.incremental, "CHANGE_RATIO", 0)
     monkeypatch.setattr(optimizer.ir.incremental, "PANE_RATIO", 0)
     monkeypatch.setattr(optimizer.ir.incremental, "PANE_MIN_ROWS", 0)
+    # and merge at every slide, even where re-aggregating a small window would be cheaper
+    monkeypatch.setattr(engines.incremental.IncrementalState, "_cheaper", lambda *_a: True)
 
 
 def _run(
@@ -283,6 +285,8 @@ def test_pane_partials_that_do_not_pay_give_way_to_re_evaluation(
     monkeypatch.setattr(optimizer.ir.incremental, "MIN_ROWS", 0)
     monkeypatch.setattr(optimizer.ir.incremental, "CHANGE_RATIO", 0)
     monkeypatch.setattr(optimizer.ir.incremental, "PANE_MIN_ROWS", 0)
+    # and merge at every slide, even where re-aggregating a small window would be cheaper
+    monkeypatch.setattr(engines.incremental.IncrementalState, "_cheaper", lambda *_a: True)
     q = PANED.format(w="[RANGE 30 SECONDS SLIDE 1 SECOND]")
     rows = [(1000 + i, 1.0 * i, i) for i in range(120)]  # a new plug every second
     data = make_readings(rows)
@@ -334,3 +338,64 @@ def test_pane_partials_over_a_fifo_input_from_the_row_engine() -> None:
     assert_same_stream(result.table, expected)
     kept = _kept(result)
     assert kept["aggregate1"]["merges"] > 100, kept
+
+
+@pytest.mark.usefixtures("every_window")
+def test_states_that_rest_and_resume_give_the_oracles_stream(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A state dropped while re-aggregating is cheaper (``IncrementalState.resting``) and
+    built again from the window later: every transition, for Q4's two AVGs and Q6's three,
+    against the oracle (the decision is forced: three slides merged, two re-aggregated)."""
+    calls = {"n": 0}
+
+    def alternate(_self: Any, _window: int, _changed: int) -> bool:
+        calls["n"] += 1
+        return calls["n"] % 5 < 3
+
+    monkeypatch.setattr(engines.incremental.IncrementalState, "_cheaper", alternate)
+    for name in ("smartplug/q4.sql", "smartplug/q6.sql"):
+        query = (ROOT / "queries" / name).read_text()
+        data = small_smartplug(200, seed=11, rate=6.0)
+        expected = oracle(query, CATALOG, without_late(query, CATALOG, {"readings": data}))
+        result = _run(query, data)
+        assert_same_stream(result.table, expected)
+        kept = _kept(result)
+        assert all(k["rested"] > 20 and k["builds"] > 20 for k in kept.values()), kept
+
+
+def test_a_merge_over_many_groups_of_a_small_window_rests() -> None:
+    """The comparison itself, at DuckDB's default constants: a state of 50,000 groups over a
+    600k-row window (Q6's 1-minute AVG on 50,000 plugs at 10k) costs more to merge than to
+    re-aggregate; 1,677 groups over 6 M rows (Q2's AVG at 40k) do not."""
+    from engines import registry
+    from engines.incremental import IncrementalState
+    from optimizer.ir.incremental import ExactStatePrices
+
+    prices = ExactStatePrices.of(registry.cost_defaults()["duckdb"])
+    assert prices is not None
+    state = IncrementalState(_spec_with_selects(), prices)
+    state.shape = (50_000, 0.5)
+    assert not state._cheaper(600_000, 20_000)
+    state.shape = (1_677, 0.5)
+    assert state._cheaper(12_000_000, 80_000)
+    state.resting, state.shape = True, (1_677, 0.5)  # resumes only well below break-even
+    window = 4_000_000
+    for changed in range(0, 2_000_000, 1000):
+        kept = prices.kept(changed * 0.5, 1_677)
+        again = prices.reevaluated(window, window * 0.5, 1_677, True)
+        if 0.8 * again <= kept < again:
+            assert not state._cheaper(window, changed)
+            state.resting = False
+            assert state._cheaper(window, changed)
+            break
+    else:
+        pytest.fail("no slide between resuming and break-even")
+
+
+def _spec_with_selects() -> Any:
+    from engines.sqlgen.incremental import IncrementalAggregate
+
+    return IncrementalAggregate(
+        "aggregate1", "in0", "st", "nw", "od", ("s.c4",), "s.c3 = 1", (("AVG", "s.c2", True),)
+    )
