@@ -30,7 +30,6 @@ import pyarrow.compute as pc
 
 from engines.columnar import ColumnarEngine, QueryDataError
 from engines.sqlgen.incremental import (
-    BAD_COLUMN,
     IncrementalAggregate,
     KeptAggregate,
     PanedAggregate,
@@ -134,19 +133,12 @@ class IncrementalState:
         self._register(engine, spec.new_table, new_t)
         self._register(engine, spec.old_table, old_t)
         try:
-            # one query merges and checks the new values (engines.sqlgen.incremental)
-            table = engine.query(spec.merge_sql(self.scale, self.room))
-            if BAD_COLUMN in table.column_names:
-                if table.num_rows:
-                    bad = table.column(BAD_COLUMN)[0].as_py()
-                else:  # no group left to carry the count: ask separately
-                    check = spec.check_sql(spec.new_table, self.scale, self.room)
-                    bad = bool(new) and check is not None and self._scalar(engine, check)
-                table = table.drop_columns([BAD_COLUMN])
-                if bad:
-                    self.rebuild(engine)  # a new value needs another scale
-                    return
-        except QueryDataError:  # a value or a total did not fit 128 bits: start over
+            check = spec.check_sql(spec.new_table, self.scale, self.room)
+            if check is not None and new and self._scalar(engine, check):
+                self.rebuild(engine)  # a new value needs another scale
+                return
+            table = engine.query(spec.merge_sql(self.scale))
+        except QueryDataError:  # a total overflowed its 128 bits: start over
             self.rebuild(engine)
             return
         self._register(engine, spec.state_table, table)

@@ -49,8 +49,6 @@ from optimizer.ir.incremental import incremental_input, paned_input
 from optimizer.ir.plan import Aggregate, LogicalPlan, Select
 from optimizer.ir.types import DataType
 
-#: The column of a checked merge (``IncrementalAggregate.merge_sql``) counting bad values.
-BAD_COLUMN = "_bad"
 #: The fewest bits of headroom a total keeps for the rows of one group (see ``headroom``).
 MIN_HEADROOM_BITS = 8
 #: The largest scale used (2^S must be a finite double, and x * 2^S must not overflow).
@@ -129,13 +127,8 @@ class IncrementalAggregate:
         """The state over the whole input table."""
         return self._values(self._totals(self._rows(self.input_table, scale, "")), scale)
 
-    def merge_sql(self, scale: int, room: int | None = None) -> str:
-        """The state after adding the new rows and removing the expired ones.
-
-        With ``room`` (and DOUBLE arguments), every row also carries ``BAD_COLUMN``: the
-        count of new values that do not sum exactly at ``scale`` (``check_sql`` over the
-        new rows, as a scalar subquery), so one query both merges and checks; a merge with
-        a bad value is discarded by the caller."""
+    def merge_sql(self, scale: int) -> str:
+        """The state after adding the new rows and removing the expired ones."""
         kept = [f"k{i}" for i in range(len(self.keys))]
         kept += [f"{x}{j}" for j in range(len(self.calls)) for x in "sc"] + ["n"]
         rows = (
@@ -143,11 +136,7 @@ class IncrementalAggregate:
             f"{self._rows(self.new_table, scale, '')} UNION ALL "
             f"{self._rows(self.old_table, scale, '-')}"
         )
-        merged = self._values(self._totals(rows), scale)
-        check = self.check_sql(self.new_table, scale, room) if room is not None else None
-        if check is None:
-            return merged
-        return f"SELECT m.*, ({check}) AS {BAD_COLUMN} FROM ({merged}) AS m"
+        return self._values(self._totals(rows), scale)
 
     def magnitude_sql(self, table: str) -> str | None:
         """The largest finite magnitude of the DOUBLE arguments in ``table`` (None: none)."""
