@@ -32,7 +32,9 @@ Columnar group (DB-op), seconds per invocation (one per slide):
   (``lambda_out(input) * slide``; the columnar side keeps the window as a table) at 0.5 us per
   row for tuple -> Arrow when the input is a row select/project over a window, 0.01 us per
   row when it is a window (windows feeding a MIG hold Arrow chunks already: only references
-  move); an aggregate or join input is re-shipped whole (``|w|`` rows at 0.5 us);
+  move), or an Arrow select's (a row select over a window that only feeds the group runs as
+  an Arrow filter: 0.1 us per arrival instead of its tuple costs); an aggregate or join
+  input is re-shipped whole (``|w|`` rows at 0.5 us);
 * SQL: the group re-evaluates over whole relations each slide: per input row of each member
   operator, DuckDB select 8 ns, project 4 ns, aggregate 12 ns, join 25 ns plus 10 ns per
   output row. Hand-fitted to DuckDB Q1 (two scans of the window): the model gives 23 / 121 /
@@ -60,6 +62,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from optimizer.ir.arrow_filter import arrow_selected
 from optimizer.ir.costing import Estimates, OpEstimate
 from optimizer.ir.dispatch import KindTable
 from optimizer.ir.incremental import (
@@ -142,6 +145,19 @@ class AnalyticalCostModel:
     bag differences against the previous result (``engines.mig.MigOp.step``). Found by the
     placement study: Q3 with only its projection on the row engine measured 23k tuples/s
     against 154k with it in DuckDB, predicted equal."""
+    arrow_window: float = 0.02 * US
+    """Per tuple of a window that keeps Arrow chunks because its consumer is a columnar
+    group (or an Arrow select feeding one): appending and expiring chunk references.
+    Charged instead of ``window`` by ``PlanCoster.columnar_cost`` with a shared row core."""
+    arrow_select: float = 0.1 * US
+    """Per arriving tuple a row select filters as Arrow (``optimizer.ir.arrow_filter``: a
+    select over a window feeding only a columnar group). Measured side by side (issue 20):
+    Q4 on 800 plugs at 40k, all-DuckDB 2.04 M tuples/s against 1.73 M with its 1-minute
+    window's select as an Arrow filter, 0.088 us more per arrival (pyarrow's filter alone
+    takes 12-44 ns per row in batches of 10,000 and 1,000 rows; the window's bookkeeping
+    of filtered chunks is the rest). Charged instead of ``select`` and ``ingest`` by
+    ``PlanCoster.columnar_cost`` with a shared row core; its rows reach the group as Arrow
+    (``ship_arrow``), not as tuples."""
     ingest: float = 0.55 * US
     """Arrow -> tuple conversion of each arrival read by a row operator through a window
     (charged by ``PlanCoster``; the calibrated model uses its measured ``from_arrow``)."""
@@ -367,6 +383,8 @@ def transfer_rows(group: Group, estimates: Estimates) -> tuple[float, float, flo
     chunks are referenced as they are; a window-derived ("FIFO") row input (selects and
     projects over a window) ships only the slide's new tuples; any other row input (an
     aggregate, a join) is kept as a bag and re-shipped whole, ``|w|`` tuples, when it changes.
+    A select the row engine runs as an Arrow filter (``optimizer.ir.arrow_filter``) hands
+    on the window's filtered chunks: its rows are referenced, like a window's.
     The result comes back as tuples only to a row operator; an R2S operator takes the Arrow
     table as it is (no rows converted back).
     """
@@ -379,7 +397,7 @@ def transfer_rows(group: Group, estimates: Estimates) -> tuple[float, float, flo
         for i in plan.inputs(o):
             if i in members:
                 continue
-            if plan.op(i).kind == "window":
+            if plan.op(i).kind == "window" or arrow_selected(plan, i):
                 arrow += ops[i].lambda_out.value * slide
             elif _window_derived(plan, i):
                 tuples += ops[i].lambda_out.value * slide

@@ -65,6 +65,19 @@ class CorrectedModel:
         return float(getattr(self.base, "ingest", 0.0)) * self.row_factor(GATEWAY)
 
     @property
+    def arrow_window(self) -> float | None:
+        """A window's per-tuple cost as Arrow chunks (``PlanCoster.arrow_credits``):
+        gateway work, scaled with it."""
+        base = getattr(self.base, "arrow_window", None)
+        return None if base is None else float(base) * self.row_factor(GATEWAY)
+
+    @property
+    def arrow_select(self) -> float | None:
+        """An Arrow select's per-arrival cost: gateway work (its window's), scaled with it."""
+        base = getattr(self.base, "arrow_select", None)
+        return None if base is None else float(base) * self.row_factor(GATEWAY)
+
+    @property
     def buffering(self) -> float:
         """The K-slack buffers' per-tuple cost (``--disorder``): gateway work too."""
         return float(getattr(self.base, "buffering", 0.0)) * self.row_factor(GATEWAY)

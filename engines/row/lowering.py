@@ -27,7 +27,6 @@ from typing import Any
 
 from engines.row.acaching import ACachingJoinOp
 from engines.row.aggregate import AggregateOp, finite_aggregate
-from engines.row.arrow_ops import arrow_filter
 from engines.row.arrow_window import ArrowWindow
 from engines.row.base import RowOperator
 from engines.row.compile import (
@@ -52,6 +51,7 @@ from engines.row.windows import (
     UnboundedWindow,
     _WindowBase,
 )
+from optimizer.ir.arrow_filter import arrow_filter, arrow_select_candidate
 from optimizer.ir.dispatch import KindTable
 from optimizer.ir.errors import PlanError
 from optimizer.ir.expr import Binary, ColumnRef, Expr, Unary, conjoin, conjuncts
@@ -333,22 +333,26 @@ class Lowering:
 
     def arrow_select(self, window: Window, below: Port) -> Any | None:
         """The Arrow filter for the select above ``window`` when that select runs on the
-        row engine only to feed a columnar group: a time-based window whose single consumer
-        is such a select, the select's single consumer in a group, and its predicate one
-        Arrow evaluates exactly (``engines.row.arrow_ops.arrow_filter``). The window then
+        row engine only to feed a columnar group: the plan's shape allows it
+        (``optimizer.ir.arrow_filter.arrow_select_candidate``: a time-based window whose
+        single consumer is the select, the select's single consumer), that consumer is in a
+        group, and Arrow evaluates the predicate exactly (``arrow_filter``). The window then
         keeps Arrow chunks already filtered, and the window's tuples never become Python
-        objects. None otherwise."""
+        objects. None otherwise. The cost model asks the same questions
+        (``cost_models.analytical``, Arrow selects)."""
         plan = self.plan
-        if self.late_insert or window.window in (WindowKind.ROWS,) or window.slide_rows:
+        if self.late_insert:
             return None
         consumers = plan.consumers(window.id)
         if len(consumers) != 1 or consumers[0] in self.group_of:
             return None
-        select = plan.op(consumers[0])
-        if not isinstance(select, Select) or len(plan.consumers(select.id)) != 1:
+        select_id = consumers[0]
+        if arrow_select_candidate(plan, select_id) is None:
             return None
-        if plan.consumers(select.id)[0] not in self.group_of:
+        if plan.consumers(select_id)[0] not in self.group_of:
             return None
+        select = plan.op(select_id)
+        assert isinstance(select, Select)
         return arrow_filter(select.predicate, list(below.finite))
 
     def can_push_select(self, below: Port) -> bool:

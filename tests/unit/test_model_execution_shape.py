@@ -1,0 +1,185 @@
+"""The cost model follows how plans run (issue 20, fifth stop).
+
+* A MIG waits for its engine's query on the row thread (``engines.mig``): with a shared row
+  core, a group's u adds to the row core's load instead of being a unit of its own, so a
+  mixed plan's C_b is the sum of its row work and its queries.
+* A row select over a window whose only consumer is a columnar group runs as an Arrow
+  filter (``engines.row.lowering``): the model charges it ``arrow_select`` per arrival and
+  ships its rows as Arrow, and decides which selects those are exactly as the lowering
+  does (``optimizer.ir.arrow_filter``)."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cost_models.analytical import AnalyticalCostModel, transfer_rows
+from engines import registry
+from engines.row.base import Delta, RowOperator
+from engines.row.lowering import lower_plan
+from optimizer.costmodel import PlanCoster, group_utilization, operator_utilization
+from optimizer.estimate import estimate
+from optimizer.ir.arrow_filter import arrow_selected
+from optimizer.ir.placement import ROW, Group, complete_placement, groups
+from optimizer.ir.plan import Select
+from optimizer.sql import plan_query
+from optimizer.sql.catalog import load_catalog
+
+ROOT = Path(__file__).resolve().parents[2]
+SMARTPLUG = ROOT / "queries" / "smartplug"
+CATALOG = load_catalog(SMARTPLUG / "catalog.toml")
+MODEL = AnalyticalCostModel().with_engines(registry.cost_defaults())
+RATE = 10_000.0
+
+
+def _q(name: str):  # type: ignore[no-untyped-def]
+    plan = plan_query((SMARTPLUG / f"{name}.sql").read_text(), CATALOG)
+    return plan, estimate(plan, CATALOG, rates=RATE)
+
+
+def _placement(plan, columnar: dict[str, str]) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    return complete_placement(plan, {**dict.fromkeys(plan.r2r_ids(), ROW), **columnar})
+
+
+def test_a_groups_query_adds_to_the_row_core_it_waits_on() -> None:
+    plan, est = _q("q5")
+    _inner, outer = plan.ids_of("aggregate")
+    placement = _placement(plan, {outer: "duckdb"})  # the outer MAX reads a row aggregate
+    shared = PlanCoster(est, MODEL, shared_row_core=True)
+    cost = shared.placement_cost(placement)
+    row = sum(
+        shared.row_cost(o).utilization for o in plan.topological() if placement.get(o) != "duckdb"
+    )
+    group = group_utilization(MODEL, Group("duckdb", (outer,), outer), est)
+    assert group > 0 and row > 0
+    assert cost.bottleneck == pytest.approx(row + group)
+    assert cost.bottleneck == pytest.approx(cost.utilization)
+    # the dissertation's pipelined units: the larger of the two
+    apart = PlanCoster(est, MODEL, shared_row_core=False).placement_cost(placement)
+    assert apart.bottleneck < cost.bottleneck
+    assert apart.bottleneck >= group
+
+
+def test_an_arrow_select_costs_its_filter_and_ships_arrow() -> None:
+    plan, est = _q("q5")
+    (select,) = plan.ids_of("select")
+    inner, outer = plan.ids_of("aggregate")
+    assert arrow_selected(plan, select)  # property = 1 over a window that feeds only it
+    placement = _placement(plan, {inner: "duckdb", outer: "duckdb"})
+    coster = PlanCoster(est, MODEL, shared_row_core=True)
+    g = Group("duckdb", (inner, outer), outer)
+    tuples, arrow, _back = transfer_rows(g, est)
+    assert tuples == 0.0
+    assert arrow == pytest.approx(est[select].lambda_out.value * est[outer].slide_seconds)
+    (window,) = plan.inputs(select)
+    lam = est[window].total_in.value  # the source's arrivals, each through the window
+    # the gateway as Arrow: the window keeps chunks, the select filters them
+    gateway = coster.fixed.utilization - MODEL.window * lam + MODEL.arrow_window * lam
+    expected = gateway + MODEL.arrow_select * lam + group_utilization(MODEL, g, est)
+    assert coster.placement_cost(placement).bottleneck == pytest.approx(expected)
+    # the same select in the group: no row select, no conversion; the window ships Arrow
+    members = (select, inner, outer)
+    in_group = coster.placement_cost(_placement(plan, dict.fromkeys(members, "duckdb")))
+    assert in_group.bottleneck == pytest.approx(
+        gateway + group_utilization(MODEL, Group("duckdb", members, outer), est)
+    )
+    # the dissertation's units: no Arrow prices (the row costs stand as charged)
+    apart = PlanCoster(est, MODEL, shared_row_core=False).placement_cost(placement)
+    assert apart.utilization == pytest.approx(
+        coster.fixed.utilization
+        + coster.row_cost(select).utilization
+        + group_utilization(MODEL, g, est)
+    )
+
+
+def test_a_select_arrow_cannot_evaluate_exactly_keeps_its_tuple_costs() -> None:
+    sql = (
+        "SELECT plug_id, SUM(value) AS s FROM readings [RANGE 1 MINUTE SLIDE 1 SECOND] "
+        "WHERE value * 2 > 30 GROUP BY plug_id"
+    )
+    plan = plan_query(sql, CATALOG)
+    est = estimate(plan, CATALOG, rates=RATE)
+    (select,) = plan.ids_of("select")
+    (agg,) = plan.ids_of("aggregate")
+    assert not arrow_selected(plan, select)
+    coster = PlanCoster(est, MODEL, shared_row_core=True)
+    g = Group("duckdb", (agg,), agg)
+    tuples, arrow, _ = transfer_rows(g, est)
+    assert arrow == 0.0 and tuples > 0
+    select_u = operator_utilization(MODEL, plan.op(select), est[select])
+    ingest = MODEL.ingest * est[select].total_in.value
+    # the window under a row select is a row window: tuples, its row price
+    assert coster.placement_cost(_placement(plan, {agg: "duckdb"})).bottleneck == pytest.approx(
+        coster.fixed.utilization + select_u + ingest + group_utilization(MODEL, g, est)
+    )
+
+
+class _Unused(RowOperator):
+    """Stands where a MIG would: these tests only lower plans, nothing runs."""
+
+    def step(self, instant: int, inputs: list[Delta]) -> Delta:  # pragma: no cover
+        raise AssertionError("lowering only")
+
+
+def _lowered_arrow_selects(plan, placement: dict[str, str]) -> set[str]:  # type: ignore[no-untyped-def]
+    gs = groups(plan, placement)
+    lowering = lower_plan(plan, groups=gs, make_group=lambda g, _ins: _Unused(g.top))
+    return set(lowering.arrow_selects)
+
+
+def _modelled_arrow_selects(plan, placement: dict[str, str]) -> set[str]:  # type: ignore[no-untyped-def]
+    out = set()
+    for op in plan.operators():
+        if not isinstance(op, Select) or placement.get(op.id, ROW) != ROW:
+            continue
+        consumers = plan.consumers(op.id)
+        if (
+            len(consumers) == 1
+            and placement.get(consumers[0], ROW) != ROW
+            and arrow_selected(plan, op.id)
+        ):
+            out.add(op.id)
+    return out
+
+
+@pytest.mark.parametrize("name", ["q1", "q2", "q3", "q4", "q5", "q6"])
+def test_the_model_and_the_lowering_pick_the_same_arrow_selects(name: str) -> None:
+    plan, _ = _q(name)
+    r2r = plan.r2r_ids()
+    rng = random.Random(name)
+    choices: list[dict[str, Any]] = [
+        dict(zip(r2r, bits, strict=True))
+        for bits in itertools.product([ROW, "duckdb"], repeat=len(r2r))
+    ]
+    rng.shuffle(choices)
+    seen_arrow = 0
+    for p in choices[:48]:
+        placement = complete_placement(plan, p)
+        lowered = _lowered_arrow_selects(plan, placement)
+        assert lowered == _modelled_arrow_selects(plan, placement), placement
+        seen_arrow += bool(lowered)
+    assert seen_arrow  # the case occurs among the placements tried
+
+
+def test_reports_keep_the_groups_own_cost_and_take_the_credits_off_the_row_classes() -> None:
+    """Per class and per engine (what ``--adapt`` compares with measured busy time): the
+    group is its own query's cost, the Arrow prices come off the row classes they replace,
+    and the parts add up to the plan's cost."""
+    plan, est = _q("q5")
+    inner, outer = plan.ids_of("aggregate")
+    placement = _placement(plan, {inner: "duckdb", outer: "duckdb"})
+    coster = PlanCoster(est, MODEL, shared_row_core=True)
+    total = coster.placement_cost(placement).utilization
+    own = group_utilization(MODEL, Group("duckdb", (inner, outer), outer), est)
+    by_class = coster.utilization_by_class(placement)
+    by_engine = coster.utilization_by_engine(placement)
+    assert by_class["duckdb"] == pytest.approx(own)
+    assert by_engine["duckdb"] == pytest.approx(own)
+    assert sum(by_class.values()) == pytest.approx(total)
+    assert sum(by_engine.values()) == pytest.approx(total)
+    assert all(v >= -1e-12 for v in by_class.values()), by_class
+    assert by_class["row:select"] == pytest.approx(0.0, abs=1e-12)  # it runs as Arrow
