@@ -45,12 +45,13 @@ ENGINE = EngineSpec(
         "join_input": 8 * NS,
         "join_output": 2 * NS,
         "fixed": 2.6e-3,
-        # Incremental aggregates (engines/incremental.py): per merge, fitted to Q5's
+        # Incremental aggregates (engines/incremental.py): per merge, fitted (NNLS) to Q5's
         # 5-minute SUM on five data shapes, 800 to 50,000 plugs (experiments/README.md,
-        # "Incremental aggregates").
-        "inc_fixed": 6e-3,
-        "inc_row": 130 * NS,
-        "inc_group": 250 * NS,
+        # "Incremental aggregates", refitted at issue 20's fifth stop: the merges measured
+        # 0.55-0.65x of the first fit's 6 ms + 130 ns/row + 250 ns/group).
+        "inc_fixed": 4.8e-3,
+        "inc_row": 50 * NS,
+        "inc_group": 160 * NS,
         # Pane partials (engines/incremental.py, PanedState): per slide, measured on Q3's two
         # MAX+AVG aggregates wholly on DuckDB at 40k tuples/s, 1,677 to 50,000 plugs
         # (experiments/README.md, "MIN/MAX from pane partials").
