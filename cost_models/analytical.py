@@ -110,6 +110,10 @@ class ColumnarConstants:
     #: 7 ns per row in 1,677 groups and 12 in 50,000. 0 in profiles fitted before it
     #: existed, whose ``aggregate`` holds it.
     aggregate_large: float = 0.0
+    #: Per SQL operator of a group's query re-evaluated every slide (its pipeline's setup
+    #: and finalisation), on top of ``fixed``. 0 in profiles fitted before it existed,
+    #: whose per-row constants and ``fixed`` hold it.
+    op_fixed: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -236,6 +240,7 @@ class AnalyticalCostModel:
         for op_id in group.operators:
             if op_id in replaced:
                 continue
+            sql += consts.op_fixed
             for k, rows in per_op[op_id]:
                 sql += getattr(consts, k) * rows
         ship_tuples, ship_arrow, rows_out = transfer_rows(group, estimates)

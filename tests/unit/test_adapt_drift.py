@@ -134,8 +134,10 @@ def test_a_rate_step_migrates_once_after_the_dwell_naming_the_rates(tmp_path: Pa
 
 def test_a_selectivity_shift_changes_the_join_order(tmp_path: Path) -> None:
     """While the smoothed selectivities travel (r's filter 2% -> 90%, t's 90% -> 2%), the
-    best plan for the figures of the moment is first a DuckDB placement in the old order,
-    then the reordered all-row plan: two migrations 30 s apart (the minimum spacing), each
+    best plan for the figures of the moment ends as the reordered all-row plan, reached
+    either directly or through a DuckDB placement in the old order where the model prices
+    that below the row plan at these rates (it did before DuckDB's per-operator cost,
+    issue 20's fifth stop): one or two migrations, 30 s apart (the minimum spacing), each
     to a new target, never back."""
     query = tmp_path / "sel3.sql"
     query.write_text(SEL3)
@@ -151,7 +153,7 @@ def test_a_selectivity_shift_changes_the_join_order(tmp_path: Path) -> None:
     requests, monitor, ctl = run(query, ["r", "s", "t"], 52, workload)
     assert 1 <= len(requests) <= 2, [r.reason for _, r in requests]
     at, first = requests[0]
-    assert 13 <= at <= 22
+    assert 13 <= at <= 40  # once the smoothed figures have moved far enough
     assert "selectivity r.v > 0.5" in first.reason["drifted"]
     sel = first.reason["figures"]["selectivities"]["r.v > 0.5"]
     assert sel["planned"] < 0.05 and sel["measured"] > 0.2  # smoothed: on its way to 0.9
