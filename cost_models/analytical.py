@@ -22,6 +22,13 @@ Row engine (tuple-at-a-time, one Python thread), seconds per input tuple:
 * gateway: arrivals come as Arrow batches; those a row operator reads through a window are
   converted to tuples once, 0.55 us per tuple (``ingest``; none for a window feeding a
   columnar group);
+* Arrow at the gateway (``PlanCoster.columnar_cost``, with a shared row core): a window
+  feeding a columnar group keeps Arrow chunks, 0.02 us per tuple (``arrow_window``) instead
+  of the row window's 0.2; a row select over a window whose only consumer is in a group
+  runs as an Arrow filter, 0.1 us per arrival (``arrow_select``) instead of ``select`` +
+  ``ingest``;
+* a group's query runs on the row thread (a MIG waits for it), so with a shared row core
+  its u adds to the row core's load (``PlanCoster.columnar_cost``);
 * gateway operators: window 0.2 us per tuple (insert and evict); ISTREAM/DSTREAM 0.3 us per
   input tuple; RSTREAM 0.3 us per *output* row (it emits the whole relation every slide:
   ``|w| * n_slide`` rows per second); sources and sink free (the same in every plan).
@@ -36,11 +43,12 @@ Columnar group (DB-op), seconds per invocation (one per slide):
   an Arrow filter: 0.1 us per arrival instead of its tuple costs); an aggregate or join
   input is re-shipped whole (``|w|`` rows at 0.5 us);
 * SQL: the group re-evaluates over whole relations each slide: per input row of each member
-  operator, DuckDB select 8 ns, project 4 ns, aggregate 12 ns, join 25 ns plus 10 ns per
-  output row. Hand-fitted to DuckDB Q1 (two scans of the window): the model gives 23 / 121 /
-  240 ms for 1 / 6 / 12 M-tuple windows against measured 35 / 115 / 200 ms. Spark is taken
-  as twice DuckDB's per-row speed (more cores) but
-* fixed overhead per invocation: DuckDB 3 ms (measured 2-5 ms), Spark 450 ms;
+  operator (DuckDB, ``engines/duckdb/spec.py``: select 1.65 ns, project 0.4, aggregate 4.1
+  plus 3.75 more in a group table past the caches, join 6 ns per input plus 1.5 per output
+  row) and ``op_fixed`` per member operator re-evaluated (DuckDB 1.1 ms: each operator's
+  pipeline costs about that whatever the window, measured on Q1-Q6's group SQL over 0.6 M
+  to 12 M-row windows, experiments/duckdb_sql_at_scale.py); Spark's are its own;
+* fixed overhead per invocation: DuckDB 2.6 ms, Spark 450 ms;
   (these per-engine constants are declared by each engine's registration, e.g.
   ``engines/duckdb/spec.py``, and given to the model by hycq: :meth:`with_engines`;
   a model without constants for an engine costs its groups as infinite);
