@@ -199,7 +199,8 @@ class PlanCoster:
             credits[key] = credits.get(key, 0.0) + amount
 
         gateway = factor_key(ROW, GATEWAY)
-        for i in external_inputs(group, self.plan):
+        # Each input once: a group reading one operator on two ports holds one copy of it.
+        for i in dict.fromkeys(external_inputs(group, self.plan)):
             window = i
             if arrow_selected(self.plan, i):
                 lam = self.estimates[i].total_in.value

@@ -24,6 +24,15 @@ os.environ["HYCQ_CALIBRATION"] = str(
 )
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``-n 2 --dist loadgroup``, the README's test command), every
+    Spark case runs on one worker, so the suite starts one local Spark session, not one per
+    worker (two JVMs would share the two cores with the other worker's tests)."""
+    for item in items:
+        if item.get_closest_marker("spark") is not None:
+            item.add_marker(pytest.mark.xdist_group("spark"))
+
+
 @pytest.fixture(scope="session")
 def smartplug() -> Catalog:
     return load_catalog(QUERIES / "smartplug" / "catalog.toml")
