@@ -24,6 +24,7 @@ os.environ["HYCQ_CALIBRATION"] = str(
 )
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under pytest-xdist (``-n 2 --dist loadgroup``, the README's test command), every
     Spark case runs on one worker, so the suite starts one local Spark session, not one per
