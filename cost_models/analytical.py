@@ -2,26 +2,33 @@
 
 Row engine (tuple-at-a-time, one Python thread), seconds per input tuple:
 
-* select 0.1 us, project 0.15 us (measured);
+* select 0.03 us (a select over a window is pushed into the window and tests each arrival
+  there), project 0.15 us (measured);
 * aggregate: 0.25 us hashing/grouping plus, per aggregate call, 0.30 us for an incremental
-  one (COUNT/SUM/AVG) and 0.55 us for the pane-based MIN/MAX; so a sliding AVG costs
-  0.55 us and a sliding MAX 0.8 us per tuple (measured); plus 3 us per group a slide
+  one (COUNT/SUM/AVG) and 0.25 us for the pane-based MIN/MAX; so a sliding AVG costs
+  0.55 us and a sliding MAX 0.5 us per tuple (measured); plus 3 us per group a slide
   touches (re-finalise, merge panes, emit delete and insert), spread over the slide's
   arrivals (measured on 50,000 plugs, where it dominates: issue 20). Non-incremental calls (MEDIAN,
   DISTINCT) recompute over the whole window once per slide: 0.25 us per window tuple per
   slide, spread over the tuples that arrived in that slide ("f(|w|)" of the dissertation);
-* join (symmetric hash join): 0.4 us per input tuple for insert+probe, 0.4 us per output
+* join (symmetric hash join): 1.2 us per input tuple (its insert and probe, and for a
+  window's tuple the probe and delete when it expires), 0.4 us per output
   tuple (the pair built, tested, appended), and 0.45 us per residual test that fails: the
   stored tuples a probe tests a residual predicate on (``examined`` of the estimates: the
   equi-key's bucket, or the whole other side without equi-keys) less the output. Q1's join
   re-tests a plug's bucket of thousands of window tuples each time its MAX changes; priced
   at 1.5 us per input and 0.3 us per output, with no such term, its hybrid on 1,677 plugs at
-  40k was predicted at 445k tuples/s and measured 301k (issue 20). Fitted (NNLS, ``hycq
-  calibrate``) to Q1's join with two thresholds, without one, and Q2's join on 100 plugs
-  with no output (all tests fail): 0.40 / 0.40 / 0.47 us;
+  40k was predicted at 445k tuples/s and measured 301k (issue 20). Fitted first (NNLS,
+  ``hycq calibrate``) at 0.40 / 0.40 / 0.47 us; the per-input term was then raised to
+  1.2 us from per-operator busy times at steady state (full windows; issue 20, sixth stop):
+  Q1's join over a window measured 2.9-4.1 us per arriving tuple on 800 and 50,000 plugs
+  (1.4 us modelled), joins of two aggregates 0.8-2.3 us per input;
 * gateway: arrivals come as Arrow batches; those a row operator reads through a window are
-  converted to tuples once, 0.55 us per tuple (``ingest``; none for a window feeding a
-  columnar group);
+  converted to tuples once, 0.1 us per tuple (``ingest``; none for a window feeding a
+  columnar group). Select, ingest and MIN/MAX were 0.1, 0.55 and 0.55 us until per-operator
+  busy times at steady state (issue 20, sixth stop: Q1-Q6 all-row on 800 and 50,000 plugs)
+  measured a window's select at 0.02-0.06 us per arrival, its window with its share of the
+  conversion at 0.13-0.38 us, and a MAX at 0.4-0.6 us per tuple with few groups;
 * Arrow at the gateway (``PlanCoster.columnar_cost``, with a shared row core): a window
   feeding a columnar group keeps Arrow chunks, 0.02 us per tuple (``arrow_window``) instead
   of the row window's 0.2; a row select over a window whose only consumer is in a group
@@ -129,11 +136,11 @@ class AnalyticalCostModel:
     """Row unit costs and columnar group costs with the constants of the module docstring."""
 
     name: str = "analytical"
-    select: float = 0.10 * US
+    select: float = 0.03 * US
     project: float = 0.15 * US
     agg_base: float = 0.25 * US
     agg_incremental: float = 0.30 * US
-    agg_minmax: float = 0.55 * US
+    agg_minmax: float = 0.25 * US
     agg_recompute_per_window_tuple: float = 0.25 * US
     agg_group: float = 3.0 * US
     """Per group the slide touched, per slide, beyond what the per-tuple constants hold:
@@ -142,7 +149,7 @@ class AnalyticalCostModel:
     to 2,000 groups, all of it from 50,000). Spread over that slide's arrivals; it matters
     when groups are many and each gets few tuples per slide (50,000 plugs at 40k
     tuples/s: 2.6 us per arriving tuple)."""
-    join_input: float = 0.4 * US
+    join_input: float = 1.2 * US
     join_output: float = 0.4 * US
     join_examine: float = 0.45 * US
     """Per residual test that fails: stored tuples a probe tests the join's residual
@@ -170,7 +177,7 @@ class AnalyticalCostModel:
     of filtered chunks is the rest). Charged instead of ``select`` and ``ingest`` by
     ``PlanCoster.columnar_cost`` with a shared row core; its rows reach the group as Arrow
     (``ship_arrow``), not as tuples."""
-    ingest: float = 0.55 * US
+    ingest: float = 0.10 * US
     """Arrow -> tuple conversion of each arrival read by a row operator through a window
     (charged by ``PlanCoster``; the calibrated model uses its measured ``from_arrow``)."""
     buffering: float = 0.0
