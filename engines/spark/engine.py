@@ -27,6 +27,7 @@ import os
 import re
 import tempfile
 import threading
+import warnings
 from collections.abc import Sequence
 from functools import reduce
 from typing import IO, Any
@@ -73,7 +74,14 @@ def _errors() -> tuple[type[BaseException], ...]:
 
 
 def _stop(spark: Any) -> None:
-    with contextlib.suppress(Exception):
+    """Stop ``spark``, whatever state its JVM is in. Stopping a session whose JVM was killed
+    (the case a restart exists for) makes PySpark warn "Unable to cleanly shutdown Spark JVM
+    process"; the MIG has already said the engine failed and is being restarted, so that
+    warning is silenced here, and any error is ignored: the JVM is reaped afterwards."""
+    with contextlib.suppress(Exception), warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore", message="Unable to cleanly shutdown Spark JVM", category=RuntimeWarning
+        )
         spark.stop()
 
 
@@ -277,8 +285,7 @@ class SparkEngine(ColumnarEngine):
         from pyspark.sql import SparkSession
 
         interrupts.check_stop()
-        with contextlib.suppress(Exception):
-            self.spark.stop()
+        _stop(self.spark)
         # The old session is stopped: its exit hook would only wait for PySpark's lock, which
         # a JVM start abandoned by a stop request may still hold.
         atexit.unregister(_stop)
@@ -309,8 +316,7 @@ class SparkEngine(ColumnarEngine):
 
     def shutdown(self) -> None:
         """Stop the Spark session (and its JVM in local mode)."""
-        with contextlib.suppress(Exception):
-            self.spark.stop()
+        _stop(self.spark)
 
     def info(self) -> dict[str, Any]:
         return {"engine": self.name, "master": self.conf["spark.master"], "restarts": self.restarts}
