@@ -163,11 +163,17 @@ class MigOp(RowOperator):
             return False
         if d.chunks is not None:
             have = dict(inp.chunks)
+            removed = set(d.chunks.removed)
             for cid in d.chunks.removed:
                 gone = have.pop(cid, None)
                 if gone is not None:
                     inp.left.append(gone)
+            live = set(d.chunks.order)
             for cid, table in d.chunks.added:
+                if cid in removed and cid not in live:
+                    # entered and left within this delta (a row window given more rows
+                    # at one instant than it holds): never part of the input
+                    continue
                 have[cid] = table = table.rename_columns(inp.schema.names)
                 inp.entered.append(table)
             inp.chunks = deque((cid, have[cid]) for cid in d.chunks.order)
