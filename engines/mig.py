@@ -38,11 +38,13 @@ import pyarrow as pa
 from engines import interrupts, registry
 from engines.arrow_types import arrow_schema
 from engines.columnar import ColumnarEngine, EngineFault
+from engines.correlated import CorrelatedState
 from engines.incremental import IncrementalUnavailable, KeptState, state_for
 from engines.row.arrow_ops import table_of
 from engines.row.base import NO_CHANGE, Delta, RowOperator
 from engines.row.conversion import canonical_rows
 from engines.row.lowering import GroupInput
+from engines.sqlgen.correlated import CorrelatedSQL
 from engines.sqlgen.incremental import KeptAggregate
 from optimizer.ir.incremental import ExactStatePrices, worth_it
 from optimizer.ir.placement import Group
@@ -118,6 +120,7 @@ class MigOp(RowOperator):
         max_retries: int = 2,
         incremental: tuple[KeptAggregate, ...] = (),
         incremental_sql: Callable[[frozenset[str]], str] | None = None,
+        correlated: CorrelatedSQL | None = None,
     ) -> None:
         # An Arrow result (to an R2S operator) replaces the relation; tuples go out as deltas.
         super().__init__(f"mig[{group.top}]", replace_out=to_arrow)
@@ -154,6 +157,12 @@ class MigOp(RowOperator):
             # the engine's default constants decide, per slide, whether a merge pays
             prices = ExactStatePrices.of(registry.cost_defaults().get(engine.dialect, {}))
             self.incremental = [state_for(spec, prices) for spec in incremental]
+        # A top counting join matches per key of a kept aggregate (Q1, Q2): the counts are
+        # kept per key from the window's changes (engines.correlated).
+        self.correlated = (
+            CorrelatedState(correlated) if correlated is not None and self.incremental else None
+        )
+        self._using: frozenset[str] = frozenset()
 
     # -- input upkeep -----------------------------------------------------------------------
 
@@ -237,6 +246,8 @@ class MigOp(RowOperator):
             self._pending = [a or b for a, b in zip(self._pending, changed, strict=True)]
             for state in self.incremental:  # rebuilt from the window when the query runs
                 state.invalidate()
+            if self.correlated is not None:
+                self.correlated.invalidate()
             for inp in self.inputs:
                 inp.forget_changes()
             return NO_CHANGE
@@ -328,6 +339,7 @@ class MigOp(RowOperator):
             self.incremental = [st for st in self.incremental if not st.gave_up]
         # this slide: the states that pay are read, the other aggregates re-evaluated
         using = frozenset(st.spec.op_id for st in self.incremental if st.ready and st.pays)
+        self._using = using
         if not using:
             self._last_incremental = False
             return self.sql
@@ -341,6 +353,26 @@ class MigOp(RowOperator):
         """Give every aggregate back to re-evaluation over the window, for the rest of the run."""
         self.incremental_off = why
         self.incremental = []
+        self.correlated = None
+
+    def _query(self, sql: str) -> pa.Table:
+        """Run the group's statement, through the correlated count when the slide allows."""
+        c = self.correlated
+        if c is None:
+            return self.engine.query(sql)
+        inner = c.spec.shape.inner
+        state = next((st for st in self.incremental if st.spec.op_id == inner), None)
+        window = next(i for i in self.inputs if i.table_name == c.spec.window_table)
+        if (
+            not self._last_incremental
+            or inner not in self._using
+            or state is None
+            or state.table is None
+            or window.whole
+        ):
+            c.invalidate()  # the chain breaks: the next kept slide starts a new one
+            return self.engine.query(sql)
+        return c.query(self.engine, sql, state.table, window.entered, window.left, window.schema)
 
     def _run(self, instant: int, which: list[bool]) -> pa.Table:
         attempt = 0
@@ -350,7 +382,7 @@ class MigOp(RowOperator):
                 t0 = time.perf_counter()
                 self._last_incremental = False
                 sql = self._maintain() if self.incremental else self.sql
-                result = self.engine.query(sql)
+                result = self._query(sql)
                 self.stats.sql_s += time.perf_counter() - t0
                 self.stats.queries += 1
                 for inp in self.inputs:
@@ -360,6 +392,8 @@ class MigOp(RowOperator):
                 interrupts.reraise_if_interrupted()  # a signal cut the call short: no fault
                 for state in self.incremental:  # a half-applied slide: rebuild on the retry
                     state.invalidate()
+                if self.correlated is not None:
+                    self.correlated.invalidate()
                 attempt += 1
                 self.stats.faults.append(
                     {"instant": instant, "engine": self.engine.name, "error": str(err)[:500]}
@@ -385,6 +419,7 @@ class MigOp(RowOperator):
                 if self.incremental:  # state tables are DuckDB's
                     self.incremental_off = f"the group moved to {self.engine.name}"
                     self.incremental = []
+                    self.correlated = None
                 self.fallback = None
                 warnings.warn(
                     f"{self.op_id}: {old} keeps failing; moved the group to {self.engine.name}",
@@ -429,12 +464,17 @@ class MigOp(RowOperator):
         self._previous = Counter(snap.get("previous", {}))
         for state in self.incremental:
             state.invalidate()
+        if self.correlated is not None:
+            self.correlated.invalidate()
         self._ship([True] * len(self.inputs))
 
     def close(self) -> None:
         """Release the group's inputs in its engine (the engine itself is shared)."""
         for inp in self.inputs:
             self.engine.drop_input(inp.table_name)
+        if self.correlated is not None:
+            for table in self.correlated.spec.tables():
+                self.engine.drop_input(table)
 
     def mig_metrics(self) -> dict[str, Any]:
         s = self.stats
@@ -463,6 +503,15 @@ class MigOp(RowOperator):
                 for st in self.incremental
             },
             "incremental_off": self.incremental_off,
+            "correlated": None
+            if self.correlated is None
+            else {
+                "top": self.correlated.spec.shape.top,
+                "kept": self.correlated.stats.kept,
+                "plain": self.correlated.stats.plain,
+                "keys": self.correlated.stats.keys,
+                "recounted": self.correlated.stats.recounted,
+            },
             # per query run: [instant, rows in, SQL seconds] (``hycq calibrate --from``)
             "trace": [[t.instant, t.rows_in, t.sql_s] for t in _spread(s.trace, TRACE_LIMIT)],
         }

@@ -584,6 +584,17 @@ class Assembly:
                 return main.sql
             return group_sql(plan, group.operators, other, prefix).sql  # the fallback's SQL
 
+        correlated = None
+        if inc.incremental:  # a count per key of a kept aggregate (engines.correlated)
+            from engines.sqlgen.correlated import CorrelatedSQL
+            from optimizer.ir.correlated import correlated_count
+
+            kept = {k.op_id: k for k in inc.incremental}
+            shape = correlated_count(plan, group.operators, group.top, kept, windows)
+            if shape is not None:
+                correlated = CorrelatedSQL(
+                    shape, tables[shape.window], kept[shape.inner].state_table
+                )
         consumer = plan.consumers(group.top)[0]
         spare = registry.get(group.engine).fallback
         fallback = (lambda: pool.get(spare)) if spare is not None else None
@@ -601,6 +612,7 @@ class Assembly:
                 if inc.incremental
                 else None
             ),
+            correlated=correlated,
         )
         self.migs.append(mig)
         return mig
