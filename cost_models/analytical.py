@@ -78,6 +78,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from optimizer.ir.arrow_filter import arrow_selected
+from optimizer.ir.correlated import CorrelatedPrices, correlated_count
 from optimizer.ir.costing import Estimates, OpEstimate
 from optimizer.ir.dispatch import KindTable
 from optimizer.ir.incremental import (
@@ -251,7 +252,7 @@ class AnalyticalCostModel:
         per_op = _per_op_terms(estimates)
         sql = consts.fixed
         kept, replaced = _kept_incrementally(group, estimates, consts)
-        sql += kept
+        sql += kept - _correlated_saving(group, estimates, consts, replaced)
         for op_id in group.operators:
             if op_id in replaced:
                 continue
@@ -365,6 +366,35 @@ def _kept_incrementally(
             cost += kept
         replaced.update([op_id, *chain])
     return cost, replaced
+
+
+def _correlated_saving(
+    group: Group, estimates: Estimates, consts: ColumnarConstants, replaced: set[str]
+) -> float:
+    """Per slide, what keeping the group's top count per key saves (``optimizer.ir.correlated``;
+    the MIG times both paths and takes the faster, so a negative saving is 0)."""
+    plan = estimates.plan
+    kept = {o for o in replaced if isinstance(plan.op(o), Aggregate)}
+    if not kept:
+        return 0.0
+    members = set(group.operators)
+    windows = {
+        i
+        for o in group.operators
+        for i in plan.inputs(o)
+        if i not in members and _window_derived(plan, i)
+    }
+    shape = correlated_count(plan, group.operators, group.top, kept, windows)
+    if shape is None:
+        return 0.0
+    inner = estimates[shape.inner]
+    groups = max(1.0, inner.cardinality.value)
+    share = min(1.0, inner.lambda_out.value * inner.slide_seconds / 2.0 / groups)
+    window = estimates[shape.window]
+    changed = 2.0 * window.lambda_out.value * window.slide_seconds
+    left_rows = estimates[shape.join].input_cardinality[0].value
+    saving = CorrelatedPrices.of(consts).saving(left_rows, changed, share, len(shape.left) + 2)
+    return max(0.0, saving)
 
 
 def _paned_cost(
