@@ -2,14 +2,14 @@
 
 ``hycq run --metrics`` reports every operator's busy time over a whole run, most of which
 fills the windows (no tuple expires yet, every aggregate group is new); ``hycq bench``
-times full windows but reports one throughput per plan. This script does what the bench
-does (:func:`hycq.bench.measure_point`: a warm start that fills the windows, one untimed
-settling second, then timed spans, garbage collection off) for one placement at a time,
-and reads the run metrics' per-operator ``busy_s`` before and after the timed spans: the
-busy core-seconds per event-second of each operator with full windows, beside the model's
-``u`` for it (a MIG beside its group's u with the Arrow credits added back, i.e. the
-group's own work). ``unattributed`` is the spans' wall time no operator measured (the
-driver loop, reading and rescaling batches, the sink).
+times full windows but reports one throughput per plan. This script runs the bench
+(:func:`hycq.bench.measure`: a warm start that fills the windows, one untimed settling
+second, then timed spans, garbage collection off) for one placement at a time with
+``BenchOptions.operator_metrics``, which sums the run metrics' per-operator ``busy_s`` over
+the timed spans: the busy core-seconds per event-second of each operator with full
+windows, beside the model's ``u`` for it (a MIG beside its group's u with the Arrow
+credits added back, i.e. the group's own work). ``unattributed`` is the spans' wall time
+no operator measured (the driver loop, reading and rescaling batches, the sink).
 
 Each point is QUERY:PLACEMENT, the placement ``row``, ``column`` or comma-separated
 operator ids placed on DuckDB (``+`` between them on the command line):
@@ -29,18 +29,14 @@ operator ids placed on DuckDB (``+`` between them on the command line):
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import sys
-import time
-from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from engines.runtime import DeadLetters, MergedInputs, RunOptions, open_inputs
-from hycq.api import Assembly, load_query, resolve_placement
-from hycq.bench import SETTLE_S, warm_seconds
-from hycq.flags import CLI_OPTION_NAMES
+from hycq.api import load_query, resolve_placement
+from hycq.bench import BenchOptions
+from hycq.bench import measure as bench_measure
 from hycq.planning import OptimizerOptions, optimize
 from optimizer.ir.placement import complete_placement, groups
 
@@ -61,63 +57,23 @@ def measure(query: str, spec: str, data: Path, rate: float, spans: int, span_s: 
     plan = opt.plan
     placement = placement_of(plan, spec)
     coster = opt.coster
-    warm = warm_seconds(plan, rate)
-    total = warm + SETTLE_S + spans * span_s
-    options = RunOptions(
-        rate=rate,
-        duration=total,
+    options = BenchOptions(
+        rates=[rate],
+        measure_seconds=span_s,
+        repeat=spans,
+        max_repeat=spans,
         data={"readings": data},
-        names=CLI_OPTION_NAMES,
-        read_batch_rows=max(1, round(rate)),
+        operator_metrics=True,
     )
-    inputs = open_inputs(plan, q.catalog, options)
-    merged = MergedInputs(plan, inputs, total, DeadLetters(None))
-    stream = iter(merged)
-    asm = Assembly(plan, placement, None)
-    engine = asm.make_engine(lambda _t, _rows: None)
-    gc_was = gc.isenabled()
-    gc.disable()
-    try:
-        start_ts = None
-        for mig in asm.migs:
-            mig.defer = True  # as the bench: groups fold the warm start into their inputs
-        settle: list[tuple[Any, Any, Any]] = []
-        for inp, batch in stream:
-            if batch.num_rows == 0:
-                continue
-            ts0 = batch.column(inp.stream.time_index)[0].as_py()
-            start_ts = ts0 if start_ts is None else start_ts
-            tells = merged.take_tells()
-            if ts0 - start_ts >= warm * merged.tps:
-                settle.append((inp, batch, tells))
-                break
-            merged.tell(engine, tells)
-            engine.ingest(inp.stream.name, batch, inp.stream.time_index)
-        for mig in asm.migs:
-            mig.defer = False
-        for inp, batch, tells in settle:
-            merged.tell(engine, tells)
-            engine.ingest(inp.stream.name, batch, inp.stream.time_index)
-        timed = [(inp, b, merged.take_tells()) for inp, b in islice(stream, spans * span_s)]
-        before = asm.operator_metrics(engine)
-        tuples, wall = 0, 0.0
-        for inp, batch, tells in timed:
-            t = time.perf_counter()
-            merged.tell(engine, tells)
-            engine.ingest(inp.stream.name, batch, inp.stream.time_index)
-            wall += time.perf_counter() - t
-            tuples += batch.num_rows
-        after = asm.operator_metrics(engine)
-    finally:
-        if gc_was:
-            gc.enable()
-        asm.close()
+    m = bench_measure(q, plan, placement, rate, options)
+    tuples, wall = m.tuples_measured, m.spans_wall_s
     event_s = tuples / rate
+    kinds = {i: plan.op(i).kind for i in plan.topological()}
+    kinds.update({f"mig[{g.top}]": "mig" for g in groups(plan, placement)})
     by_group = {g.top: g for g in groups(plan, placement)}
-    ops = []
-    for op_id, m in after.items():
-        m0 = before.get(op_id, {})
-        busy = (m.get("busy_s", 0.0) - m0.get("busy_s", 0.0)) / event_s
+    ops: list[dict[str, Any]] = []
+    for op_id, d in m.operators.items():
+        busy = d["busy_s"] / event_s
         if op_id.startswith("mig["):
             g = by_group[op_id[4:-1]]
             model = coster.columnar_cost(g.engine, g.operators, g.top).utilization
@@ -129,9 +85,9 @@ def measure(query: str, spec: str, data: Path, rate: float, spans: int, span_s: 
         ops.append(
             {
                 "operator": op_id,
-                "kind": m.get("kind"),
-                "in_per_s": (m.get("tuples_in", 0) - m0.get("tuples_in", 0)) / event_s,
-                "out_per_s": (m.get("tuples_out", 0) - m0.get("tuples_out", 0)) / event_s,
+                "kind": kinds.get(op_id),
+                "in_per_s": d["tuples_in"] / event_s,
+                "out_per_s": d["tuples_out"] / event_s,
                 "measured_u": busy,
                 "model_u": model,
             }
@@ -145,7 +101,7 @@ def measure(query: str, spec: str, data: Path, rate: float, spans: int, span_s: 
         "throughput": tuples / wall,
         "predicted": rate / cost.bottleneck if cost.bottleneck > 0 else None,
         "wall_per_event_s": wall / event_s,
-        "unattributed_u": wall / event_s - sum(o["measured_u"] for o in ops),
+        "unattributed_u": wall / event_s - sum(float(o["measured_u"]) for o in ops),
         "operators": ops,
     }
 

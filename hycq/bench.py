@@ -91,6 +91,9 @@ class BenchOptions:
     settings: EngineSettings | None = None
     data: dict[str, Path | MqttUrl] = field(default_factory=dict)
     progress: Callable[[str], None] = field(default=lambda _m: None)
+    operator_metrics: bool = False
+    """Also sum every operator's run metrics over the timed spans (``Measurement.operators``;
+    read between spans, outside the timing)."""
 
 
 #: Event-seconds after the warm start that run but are not timed (see ``measure_point``).
@@ -196,6 +199,11 @@ class Measurement:
     """Per span: cores other processes used meanwhile (None: not measurable here)."""
     ci: tuple[float, float] = (0.0, 0.0)
     """95% bootstrap interval of ``throughput``."""
+    operators: dict[str, dict[str, float]] = field(default_factory=dict)
+    """With ``BenchOptions.operator_metrics``: per operator, its ``busy_s``, ``tuples_in``
+    and ``tuples_out`` summed over the timed spans (full windows, the steady state)."""
+    spans_wall_s: float = 0.0
+    """Wall seconds of all timed spans together."""
 
     @property
     def clean(self) -> list[float]:
@@ -222,6 +230,16 @@ class _Runner:
     spans: list[float] = field(default_factory=list)
     other: list[float | None] = field(default_factory=list)
     measured: int = 0
+    wall: float = 0.0
+    operators: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def add_operator_metrics(self, before: dict[str, Any], after: dict[str, Any]) -> None:
+        """Add one span's difference of the run metrics' per-operator counters."""
+        for op_id, m in after.items():
+            m0 = before.get(op_id, {})
+            acc = self.operators.setdefault(op_id, {"busy_s": 0.0, "tuples_in": 0, "tuples_out": 0})
+            for key in acc:
+                acc[key] += m.get(key, 0) - m0.get(key, 0)
 
 
 def measure(
@@ -333,6 +351,7 @@ def measure_point(
             for j in range(len(runners)):
                 r = runners[(k + j) % len(runners)]
                 n = 0
+                before = r.asm.operator_metrics(r.engine) if o.operator_metrics else None
                 probe.start()
                 t = time.perf_counter()
                 for inp, batch, tells in span:
@@ -346,6 +365,9 @@ def measure_point(
                 r.other.append(probe.other_cores(wall))
                 r.spans.append(n / wall if wall > 0 else float("inf"))
                 r.measured += n
+                r.wall += wall
+                if before is not None:
+                    r.add_operator_metrics(before, r.asm.operator_metrics(r.engine))
             if k + 1 >= o.repeat and all(_precise(r, o.precision) for r in runners):
                 break
     finally:
@@ -369,6 +391,7 @@ def measure_point(
         )
         med, lo, hi = bench_stats.median_ci(m.counted())
         m.throughput, m.ci = med, (lo, hi)
+        m.operators, m.spans_wall_s = r.operators, r.wall
         out.append(m)
     return out
 

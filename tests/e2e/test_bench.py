@@ -252,3 +252,31 @@ def test_spans_hold_whole_slides(smartplug) -> None:
     assert [span_seconds(u2, m) for m in (1, 3, 5, 7, 10)] == [5, 5, 5, 10, 10]
     q1 = plan_query((QUERIES / "smartplug" / "q1.sql").read_text(), smartplug)
     assert [span_seconds(q1, m) for m in (1, 3, 7)] == [1, 3, 7]
+
+
+def test_operator_metrics_are_summed_over_the_timed_spans_only(tmp_path: Path) -> None:
+    """``BenchOptions.operator_metrics``: each operator's counters over the timed spans,
+    not the warm start. The window's arrivals over the spans are exactly the tuples
+    measured, the group above it on DuckDB was busy, and the spans' wall time is what the
+    throughputs imply."""
+    from hycq.api import load_query
+    from hycq.bench import BenchOptions, measure
+
+    q = tmp_path / "q.sql"
+    q.write_text(PER_PLUG_MAX)
+    (tmp_path / "catalog.toml").write_text((QUERIES / "smartplug" / "catalog.toml").read_text())
+    loaded = load_query(q)
+    plan = loaded.plan
+    placement = complete_placement(plan, resolve_placement(plan, "column", "duckdb"))
+    o = BenchOptions(
+        rates=[500.0], measure_seconds=10, repeat=3, max_repeat=3, operator_metrics=True
+    )
+    m = measure(loaded, plan, placement, 500.0, o)
+    assert m.tuples_measured == 3 * 10 * 500
+    windows = [i for i in plan.topological() if plan.op(i).kind == "window"]
+    assert [m.operators[w]["tuples_out"] for w in windows] == [m.tuples_measured]
+    (mig,) = [k for k in m.operators if k.startswith("mig[")]
+    assert 0 < m.operators[mig]["busy_s"] < m.spans_wall_s
+    assert m.spans_wall_s == pytest.approx(sum(10 * 500 / s for s in m.spans), rel=1e-6)
+    plain = measure(loaded, plan, placement, 500.0, BenchOptions(rates=[500.0], repeat=1))
+    assert plain.operators == {}
