@@ -93,8 +93,9 @@ def _engine_settings(p: argparse.ArgumentParser) -> None:
         "--no-incremental",
         action="store_true",
         help="re-evaluate every aggregate of a DuckDB group over its whole window at each "
-        "slide instead of keeping SUM/COUNT/AVG incrementally with exact sums and MIN/MAX "
-        "from pane partials (docs/engines.md)",
+        "slide instead of keeping SUM/COUNT/AVG incrementally with exact sums, MIN/MAX "
+        "from pane partials and the counts of a window joined with its own per-key "
+        "aggregate per key (docs/engines.md)",
     )
 
     try:
