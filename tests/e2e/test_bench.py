@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -157,21 +158,29 @@ def test_a_plan_that_cannot_fill_its_windows_in_time_is_marked_incomplete(
     assert rec["measured"]["throughput"] > 0
 
 
-def test_measured_spans_process_every_tuple(smartplug, tmp_path: Path) -> None:
-    """Each span's batches are read ahead of timing; the progress the merge reported while
-    reading them is told batch by batch, so no tuple of a span arrives behind its own
-    announced progress (told all at once, it dropped most of a long span as late and
-    "measured" Q1's row plan at 16 M tuples/s). The spans produce the results a plain run
-    produces for the same event-seconds."""
+def _per_plug_max(tmp_path: Path, plan_name: str) -> tuple[Path, Any, dict[str, str]]:
+    """PER_PLUG_MAX as a query file beside the smart-plug catalog: the file, the loaded
+    query and its ``plan_name`` placement (row or column)."""
     from hycq.api import load_query
-    from hycq.bench import BenchOptions, measure
 
     q = tmp_path / "q.sql"
     q.write_text(PER_PLUG_MAX)
     (tmp_path / "catalog.toml").write_text((QUERIES / "smartplug" / "catalog.toml").read_text())
     loaded = load_query(q)
     plan = loaded.plan
-    placement = complete_placement(plan, resolve_placement(plan, "row", "duckdb"))
+    return q, loaded, complete_placement(plan, resolve_placement(plan, plan_name, "duckdb"))
+
+
+def test_measured_spans_process_every_tuple(smartplug, tmp_path: Path) -> None:
+    """Each span's batches are read ahead of timing; the progress the merge reported while
+    reading them is told batch by batch, so no tuple of a span arrives behind its own
+    announced progress (told all at once, it dropped most of a long span as late and
+    "measured" Q1's row plan at 16 M tuples/s). The spans produce the results a plain run
+    produces for the same event-seconds."""
+    from hycq.bench import BenchOptions, measure
+
+    q, loaded, placement = _per_plug_max(tmp_path, "row")
+    plan = loaded.plan
     o = BenchOptions(rates=[500.0], measure_seconds=40, repeat=3, max_repeat=3)
     m = measure(loaded, plan, placement, 500.0, o)
     assert m.late == 0
@@ -259,15 +268,10 @@ def test_operator_metrics_are_summed_over_the_timed_spans_only(tmp_path: Path) -
     not the warm start. The window's arrivals over the spans are exactly the tuples
     measured, the group above it on DuckDB was busy, and the spans' wall time is what the
     throughputs imply."""
-    from hycq.api import load_query
     from hycq.bench import BenchOptions, measure
 
-    q = tmp_path / "q.sql"
-    q.write_text(PER_PLUG_MAX)
-    (tmp_path / "catalog.toml").write_text((QUERIES / "smartplug" / "catalog.toml").read_text())
-    loaded = load_query(q)
+    _q, loaded, placement = _per_plug_max(tmp_path, "column")
     plan = loaded.plan
-    placement = complete_placement(plan, resolve_placement(plan, "column", "duckdb"))
     o = BenchOptions(
         rates=[500.0], measure_seconds=10, repeat=3, max_repeat=3, operator_metrics=True
     )
