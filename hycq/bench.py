@@ -23,6 +23,11 @@ For one (query, rate, placement) a measurement is:
    ``max_repeat`` rounds (the span budget) were run. ``throughput`` is the median over
    spans of tuples / wall seconds: the highest input rate the plan sustains over data of
    that density with full windows. ``kept_up`` is ``throughput >= rate``.
+   When the placements do not fit in one group, the first plan asked (``auto``) runs in
+   every group beside ``interleave - 1`` others, and each other plan's spans become its
+   ratios to the anchor's span of the same round times the anchor's median over all its
+   groups (``anchored_spans``; :func:`hycq.bench_stats.anchored`): groups run minutes
+   apart, and the same plan's median moved by up to 2.7x between runs on this machine.
 4. **Load**: around every span the machine's CPU time is read from ``/proc`` and this
    process's (and its children's, e.g. Spark's JVM) subtracted. A span during which other
    processes used half a core or more is not clean: the median and its interval use the
@@ -45,7 +50,7 @@ import math
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -204,6 +209,10 @@ class Measurement:
     and ``tuples_out`` summed over the timed spans (full windows, the steady state)."""
     spans_wall_s: float = 0.0
     """Wall seconds of all timed spans together."""
+    anchored: list[float] | None = None
+    """When the point's placements ran in several groups: the spans as ratios to the
+    anchor's span of the same round times the anchor's pooled median (``_anchor``), which
+    ``throughput`` and ``ci`` then come from; None otherwise."""
 
     @property
     def clean(self) -> list[float]:
@@ -422,14 +431,17 @@ def bench(queries: list[LoadedQuery], o: BenchOptions) -> list[dict[str, Any]]:
             for _name, placement in named:
                 distinct.setdefault(tuple(sorted(placement.items())), placement)
             keys = list(distinct)
-            done: dict[tuple[tuple[str, str], ...], Measurement] = {}
             size = max(1, o.interleave)
-            for g in range(0, len(keys), size):
-                group = keys[g : g + size]
+            done: dict[tuple[tuple[str, str], ...], Measurement] = {}
+            runs: list[tuple[list[Any], list[Measurement]]] = []
+            for group in _groups(keys, size):
                 names = [n for n, p in named if tuple(sorted(p.items())) in group]
                 o.progress(f"{q.name} @ {rate:g}/s: {', '.join(dict.fromkeys(names))}")
                 ms = measure_point(q, opt.plan, [distinct[k] for k in group], rate, o)
+                runs.append((group, ms))
                 done.update(zip(group, ms, strict=True))
+            anchor = _anchor(runs, done) if len(runs) > 1 and size >= 2 else None
+            anchor_name = next(n for n, p in named if tuple(sorted(p.items())) == keys[0])
             verdicts = bench_stats.judge({str(k): (m.throughput, *m.ci) for k, m in done.items()})
             for name, placement in named:
                 key = tuple(sorted(placement.items()))
@@ -464,6 +476,8 @@ def bench(queries: list[LoadedQuery], o: BenchOptions) -> list[dict[str, Any]]:
                             "vs_best": v.vs_best,
                             "tied_with_best": v.tied_with_best,
                             "best_separable": v.best_separable,
+                            "anchored_to": anchor_name if anchor is not None else None,
+                            "anchored_spans": m.anchored,
                         },
                         "load": {
                             "other_cores": [
@@ -484,6 +498,54 @@ def bench(queries: list[LoadedQuery], o: BenchOptions) -> list[dict[str, Any]]:
                     }
                 )
     return records
+
+
+def _groups(keys: list[Any], size: int) -> list[list[Any]]:
+    """The interleaved groups of a point's placements: all at once when they fit, else the
+    first (the ``auto`` plan, or the first asked) in every group beside ``size - 1`` others,
+    so that every placement is measured side by side with the same anchor."""
+    if len(keys) <= size or size < 2:
+        return [keys[g : g + max(1, size)] for g in range(0, len(keys), max(1, size))]
+    head, rest = keys[0], keys[1:]
+    return [[head, *rest[g : g + size - 1]] for g in range(0, len(rest), size - 1)]
+
+
+def _anchor(
+    runs: list[tuple[list[Any], list[Measurement]]], done: dict[Any, Measurement]
+) -> Measurement | None:
+    """Put placements measured in different groups on one scale (``bench_stats.anchored``).
+
+    The anchor (every group's first placement) gets one measurement pooled over its groups;
+    every other placement's throughput and interval become those of its spans' ratios to the
+    anchor's spans of the same rounds, times the anchor's pooled median. Returns the pooled
+    anchor, or None (nothing changed) when the anchor has too few clean spans."""
+    head = runs[0][0][0]
+    mine = [ms[0] for _g, ms in runs]
+    pooled = replace(
+        mine[0],
+        spans=[s for m in mine for s in m.spans],
+        other_cores=[c for m in mine for c in m.other_cores],
+        tuples_measured=sum(m.tuples_measured for m in mine),
+        results=sum(m.results for m in mine),
+    )
+    counted = pooled.counted()
+    if len(counted) < 2:
+        return None
+    pooled.throughput, lo, hi = bench_stats.median_ci(counted)
+    pooled.ci = (lo, hi)
+    done[head] = pooled
+    for group, ms in runs:
+        a = ms[0]
+        for key, m in zip(group[1:], ms[1:], strict=True):
+            scaled = bench_stats.anchored(
+                m.spans, m.other_cores, a.spans, a.other_cores, pooled.throughput
+            )
+            if scaled is not None:
+                m.anchored = scaled
+                m.throughput, lo, hi = bench_stats.median_ci(scaled)
+                m.ci = (lo, hi)
+            done[key] = m
+    return pooled
 
 
 def _load_warning(m: Measurement) -> str | None:

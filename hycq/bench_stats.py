@@ -126,6 +126,31 @@ def is_clean(other: float | None) -> bool:
     return other is None or other < CLEAN_OTHER_CORES
 
 
+def anchored(
+    spans: list[float],
+    other: list[float | None],
+    anchor_spans: list[float],
+    anchor_other: list[float | None],
+    reference: float,
+) -> list[float] | None:
+    """A plan's spans as ratios to the anchor plan's span of the same round, times the
+    anchor's ``reference`` throughput (its median over every group it ran in).
+
+    Placements measured in different groups ran minutes apart, in engines created after
+    other groups' engines were closed: on Q5 (1,677 plugs, 10k tuples/s), 14 medians of the
+    same all-row plan, each from a run of one to four plans within ten minutes, ranged from
+    0.63 M to 1.69 M tuples/s. Within a round the plans run back to back over the same
+    tuples, so the ratio to the anchor cancels what the group and the minute share. Pairs
+    where either span was disturbed by another process are left out; None when fewer than 2
+    pairs remain (the caller keeps the raw spans)."""
+    pairs = [
+        s / a * reference
+        for s, o, a, ao in zip(spans, other, anchor_spans, anchor_other, strict=False)
+        if a > 0 and is_clean(o) and is_clean(ao)
+    ]
+    return pairs if len(pairs) >= 2 else None
+
+
 @dataclass
 class Verdict:
     """One plan's standing at its point."""

@@ -574,7 +574,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=4,
         metavar="N",
         help="plans measured side by side, span by span, each with its own engine (4); "
-        "more placements are measured in groups of N",
+        "more placements are measured in groups of N, the first plan asked (auto) in "
+        "every group and the others scaled by their ratio to it round by round",
     )
     bn.add_argument(
         "--data",

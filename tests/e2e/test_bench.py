@@ -4,6 +4,7 @@ writes the CONTRACT records and a plot."""
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -284,3 +285,41 @@ def test_operator_metrics_are_summed_over_the_timed_spans_only(tmp_path: Path) -
     assert m.spans_wall_s == pytest.approx(sum(10 * 500 / s for s in m.spans), rel=1e-6)
     plain = measure(loaded, plan, placement, 500.0, BenchOptions(rates=[500.0], repeat=1))
     assert plain.operators == {}
+
+
+def test_placements_in_several_groups_are_measured_against_the_same_anchor(
+    tmp_path: Path,
+) -> None:
+    """With more placements than --interleave, the auto plan runs in every group and the
+    others' throughputs are their ratios to it, round by round (``bench_stats.anchored``)."""
+    from hycq.api import load_query
+    from hycq.bench import BenchOptions, bench
+
+    q = tmp_path / "q.sql"
+    q.write_text(PER_PLUG_MAX)
+    (tmp_path / "catalog.toml").write_text((QUERIES / "smartplug" / "catalog.toml").read_text())
+    o = BenchOptions(
+        rates=[1000.0],
+        plans=["auto", "row", "column", "all"],
+        measure_seconds=2,
+        repeat=3,
+        max_repeat=3,
+        interleave=2,
+    )
+    records = bench([load_query(q)], o)
+    distinct = {json.dumps(x["placement"], sort_keys=True): x for x in records}
+    assert len(distinct) >= 3  # more placements than one group holds
+    auto = next(x for x in records if x["plan"] == "auto")
+    groups = len(distinct) - 1  # the anchor beside one other placement per group
+    assert len(auto["measured"]["spans"]) == 3 * groups
+    for x in distinct.values():
+        m = x["measured"]
+        assert m["anchored_to"] == "auto"
+        if x["placement"] == auto["placement"]:
+            assert m["anchored_spans"] is None
+            continue
+        scaled = m["anchored_spans"]
+        if scaled is None:  # disturbed rounds: raw spans kept
+            continue
+        assert len(scaled) <= 3 and m["ci95"][0] <= m["throughput"] <= m["ci95"][1]
+        assert m["throughput"] == pytest.approx(statistics.median(scaled))

@@ -65,3 +65,27 @@ def test_a_child_process_counts_as_this_process_work() -> None:
         assert after - before > 0.7  # the child's second of spinning is in this family's time
     finally:
         child.wait()
+
+
+def test_anchored_spans_are_ratios_to_the_anchor_of_the_same_round() -> None:
+    """A group that ran on a machine twice as slow measures both plans at half speed; the
+    ratio to the anchor of the same round, times the anchor's pooled median, is the same."""
+    from hycq.bench_stats import CLEAN_OTHER_CORES, anchored
+
+    slow = anchored([50.0, 60.0, 40.0], [0.0] * 3, [100.0, 120.0, 80.0], [0.0] * 3, 200.0)
+    assert slow == [100.0, 100.0, 100.0]
+    # a disturbed round (either side) is left out; too few pairs keep the raw spans
+    busy = CLEAN_OTHER_CORES + 0.1
+    kept = anchored([50.0, 60.0, 40.0], [busy, 0.0, 0.0], [100.0, 100.0, 80.0], [0.0] * 3, 100.0)
+    assert kept == [60.0, 50.0]
+    assert anchored([50.0, 60.0], [0.0, busy], [100.0, 100.0], [0.0, 0.0], 100.0) is None
+    assert anchored([50.0, 60.0], [0.0, 0.0], [0.0, 100.0], [0.0, 0.0], 100.0) is None
+
+
+def test_groups_put_the_first_placement_in_every_group_when_they_do_not_fit() -> None:
+    from hycq.bench import _groups
+
+    assert _groups(list("abc"), 4) == [list("abc")]
+    assert _groups(list("abcdefg"), 4) == [list("abcd"), list("aefg")]
+    assert _groups(list("abcde"), 3) == [list("abc"), list("ade")]
+    assert _groups(list("abc"), 1) == [["a"], ["b"], ["c"]]  # nothing to pair with
