@@ -68,23 +68,49 @@ def point_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--queries", default="queries/smartplug/*.sql,queries/unseen/*.sql")
-    ap.add_argument("--rates", default="1000,5000,10000,20000,40000")
-    ap.add_argument("--shapes", default="calib:1677:0.5")
-    ap.add_argument("--candidates", type=int, default=20)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
+    ap.add_argument(
+        "--queries",
+        default="queries/smartplug/*.sql,queries/unseen/*.sql",
+        help="comma-separated globs of query files, relative to the repository",
+    )
+    ap.add_argument(
+        "--rates", default="1000,5000,10000,20000,40000", help="comma-separated tuples/s"
+    )
+    ap.add_argument(
+        "--shapes",
+        default="calib:1677:0.5",
+        help="comma-separated NAME:PLUGS:LOAD_SHARE data shapes (hycq data generate)",
+    )
+    ap.add_argument(
+        "--candidates",
+        type=int,
+        default=20,
+        help="measure every placement up to this many, else the best predicted half "
+        "plus random ones (hycq.bench.BenchOptions.max_candidates)",
+    )
     ap.add_argument(
         "--warm-limit",
         type=float,
         default=120.0,
         help="wall seconds a plan's warm start may take (hycq bench --warm-limit)",
     )
-    ap.add_argument("--measure", type=int, default=5)
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--max-repeat", type=int, default=8)
-    ap.add_argument("--precision", type=float, default=0.03)
-    ap.add_argument("--data-dir", type=Path, default=Path("/tmp/hycq-study"))
-    ap.add_argument("--json", type=Path)
+    ap.add_argument("--measure", type=int, default=5, help="event seconds per timed span")
+    ap.add_argument("--repeat", type=int, default=3, help="spans per plan at least")
+    ap.add_argument("--max-repeat", type=int, default=8, help="spans per plan at most")
+    ap.add_argument(
+        "--precision",
+        type=float,
+        default=0.03,
+        help="stop repeating once the median's 95%% interval is this narrow (relative)",
+    )
+    ap.add_argument(
+        "--data-dir",
+        type=Path,
+        default=Path("/tmp/hycq-study"),
+        help="generated data files, one per shape and rate, reused when present",
+    )
+    ap.add_argument("--json", type=Path, help="write points and every record here")
     args = ap.parse_args()
     paths = [
         Path(p)
