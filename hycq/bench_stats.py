@@ -137,9 +137,9 @@ def anchored(
     anchor's ``reference`` throughput (its median over every group it ran in).
 
     Placements measured in different groups ran minutes apart, in engines created after
-    other groups' engines were closed: on Q5 (1,677 plugs, 10k tuples/s), 14 medians of the
+    other groups' engines were closed: on Q5 (1,677 plugs, 10k tuples/s), 26 medians of the
     same all-row plan, each from a run of one to four plans within ten minutes, ranged from
-    0.63 M to 1.69 M tuples/s. Within a round the plans run back to back over the same
+    0.63 M to 1.74 M tuples/s. Within a round the plans run back to back over the same
     tuples, so the ratio to the anchor cancels what the group and the minute share. Pairs
     where either span was disturbed by another process are left out; None when fewer than 2
     pairs remain (the caller keeps the raw spans)."""
