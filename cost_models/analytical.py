@@ -4,11 +4,17 @@ Row engine (tuple-at-a-time, one Python thread), seconds per input tuple:
 
 * select 0.03 us (a select over a window is pushed into the window and tests each arrival
   there), project 0.15 us (measured);
-* aggregate: 0.25 us hashing/grouping plus, per aggregate call, 0.30 us for an incremental
-  one (COUNT/SUM/AVG) and 0.25 us for the pane-based MIN/MAX; so a sliding AVG costs
-  0.55 us and a sliding MAX 0.5 us per tuple (measured); plus 3 us per group a slide
-  touches (re-finalise, merge panes, emit delete and insert), spread over the slide's
-  arrivals (measured on 50,000 plugs, where it dominates: issue 20). Non-incremental calls (MEDIAN,
+* aggregate: 0.15 us hashing/grouping plus, per aggregate call, 0.25 us for an incremental
+  one (COUNT/SUM/AVG) and 0.10 us for the pane-based MIN/MAX, per tuple; plus 1.9 us per
+  group a slide touches (re-finalise, merge and unmerge its pane partials, emit its delete
+  and insert) and 0.85 of that again per further call, spread over the slide's arrivals,
+  whatever the number of groups. Fitted to the busy times of 59 row aggregates at steady
+  state (Q3-Q6 all-row on 800 plugs at 1k, 10k and 40k tuples/s and on 1,677, 10,000,
+  20,000 and 50,000 plugs at 10k; issue 20, ninth stop): within 1.5x of 57 (35 before).
+  The per-group term used to apply only past 2,000 groups, on the premise that the
+  per-tuple constants held a small group table's work; once those were re-measured at
+  steady state they did not, and on 1,677 plugs every row aggregate measured 1.9-2.8x its
+  model (on 800 plugs at 1k, 5-9x). Non-incremental calls (MEDIAN,
   DISTINCT) recompute over the whole window once per slide: 0.25 us per window tuple per
   slide, spread over the tuples that arrived in that slide ("f(|w|)" of the dissertation);
 * join (symmetric hash join): 1.2 us per input tuple (its insert and probe, and for a
@@ -23,20 +29,26 @@ Row engine (tuple-at-a-time, one Python thread), seconds per input tuple:
   1.2 us from per-operator busy times at steady state (full windows; issue 20, sixth stop):
   Q1's join over a window measured 2.9-4.1 us per arriving tuple on 800 and 50,000 plugs
   (1.4 us modelled), joins of two aggregates 0.8-2.3 us per input;
-* gateway: arrivals come as Arrow batches; those a row operator reads through a window are
-  converted to tuples once, 0.1 us per tuple (``ingest``; none for a window feeding a
-  columnar group). Select, ingest and MIN/MAX were 0.1, 0.55 and 0.55 us until per-operator
-  busy times at steady state (issue 20, sixth stop: Q1-Q6 all-row on 800 and 50,000 plugs)
-  measured a window's select at 0.02-0.06 us per arrival, its window with its share of the
-  conversion at 0.13-0.38 us, and a MAX at 0.4-0.6 us per tuple with few groups;
+* gateway: arrivals come as Arrow batches; while any window of a stream feeds a row
+  operator, the gateway converts each batch of that stream to tuples once and drives them
+  through the row engine's instants: 0.4 us per arriving tuple (``ingest``), charged to the
+  stream's windows (shared among them) and taken back only when none of them reads tuples
+  (``PlanCoster._ingest``). Per-operator busy times at steady state put the conversion with
+  the driver loop at 0.26-0.67 us per arrival (windows plus unattributed time; issue 20,
+  ninth stop), and the same with one window of Q3's two feeding DuckDB as with none: the
+  conversion was shared per window before, so a plan that moved one window to Arrow was
+  credited half a conversion it still paid. Select, ingest and MIN/MAX were 0.1, 0.55 and
+  0.55 us until the sixth stop's per-operator busy times measured a window's select at
+  0.02-0.06 us per arrival and a MAX at 0.4-0.6 us per tuple with few groups;
 * Arrow at the gateway (``PlanCoster.columnar_cost``, with a shared row core): a window
   feeding a columnar group keeps Arrow chunks, 0.02 us per tuple (``arrow_window``) instead
-  of the row window's 0.2; a row select over a window whose only consumer is in a group
-  runs as an Arrow filter, 0.1 us per arrival (``arrow_select``) instead of ``select`` +
-  ``ingest``;
+  of the row window's 0.04; a row select over a window whose only consumer is in a group
+  runs as an Arrow filter, 0.15 us per arrival (``arrow_select``: the filter and its
+  window's bookkeeping of filtered chunks) instead of ``select``;
 * a group's query runs on the row thread (a MIG waits for it), so with a shared row core
   its u adds to the row core's load (``PlanCoster.columnar_cost``);
-* gateway operators: window 0.2 us per tuple (insert and evict); ISTREAM/DSTREAM 0.3 us per
+* gateway operators: window 0.04 us per tuple (insert and evict, the conversion aside);
+  ISTREAM/DSTREAM 0.3 us per
   input tuple; RSTREAM 0.3 us per *output* row (it emits the whole relation every slide:
   ``|w| * n_slide`` rows per second); sources and sink free (the same in every plan).
 
@@ -139,23 +151,25 @@ class AnalyticalCostModel:
     name: str = "analytical"
     select: float = 0.03 * US
     project: float = 0.15 * US
-    agg_base: float = 0.25 * US
-    agg_incremental: float = 0.30 * US
-    agg_minmax: float = 0.25 * US
+    agg_base: float = 0.15 * US
+    agg_incremental: float = 0.25 * US
+    agg_minmax: float = 0.10 * US
     agg_recompute_per_window_tuple: float = 0.25 * US
-    agg_group: float = 3.0 * US
-    """Per group the slide touched, per slide, beyond what the per-tuple constants hold:
-    re-finalising it, merging its pane partials and emitting its delete and insert, in a
-    group table too large for the caches (scaled by :func:`large_group_share`: nothing up
-    to 2,000 groups, all of it from 50,000). Spread over that slide's arrivals; it matters
-    when groups are many and each gets few tuples per slide (50,000 plugs at 40k
-    tuples/s: 2.6 us per arriving tuple)."""
+    agg_group: float = 1.9 * US
+    """Per group the slide touched, per slide, beyond the per-tuple constants: re-finalising
+    it, merging and unmerging its pane partials and emitting its delete and insert, at any
+    number of groups (1,677 plugs pay it as 50,000 do). Spread over that slide's arrivals;
+    it dominates when each group gets few tuples per slide."""
+    agg_group_call: float = 0.65
+    """Each aggregate call after the first adds this share of ``agg_group`` per touched
+    group (a group's MAX and AVG are merged, unmerged and finalised one after the other:
+    Q3's aggregates measured 1.7-1.9x Q4's single AVG per touched group)."""
     join_input: float = 1.2 * US
     join_output: float = 0.4 * US
     join_examine: float = 0.45 * US
     """Per residual test that fails: stored tuples a probe tests the join's residual
     predicate on (``examined``), less the output."""
-    window: float = 0.2 * US
+    window: float = 0.04 * US
     r2s: float = 0.3 * US
     to_arrow: float = 0.5 * US
     ship_arrow: float = 0.01 * US
@@ -169,18 +183,22 @@ class AnalyticalCostModel:
     """Per tuple of a window that keeps Arrow chunks because its consumer is a columnar
     group (or an Arrow select feeding one): appending and expiring chunk references.
     Charged instead of ``window`` by ``PlanCoster.columnar_cost`` with a shared row core."""
-    arrow_select: float = 0.1 * US
+    arrow_select: float = 0.15 * US
     """Per arriving tuple a row select filters as Arrow (``optimizer.ir.arrow_filter``: a
     select over a window feeding only a columnar group). Measured side by side (issue 20):
     Q4 on 800 plugs at 40k, all-DuckDB 2.04 M tuples/s against 1.73 M with its 1-minute
     window's select as an Arrow filter, 0.088 us more per arrival (pyarrow's filter alone
     takes 12-44 ns per row in batches of 10,000 and 1,000 rows; the window's bookkeeping
-    of filtered chunks is the rest). Charged instead of ``select`` and ``ingest`` by
+    of filtered chunks is the rest); per-operator busy times of Q3 with one select as an
+    Arrow filter (800 and 1,677 plugs, 1k-40k) put the filter and its window at 0.1-0.25 us
+    per arrival (issue 20, ninth stop). Charged instead of ``select`` by
     ``PlanCoster.columnar_cost`` with a shared row core; its rows reach the group as Arrow
     (``ship_arrow``), not as tuples."""
-    ingest: float = 0.10 * US
-    """Arrow -> tuple conversion of each arrival read by a row operator through a window
-    (charged by ``PlanCoster``; the calibrated model uses its measured ``from_arrow``)."""
+    ingest: float = 0.40 * US
+    """Per arriving tuple of a stream any row operator reads through a window: the
+    gateway's Arrow -> tuple conversion of its batches (once, whatever the number of row
+    windows) and the row engine's driving of them through the instants (charged by
+    ``PlanCoster._ingest``; the calibrated model uses its measured ``from_arrow``)."""
     buffering: float = 0.0
     """Per source tuple through a K-slack buffer, charged by ``PlanCoster`` to the gateway
     only in runs with ``--disorder`` other than none (``optimizer.costmodel.with_buffering``
@@ -236,11 +254,10 @@ class AnalyticalCostModel:
             window = est.input_cardinality[0].value
             per_slide = recompute * window * self.agg_recompute_per_window_tuple
             c += per_slide / arrivals if arrivals > 0 else per_slide
-        if est.touched is not None and arrivals > 0 and est.groups is not None:
-            # The groups a slide touches (optimizer.estimate), at the per-group cost beyond
-            # what the per-tuple constants already hold (large_group_share).
-            share = large_group_share(est.groups.value)
-            c += self.agg_group * share * est.touched / arrivals
+        if est.touched is not None and arrivals > 0:
+            # The groups a slide touches (optimizer.estimate), each re-finalised per call.
+            calls = 1.0 + self.agg_group_call * max(0, len(op.aggs) - 1)
+            c += self.agg_group * calls * est.touched / arrivals
         return c
 
     # -- columnar groups ------------------------------------------------------------------

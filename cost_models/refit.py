@@ -8,8 +8,10 @@ analytical model's ``sql_terms``) to those points and fits the same functions ag
 * ``row.select``, ``row.project``, ``row.window``, ``row.r2s``: seconds per tuple;
 * ``row.aggregate``: ``agg_base``, ``agg_incremental`` and ``agg_minmax`` jointly (an
   aggregate with ``i`` incremental and ``m`` MIN/MAX calls over ``n`` tuples costs
-  ``n * (agg_base + i * agg_incremental + m * agg_minmax)``; ``agg_group``, the large-group
-  share, is kept: a run's metrics do not say how many groups its aggregate held);
+  ``n * (agg_base + i * agg_incremental + m * agg_minmax)``, plus ``agg_group`` per group its
+  slides touched, which is kept: an observation's ``agg_group`` term (half its rows out:
+  a changed group emits a delete and an insert) is priced at the profile's value and
+  subtracted, as every term of a parameter a fit does not estimate is);
 * ``row.join``: ``join_input``, ``join_output`` and ``join_examine`` jointly (the last
   from metrics that count the stored tuples a residual was tested on);
 * ``sql.<engine>``: the per-row SQL constants and the fixed per-invocation overhead.

@@ -12,6 +12,8 @@ and scaled by ``1 + agg_group_call * (calls - 1)``):
 
 ``--try`` is ``agg_base,agg_incremental,agg_minmax,agg_group,agg_group_call`` in us. The
 summary is the median |log(model / measured)| and how many aggregates are within 1.5x.
+``--fit`` fits the five constants (non-negative) by least squares on the log ratios and
+tries them beside the others.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import statistics
 import sys
 from pathlib import Path
 from typing import Any
+
+from scipy.optimize import least_squares
 
 from hycq.api import load_query
 from hycq.planning import Optimized, OptimizerOptions, optimize
@@ -73,6 +77,16 @@ def tried(r: dict[str, Any], c: list[float]) -> float:
     return 1e-6 * (r["in"] * per_tuple + group * (1 + per_call * (r["calls"] - 1)) * r["touched"])
 
 
+def fit(rows: list[dict[str, Any]]) -> list[float]:
+    """The five constants that minimise the squared log ratios of model to measured u."""
+
+    def residuals(c: Any) -> list[float]:
+        return [math.log(max(tried(r, list(c)), 1e-12) / r["measured"]) for r in rows]
+
+    res = least_squares(residuals, [0.15, 0.20, 0.25, 2.0, 0.75], bounds=(0.0, 20.0))
+    return [round(float(x), 3) for x in res.x]
+
+
 def summary(ratios: list[float]) -> str:
     logs = [abs(math.log(x)) for x in ratios]
     within = sum(x < math.log(1.5) for x in logs)
@@ -83,16 +97,19 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     ap.add_argument("files", type=Path, nargs="+", help="operator_busy_at_steady_state JSON")
     ap.add_argument("--try", dest="tries", action="append", default=[], metavar="CONSTANTS")
+    ap.add_argument("--fit", action="store_true", help="fit the five constants and try them")
     args = ap.parse_args()
     rows = aggregates(args.files)
     tries = [[float(x) for x in t.split(",")] for t in args.tries]
+    if args.fit:
+        tries.append(fit(rows))
     for r in rows:
         extra = "".join(
             f"  try{i + 1} {tried(r, c) / r['measured']:.2f}" for i, c in enumerate(tries)
         )
         print(
             f"{r['file'][:28]:28s} {r['query']} {r['op']:11s} calls {r['calls']} "
-            f"groups {r['groups']:6.0f} touched/s {r['touched']:6.0f} "
+            f"in/s {r['in']:6.0f} groups {r['groups']:6.0f} touched/s {r['touched']:6.0f} "
             f"measured {r['measured']:.4f}  model {r['model'] / r['measured']:.2f}{extra}"
         )
     print("model:", summary([r["model"] / r["measured"] for r in rows]))

@@ -155,7 +155,7 @@ def explain(
                 "engine": g.engine,
                 "operators": list(g.operators),
                 "top": g.top,
-                "u": opt.coster.columnar_cost(g.engine, g.operators).utilization,
+                "u": opt.coster.group_own_u(g.engine, g.operators),
                 "seconds_per_invocation": opt.model.group_cost(g, opt.estimates),
             }
             for g in opt.groups

@@ -40,7 +40,6 @@ from cost_models.analytical import (
     SQL_TERMS,
     AnalyticalCostModel,
     ColumnarConstants,
-    large_group_share,
     sql_terms,
 )
 from cost_models.calibrated import LinearFit, default_profile_path, fit_linear, profile_text
@@ -216,32 +215,38 @@ def calibrate_row(settings: Settings, fits: dict[str, LinearFit]) -> dict[str, f
     fits["row.r2s"] = fit_linear([x[1] for x in r], [x[2] for x in r], intercept=False)
     p["r2s"] = fits["row.r2s"].slope
     say("row engine: aggregates")
-    # Per group a slide touches (agg_group): the AVG query over the real plug count and over
-    # many plugs with few tuples each; busy = tuples x a + touched groups x g, where a
-    # changed group emits a delete and an insert (tuples out / 2).
+    # Per group a slide touches (agg_group), at any number of groups: the AVG query over the
+    # real plug count and over many plugs with few tuples each; busy = tuples x a + touched
+    # groups x g, where a changed group emits a delete and an insert (tuples out / 2).
     xs_in, xs_touch, ys = [], [], []
     for plugs in (None, MANY_PLUGS):
-        share = large_group_share(float(plugs or 1677))
         for op, n_in, n_out, busy in _busy("avg", settings, plugs):
             if op.startswith("aggregate"):
                 xs_in.append(n_in)
-                xs_touch.append(share * n_out / 2)
+                xs_touch.append(n_out / 2)
                 ys.append(busy)
     coef, r2 = _nnls([xs_in, xs_touch], ys)
     fits["row.aggregate.group"] = LinearFit(
         coef[1], 0.0, r2, tuple(map(float, xs_touch)), tuple(ys)
     )
     p["agg_group"] = coef[1]
+    share = AnalyticalCostModel.agg_group_call
+
+    def net(rows: list[tuple[str, int, int, float]], calls: int) -> list[Any]:
+        """The aggregates' busy seconds less their touched groups' (agg_group per call)."""
+        per_touch = p["agg_group"] * (1.0 + share * (calls - 1)) / 2.0
+        return [(o, n, m, max(0.0, b - per_touch * m)) for o, n, m, b in rows]
+
     per_call = {}
     for name, calls in (("avg", 1), ("count_sum_avg", 3)):
-        rows = _busy(name, settings)  # 1,677 plugs: no per-group share (large_group_share)
+        rows = net(_busy(name, settings), calls)
         fits[f"row.aggregate.{name}"] = _per_tuple(rows, "aggregate")
         per_call[calls] = fits[f"row.aggregate.{name}"].slope
     inc = fit_linear(list(per_call), list(per_call.values()))
     fits["row.aggregate.calls"] = inc
     p["agg_incremental"] = inc.slope
     p["agg_base"] = inc.intercept
-    fits["row.aggregate.max"] = _per_tuple(_busy("max", settings), "aggregate")
+    fits["row.aggregate.max"] = _per_tuple(net(_busy("max", settings), 1), "aggregate")
     p["agg_minmax"] = max(0.0, fits["row.aggregate.max"].slope - p["agg_base"])
     # MEDIAN rescans the window each slide: busy vs (window tuples x slides).
     med = _busy("median", settings)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cost_models.analytical import sql_terms, transfer_rows
+from cost_models.analytical import AnalyticalCostModel, sql_terms, transfer_rows
 from cost_models.refit import SQL_PREFIX, Observation
 from optimizer.ir.errors import OptionError, UserError
 from optimizer.ir.plan import Aggregate, LogicalPlan, Window, WindowKind
@@ -249,6 +249,11 @@ def _row_op(
         if inc + mm != len(op.aggs):  # MEDIAN-like calls rescan the window: not fitted here
             return None
         terms = {"agg_base": n_in, "agg_incremental": inc * n_in, "agg_minmax": mm * n_in}
+        # The groups its slides touched: a changed group emits a delete and an insert. The
+        # refit subtracts the profile's agg_group for them (it does not fit agg_group).
+        calls = 1.0 + AnalyticalCostModel.agg_group_call * max(0, len(op.aggs) - 1)
+        if n_out > 0:
+            terms["agg_group"] = calls * n_out / 2.0
         return Observation("row.aggregate", terms, busy, source)
     return None
 

@@ -130,14 +130,16 @@ class Optimized:
         plan = self.plan
         units: dict[str, tuple[str, float, float]] = {}  # op -> (unit id, u, unit cost)
         for k, g in enumerate(groups(plan, placement)):
-            u = self.coster.columnar_cost(g.engine, g.operators).utilization
+            u = self.coster.group_own_u(g.engine, g.operators)
             per_call = self.model.group_cost(g, self.estimates)
             for op_id in g.operators:
                 units[op_id] = (f"g{k}", u, per_call)
+        # windows and selects that work on Arrow for a group, at their Arrow prices
+        arrow = self.coster.arrow_row_u(placement)
         for op_id in plan.topological():
             if op_id not in units:
                 est = self.estimates[op_id]
-                u = self.coster.row_cost(op_id).utilization
+                u = arrow.get(op_id, self.coster.row_cost(op_id).utilization)
                 c = self.model.unit_cost(plan.op(op_id), ROW, est)
                 units[op_id] = (op_id, u, c)
         cost = self.cost_of(placement)

@@ -271,9 +271,15 @@ class _Search:
                 del table[i]
         (root,) = table  # every R2R operator has one consumer, so one tree remains
         finals = table[root]
-        chosen = self.best(finals)
-        cost = self.final(chosen) + self.coster.fixed
-        return _full(plan, dict(chosen.assign)), cost, len(finals)
+        # The whole plans are ranked by their exact cost: additive costing over-charges
+        # a stream converted for no row window when its windows feed different groups
+        # (PlanCoster.split_conversion); the partials could not know.
+        exact = {id(p): self.coster.placement_cost(dict(p.assign)) for p in finals}
+        chosen = min(
+            finals,
+            key=lambda p: (*sort_key(exact[id(p)], self.utilization_only), float(p.columnar)),
+        )
+        return _full(plan, dict(chosen.assign)), exact[id(chosen)], len(finals)
 
     def extend(self, v: str, inputs: list[list[_Partial]]) -> list[_Partial]:
         out: list[_Partial] = []

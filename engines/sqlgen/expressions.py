@@ -154,6 +154,11 @@ class ExprTranslator:
                 return out if same else paren(out)
 
             return node(this=operand(e.left), expression=operand(e.right))
+        if _always_null(e.left) or _always_null(e.right):
+            # Every other operator is NULL with a NULL operand. DuckDB folds that and the
+            # row engine never evaluates the other side; Spark would, and raise where it
+            # overflows (-NULL / -CAST(1e300 AS INT)): write the NULL itself.
+            return self._literal(Literal(None, e.dtype))
         if op in _COMPARE:
             # Numeric comparisons coerce to the wider type in both engines, as in the IR.
             return _COMPARE[op](
@@ -309,3 +314,18 @@ def _divisor(e: Expr) -> Divisor:
     if e.dtype is not DataType.DOUBLE:
         return Divisor.NO_NEGATIVE_ZERO  # an integer cast to DOUBLE is never -0.0
     return Divisor.ANY
+
+
+def _always_null(e: Expr) -> bool:
+    """Whether ``e`` is NULL whatever the row: the NULL literal (of any type), an
+    expression of the NULL type, or a strict operator (arithmetic, comparison, negation,
+    CAST) over such an operand."""
+    if e.dtype is DataType.NULL or (isinstance(e, Literal) and e.value is None):
+        return True
+    if isinstance(e, Binary) and e.op not in ("AND", "OR"):
+        return _always_null(e.left) or _always_null(e.right)
+    if isinstance(e, Unary) and e.op in ("NEG", "NOT"):
+        return _always_null(e.operand)
+    if isinstance(e, Cast):
+        return _always_null(e.operand)
+    return False

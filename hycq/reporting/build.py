@@ -114,7 +114,7 @@ def build_report(
                 g.engine,
                 list(g.operators),
                 g.top,
-                opt.coster.columnar_cost(g.engine, g.operators).utilization,
+                opt.coster.group_own_u(g.engine, g.operators),
                 opt.model.group_cost(g, opt.estimates),
                 sql,
                 ok,

@@ -355,7 +355,8 @@ def test_checks_skip_the_optimizer_while_no_figure_moves_past_the_gate() -> None
     # the best), 810 within 10% of it
     assert full == [True, False, False, False, True, False]
     assert all(d["decision"] == "stay" for d in ctl.decisions)
-    # far past the gate, the optimizer prices the plan at the new rate
+    # far past the gate, the optimizer prices the plan at the new rate (40x the tuples; the
+    # per-group work of the aggregates grows less, as their groups are all touched already)
     ctl.check(200, _Q2Figures(40_000.0, 200))  # type: ignore[arg-type]
     last, first = ctl.decisions[-1], ctl.decisions[0]
-    assert last["running"]["utilization"] > 10 * first["running"]["utilization"]
+    assert last["running"]["utilization"] > 5 * first["running"]["utilization"]

@@ -200,8 +200,8 @@ def test_unit_costs_fitted_to_zero_fall_back_to_scaled_analytical_values() -> No
 def test_an_aggregate_over_many_small_groups_costs_more_per_tuple() -> None:
     """The per-touched-group term (agg_group): at the same rate, 50,000 plugs that each get a
     tuple now and then cost far more per tuple than 1,677 plugs with many each, and the
-    difference is the balls-into-bins count of touched groups times agg_group's share."""
-    from cost_models.analytical import large_group_share
+    difference is the balls-into-bins count of touched groups times agg_group, at any
+    number of groups (1,677 plugs pay it too: issue 20, ninth stop)."""
     from hycq.api import QUERIES, load_query
     from optimizer.estimate import estimate
     from optimizer.ir.plan import Aggregate
@@ -209,6 +209,7 @@ def test_an_aggregate_over_many_small_groups_costs_more_per_tuple() -> None:
 
     q = load_query(QUERIES / "smartplug" / "q5.sql")
     agg = next(op for op in q.plan.operators() if isinstance(op, Aggregate) and op.group_by)
+    assert len(agg.aggs) == 1
     model = AnalyticalCostModel()
     costs = {}
     for plugs in (1677, 50_000):
@@ -220,13 +221,31 @@ def test_an_aggregate_over_many_small_groups_costs_more_per_tuple() -> None:
         arrivals = est.total_in.value * est.slide_seconds
         touched = plugs * -math.expm1(-2 * arrivals / plugs)
         base = AnalyticalCostModel(agg_group=0.0).unit_cost(agg, "row", est)
-        share = large_group_share(float(plugs))
-        assert costs[plugs] - base == pytest.approx(model.agg_group * share * touched / arrivals)
-    # the per-tuple constants hold a small group table's per-group work; 50,000 groups pay
-    # all of agg_group on top
-    assert large_group_share(1677.0) == 0.0 and large_group_share(50_000.0) == 1.0
-    assert 0.0 < large_group_share(10_000.0) < 1.0
+        assert costs[plugs] - base == pytest.approx(model.agg_group * touched / arrivals)
+        assert costs[plugs] > base
     assert costs[50_000] > 3 * costs[1677]
+
+
+def test_each_further_aggregate_call_adds_its_share_of_the_per_group_cost() -> None:
+    """Q3's aggregate keeps a MAX and an AVG: per touched group it pays agg_group once and
+    agg_group_call of it again for the second call."""
+    from hycq.api import QUERIES, load_query
+    from optimizer.estimate import estimate
+    from optimizer.ir.plan import Aggregate
+
+    q = load_query(QUERIES / "smartplug" / "q3.sql")
+    agg = next(op for op in q.plan.operators() if isinstance(op, Aggregate))
+    assert len(agg.aggs) == 2
+    est = estimate(q.plan, q.catalog, rates=10000.0)[agg.id]
+    assert est.touched is not None and est.touched > 0
+    arrivals = est.total_in.value * est.slide_seconds
+    model = AnalyticalCostModel()
+    grouped = model.unit_cost(agg, "row", est) - AnalyticalCostModel(agg_group=0.0).unit_cost(
+        agg, "row", est
+    )
+    assert grouped == pytest.approx(
+        model.agg_group * (1 + model.agg_group_call) * est.touched / arrivals
+    )
 
 
 @pytest.mark.parametrize("rate", [40000.0, 200.0])

@@ -77,8 +77,11 @@ def test_an_arrow_select_costs_its_filter_and_ships_arrow() -> None:
     assert arrow == pytest.approx(est[select].lambda_out.value * est[outer].slide_seconds)
     (window,) = plan.inputs(select)
     lam = est[window].total_in.value  # the source's arrivals, each through the window
-    # the gateway as Arrow: the window keeps chunks, the select filters them
-    gateway = coster.fixed.utilization - MODEL.window * lam + MODEL.arrow_window * lam
+    # the gateway as Arrow: the window keeps chunks, the select filters them, and the
+    # stream (this window its only one) is never converted to tuples
+    gateway = (
+        coster.fixed.utilization - (MODEL.window + MODEL.ingest) * lam + MODEL.arrow_window * lam
+    )
     expected = gateway + MODEL.arrow_select * lam + group_utilization(MODEL, g, est)
     assert coster.placement_cost(placement).bottleneck == pytest.approx(expected)
     # the same select in the group: no row select, no conversion; the window ships Arrow
@@ -111,10 +114,15 @@ def test_a_select_arrow_cannot_evaluate_exactly_keeps_its_tuple_costs() -> None:
     tuples, arrow, _ = transfer_rows(g, est)
     assert arrow == 0.0 and tuples > 0
     select_u = operator_utilization(MODEL, plan.op(select), est[select])
-    ingest = MODEL.ingest * est[select].total_in.value
-    # the window under a row select is a row window: tuples, its row price
+    # the window under a row select is a row window: tuples, its row price, and the
+    # stream's conversion (charged to the gateway, the window its only one) stands
+    (window,) = plan.inputs(select)
+    conversion = MODEL.ingest * est[window].lambda_out.value
+    assert coster.row_cost(window).utilization == pytest.approx(
+        operator_utilization(MODEL, plan.op(window), est[window]) + conversion
+    )
     assert coster.placement_cost(_placement(plan, {agg: "duckdb"})).bottleneck == pytest.approx(
-        coster.fixed.utilization + select_u + ingest + group_utilization(MODEL, g, est)
+        coster.fixed.utilization + select_u + group_utilization(MODEL, g, est)
     )
 
 
@@ -183,3 +191,75 @@ def test_reports_keep_the_groups_own_cost_and_take_the_credits_off_the_row_class
     assert sum(by_engine.values()) == pytest.approx(total)
     assert all(v >= -1e-12 for v in by_class.values()), by_class
     assert by_class["row:select"] == pytest.approx(0.0, abs=1e-12)  # it runs as Arrow
+
+
+def test_a_stream_is_converted_once_while_any_of_its_windows_reads_tuples() -> None:
+    """The gateway converts each batch once for all of a stream's row windows
+    (``engines.row.executor``): Q3's conversion is charged in full whether one or both of
+    its windows feed row operators, and taken back only when neither does, in one group
+    (``arrow_credits``) or in two (``split_conversion``, ``placement_cost``)."""
+    plan, est = _q("q3")
+    windows = plan.ids_of("window")
+    assert len(windows) == 2
+    (_src,) = {plan.inputs(w)[0] for w in windows}
+    lam = est[windows[0]].lambda_out.value
+    conversion = MODEL.ingest * lam
+    coster = PlanCoster(est, MODEL, shared_row_core=True)
+    assert sum(coster._ingest(w) for w in windows) == pytest.approx(conversion)
+    agg1, agg2 = plan.ids_of("aggregate")
+    sel1, sel2 = plan.ids_of("select")
+    # one aggregate (with its select) on DuckDB: the other window still reads tuples
+    one = Group("duckdb", (sel2, agg2), agg2)
+    assert coster._conversion_credit(coster._arrow_windows(one)) == 0.0
+    # both windows feed one group: the stream is never converted
+    both = _placement(plan, dict.fromkeys(plan.r2r_ids(), "duckdb"))
+    assert coster.split_conversion(both) == 0.0
+    (g,) = groups(plan, both)
+    credits = coster.arrow_credits(Group("duckdb", tuple(g.operators), g.top))
+    assert sum(credits.values()) >= conversion
+    # each window feeds its own group (the join stays on the row engine): neither group
+    # reads the stream whole, so placement_cost takes the conversion back itself
+    split = _placement(plan, {sel1: "duckdb", agg1: "duckdb", sel2: "duckdb", agg2: "duckdb"})
+    assert len(groups(plan, split)) == 2
+    assert coster.split_conversion(split) == pytest.approx(conversion)
+    additive = coster.fixed + coster.r2r_cost(split)
+    exact = coster.placement_cost(split)
+    assert additive.bottleneck - exact.bottleneck == pytest.approx(conversion)
+    by_class = coster.utilization_by_class(split)
+    assert sum(by_class.values()) == pytest.approx(exact.utilization)
+    # the search ranks whole plans by the exact cost
+    from optimizer.phase_two import place
+
+    for exhaustive in (False, True):
+        found = place(plan, est, MODEL, (ROW, "duckdb"), shared_row_core=True,
+                      exhaustive=exhaustive)  # fmt: skip
+        exact = coster.placement_cost(found.placement)
+        assert found.cost.bottleneck == pytest.approx(exact.bottleneck)
+
+
+@pytest.mark.parametrize("name", ["q1", "q3", "q4", "q5", "q6"])
+def test_shown_operator_costs_are_non_negative_and_sum_to_the_plan_cost(name: str) -> None:
+    """What explain shows per operator (groups at their own u, Arrow windows and selects
+    at their Arrow prices, every other operator at its row cost) is never negative and sums
+    to the placement's cost, over random placements."""
+    plan, est = _q(name)
+    coster = PlanCoster(est, MODEL, shared_row_core=True)
+    rng = random.Random(7)
+    ids = plan.r2r_ids()
+    for _ in range(25):
+        placement = _placement(plan, {i: "duckdb" for i in ids if rng.random() < 0.5})
+        shown = coster.arrow_row_u(placement)
+        total = 0.0
+        grouped: set[str] = set()
+        for g in groups(plan, placement):
+            u = coster.group_own_u(g.engine, g.operators)
+            assert u >= 0
+            total += u
+            grouped.update(g.operators)
+        for op_id in plan.topological():
+            if op_id in grouped:
+                continue
+            u = shown.get(op_id, coster.row_cost(op_id).utilization)
+            assert u >= -1e-12, (op_id, placement)
+            total += u
+        assert total == pytest.approx(coster.placement_cost(placement).utilization)
