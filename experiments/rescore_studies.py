@@ -1,0 +1,130 @@
+"""Re-score many placement studies with the working tree's cost model, in one table.
+
+``rescore_study.py`` re-predicts one study over one data file; a model change has to be
+judged on every study on record (shapes, rates, query sets) at once, and a study over
+several rates read a file per rate. This script takes the studies, finds each point's
+data file in ``--data-dir`` by the study's naming (``SHAPE_RATE_SECONDS.parquet``: the
+seconds ``placement_study.py`` generated, 325 for Q1-Q6 and 629 for the unseen queries'
+longer windows), predicts C_b again for every measured placement and prints, per point,
+whether the model's choice now is a hit (within 5% of the measured best or tied with it,
+``hycq.bench_stats.hit``) and the Spearman correlation of predicted C_b against measured
+1/throughput, then a summary per shape and rate. Nothing is measured again: this is
+in-sample (the placements were measured, the model is judged on them after the fact), so
+a model change should then be measured out-of-sample by running the studies again.
+
+    python experiments/rescore_studies.py experiments/results/placement_study_*_v9*.json \\
+        --data-dir /tmp/study --json rescored.json
+
+Points whose data file is missing are skipped (and counted).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from scipy import stats
+
+
+def _seconds(study: Path, query: str) -> int:
+    return 629 if "unseen" in study.name or "/unseen/" in query else 325
+
+
+def score_point(job: tuple[str, str, float, str, str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """One point re-predicted: the model's choice, whether it was measured and is a hit."""
+    from hycq.api import load_query
+    from hycq.bench_stats import hit
+    from hycq.planning import OptimizerOptions, optimize
+    from optimizer.ir.placement import complete_placement
+
+    study, query, rate, shape, data, records = job
+    opt = optimize(
+        load_query(Path(query)), OptimizerOptions(rate=rate, data={"readings": Path(data)})
+    )
+    distinct: dict[str, dict[str, Any]] = {}
+    for r in records:
+        distinct.setdefault(json.dumps(r["placement"], sort_keys=True), r)
+    pred, meas = [], []
+    for r in distinct.values():
+        full = complete_placement(opt.plan, {**dict.fromkeys(opt.plan.topological(), "row"),
+                                             **r["placement"]})  # fmt: skip
+        pred.append(opt.cost_of(full).bottleneck)
+        meas.append(1.0 / max(r["measured"]["throughput"], 1e-9))
+    rho = float(stats.spearmanr(pred, meas).statistic) if len(pred) >= 3 else None
+    chosen = {k: v for k, v in opt.placement.items() if v != "row"}
+    rec = distinct.get(json.dumps(chosen, sort_keys=True))
+    ordered = sorted(distinct.values(), key=lambda r: -r["measured"]["throughput"])
+    out: dict[str, Any] = {"study": study, "query": Path(query).stem, "rate": rate,
+                           "shape": shape, "spearman": rho, "chosen": sorted(chosen),
+                           "measured": rec is not None}  # fmt: skip
+    if rec is not None:
+        m, best = rec["measured"], ordered[0]["measured"]
+        tied = m["ci95"][1] >= best["ci95"][0] and best["ci95"][1] >= m["ci95"][0]
+        out["ratio"] = m["throughput"] / best["throughput"]
+        out["tied"] = tied
+        out["hit"] = hit(out["ratio"], tied)
+        out["rank"] = 1 + ordered.index(rec)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
+    ap.add_argument("studies", type=Path, nargs="+", help="placement_study.py JSON files")
+    where = "where the studies' data files are (placement_study.py --data-dir)"
+    ap.add_argument("--data-dir", type=Path, default=Path("/tmp/study"), help=where)
+    ap.add_argument("--workers", type=int, default=2, help="processes (default 2)")
+    ap.add_argument("--json", type=Path, help="write every point and the summary here")
+    args = ap.parse_args()
+    jobs, missing = [], 0
+    for study in args.studies:
+        by: dict[tuple[str, float, str], list[dict[str, Any]]] = {}
+        for r in json.loads(study.read_text())["records"]:
+            by.setdefault((r["query"], r["rate"], r.get("shape", "few")), []).append(r)
+        for (query, rate, shape), records in by.items():
+            data = args.data_dir / f"{shape}_{int(rate)}_{_seconds(study, query)}.parquet"
+            if not data.exists():
+                missing += 1
+                continue
+            jobs.append((study.name, query, rate, shape, str(data), records))
+    with ProcessPoolExecutor(max(1, args.workers)) as ex:
+        points = list(ex.map(score_point, jobs))
+    groups: dict[tuple[str, float], list[dict[str, Any]]] = {}
+    for p in points:
+        verdict = ("HIT " if p["hit"] else "MISS") if p["measured"] else "not measured"
+        rho = "-" if p["spearman"] is None else f"{p['spearman']:5.2f}"
+        ratio = f"{p['ratio']:.2f}x{' tie' if p['tied'] else ''}" if p["measured"] else ""
+        print(f"{p['study'][:44]:44s} {p['query'][:24]:24s} {p['shape']:10s} "
+              f"{int(p['rate']):6d}  {verdict:4s} {ratio:9s} rho {rho}")  # fmt: skip
+        groups.setdefault((p["shape"], p["rate"]), []).append(p)
+    summary = []
+    for (shape, rate), ps in sorted(groups.items()):
+        rhos = [p["spearman"] for p in ps if p["spearman"] is not None]
+        row = {"shape": shape, "rate": rate, "points": len(ps),
+               "hits": sum(bool(p.get("hit")) for p in ps),
+               "measured": sum(p["measured"] for p in ps),
+               "median_spearman": statistics.median(rhos) if rhos else None}  # fmt: skip
+        summary.append(row)
+        rho = "-" if row["median_spearman"] is None else f"{row['median_spearman']:.2f}"
+        print(f"  {shape:10s} {int(rate):6d}: {row['hits']}/{row['points']} hits "
+              f"({row['measured']} measured), median Spearman {rho}")  # fmt: skip
+    rhos = [p["spearman"] for p in points if p["spearman"] is not None]
+    total = {"points": len(points), "hits": sum(bool(p.get("hit")) for p in points),
+             "measured": sum(p["measured"] for p in points),
+             "median_spearman": statistics.median(rhos) if rhos else None,
+             "skipped_no_data": missing}  # fmt: skip
+    med = "-" if total["median_spearman"] is None else f"{total['median_spearman']:.3f}"
+    print(f"TOTAL {total['hits']}/{total['points']} hits ({total['measured']} measured), "
+          f"median Spearman {med}; {missing} points without data")  # fmt: skip
+    if args.json:
+        doc = {"command": " ".join(sys.argv), "total": total, "groups": summary, "points": points}
+        args.json.write_text(json.dumps(doc, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
