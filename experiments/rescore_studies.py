@@ -35,17 +35,17 @@ def _seconds(study: Path, query: str) -> int:
     return 629 if "unseen" in study.name or "/unseen/" in query else 325
 
 
-def score_point(job: tuple[str, str, float, str, str, list[dict[str, Any]]]) -> dict[str, Any]:
+def score_point(
+    job: tuple[str, str, float, str, str, str, list[dict[str, Any]]],
+) -> dict[str, Any]:
     """One point re-predicted: the model's choice, whether it was measured and is a hit."""
     from hycq.api import load_query
     from hycq.bench_stats import hit
     from hycq.planning import OptimizerOptions, optimize
     from optimizer.ir.placement import complete_placement
 
-    study, query, rate, shape, data, records = job
-    opt = optimize(
-        load_query(Path(query)), OptimizerOptions(rate=rate, data={"readings": Path(data)})
-    )
+    study, query, rate, shape, stream, data, records = job
+    opt = optimize(load_query(Path(query)), OptimizerOptions(rate=rate, data={stream: Path(data)}))
     distinct: dict[str, dict[str, Any]] = {}
     for r in records:
         distinct.setdefault(json.dumps(r["placement"], sort_keys=True), r)
@@ -90,7 +90,7 @@ def main() -> int:
             if not data.exists():
                 missing += 1
                 continue
-            jobs.append((study.name, query, rate, shape, str(data), records))
+            jobs.append((study.name, query, rate, shape, "readings", str(data), records))
     with ProcessPoolExecutor(max(1, args.workers)) as ex:
         points = list(ex.map(score_point, jobs))
     groups: dict[tuple[str, float], list[dict[str, Any]]] = {}

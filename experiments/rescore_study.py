@@ -20,11 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from scipy import stats
-
-from hycq.api import load_query
-from hycq.planning import OptimizerOptions, optimize
-from optimizer.ir.placement import complete_placement
+from rescore_studies import score_point
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,38 +38,16 @@ def main() -> int:
         by_point.setdefault((r["query"], r["rate"]), []).append(r)
     out = []
     for (query, rate), records in by_point.items():
-        q = load_query(ROOT / query if not Path(query).is_absolute() else Path(query))
-        opt = optimize(q, OptimizerOptions(rate=rate, data={stream: Path(file)}))
-        distinct: dict[str, dict[str, Any]] = {}
-        for r in records:
-            distinct.setdefault(json.dumps(r["placement"], sort_keys=True), r)
-        pred, meas = [], []
-        for r in distinct.values():
-            full = complete_placement(opt.plan, {**dict.fromkeys(opt.plan.topological(), "row"),
-                                                 **r["placement"]})  # fmt: skip
-            pred.append(opt.cost_of(full).bottleneck)
-            meas.append(1.0 / max(r["measured"]["throughput"], 1e-9))
-        rho = float(stats.spearmanr(pred, meas).statistic) if len(pred) >= 3 else None
-        chosen = {k: v for k, v in opt.placement.items() if v != "row"}
-        key = json.dumps(chosen, sort_keys=True)
-        ordered = sorted(distinct.values(), key=lambda r: -r["measured"]["throughput"])
-        rec = distinct.get(key)
-        point: dict[str, Any] = {"query": Path(query).stem, "rate": rate, "spearman": rho,
-                                 "chosen": chosen, "measured": rec is not None}  # fmt: skip
-        if rec is not None:
-            from hycq.bench_stats import hit
-
-            best = ordered[0]["measured"]
-            m = rec["measured"]
-            point["rank"] = 1 + next(i for i, r in enumerate(ordered) if r is rec)
-            tied = m["ci95"][1] >= best["ci95"][0] and best["ci95"][1] >= m["ci95"][0]
-            point["hit"] = hit(m["throughput"] / best["throughput"], tied)
+        path = ROOT / query if not Path(query).is_absolute() else Path(query)
+        shape = records[0].get("shape", "")
+        point = score_point((args.study.name, str(path), rate, shape, stream, file, records))
         out.append(point)
         verdict = (
             f"measured, rank {point['rank']} {'HIT' if point['hit'] else 'MISS'}"
-            if rec is not None
+            if point["measured"]
             else "not measured"
         )
+        rho = point["spearman"]
         shown = "-" if rho is None else f"{rho:5.2f}"
         print(f"{point['query']:28s} rho {shown}  chosen {verdict}", file=sys.stderr)
     rhos = [p["spearman"] for p in out if p["spearman"] is not None]
