@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import os
 import random
+import warnings
 from pathlib import Path
 
 import pyarrow as pa
@@ -254,6 +255,15 @@ def test_random_query(engine: str, smartplug: Catalog) -> None:
         # tuples is checked on its own (test_count_sliding).
         if disorder and not _count_sliding(query, smartplug):
             data = with_disorder(data, seed, moves=3)
+            with warnings.catch_warnings():
+                # Three moves in a table of a few rows can make most of them late: the run
+                # warns that more than half were dead-lettered, as it should; its result
+                # is still compared with the oracle's.
+                warnings.filterwarnings(
+                    "ignore", message=r".* input rows were dead-lettered", category=RuntimeWarning
+                )
+                check(query, smartplug, data, engine)
+            return
         check(query, smartplug, data, engine)
 
     run()
