@@ -9,6 +9,8 @@ present. Joins are left-deep in FROM order: Phase One of the optimizer reorders 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from sqlglot import exp
 
 from optimizer.ir.catalog import TIME_UNITS_MS, StreamDef
@@ -28,10 +30,10 @@ _MAX_TICKS = 2**53
 class RelationBinder(FeatureChecks):
     """Binds FROM items (streams with windows, derived tables) and builds the joins."""
 
-    def bind_select(self, select: exp.Select) -> tuple[str, Schema]:
-        """Bind one SELECT level (a derived table recurses through it). A hook of this mixin:
-        ``Binder`` (optimizer/sql/bind/binder.py) implements it."""
-        raise NotImplementedError("RelationBinder is a mixin; Binder.bind_select implements it")
+    #: Binds one SELECT level (a derived table recurses through it): declared for this
+    #: mixin's type, defined by ``Binder`` (optimizer/sql/bind/binder.py), the only class
+    #: that combines the mixins.
+    bind_select: Callable[[exp.Select], tuple[str, Schema]]
 
     def _time_base(self, select: exp.Select) -> str:
         """The finest time unit among the catalog streams the query reads (any nesting
