@@ -7,7 +7,7 @@ Row engine (tuple-at-a-time, one Python thread), seconds per input tuple:
 * aggregate: 0.15 us hashing/grouping plus, per aggregate call, 0.25 us for an incremental
   one (COUNT/SUM/AVG) and 0.10 us for the pane-based MIN/MAX, per tuple; plus 1.9 us per
   group a slide touches (re-finalise, merge and unmerge its pane partials, emit its delete
-  and insert) and 0.85 of that again per further call, spread over the slide's arrivals,
+  and insert) and 0.65 of that again per further call, spread over the slide's arrivals,
   whatever the number of groups. Fitted to the busy times of 59 row aggregates at steady
   state (Q3-Q6 all-row on 800 plugs at 1k, 10k and 40k tuples/s and on 1,677, 10,000,
   20,000 and 50,000 plugs at 10k; issue 20, ninth stop): within 1.5x of 57 (35 before).
@@ -162,8 +162,10 @@ class AnalyticalCostModel:
     it dominates when each group gets few tuples per slide."""
     agg_group_call: float = 0.65
     """Each aggregate call after the first adds this share of ``agg_group`` per touched
-    group (a group's MAX and AVG are merged, unmerged and finalised one after the other:
-    Q3's aggregates measured 1.7-1.9x Q4's single AVG per touched group)."""
+    group (a group's MAX and AVG are merged, unmerged and finalised one after the other).
+    Only Q3's aggregates have two calls, so the busy times fit any share from 0.6 to 0.95
+    about equally; 0.65 was chosen among those by re-scoring the placement studies
+    (experiments/README.md, issue 20, ninth stop)."""
     join_input: float = 1.2 * US
     join_output: float = 0.4 * US
     join_examine: float = 0.45 * US
