@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from hycq.api import load_query, resolve_placement
-from hycq.bench import BenchOptions
+from hycq.bench import MIG_SECONDS, BenchOptions
 from hycq.bench import measure as bench_measure
 from hycq.planning import OptimizerOptions, optimize
 from optimizer.ir.placement import complete_placement, groups
@@ -90,6 +90,8 @@ def measure(query: str, spec: str, data: Path, rate: float, spans: int, span_s: 
                 "out_per_s": d["tuples_out"] / event_s,
                 "measured_u": busy,
                 "model_u": model,
+                # a MIG's busy time split: its SQL, and shipping rows in and out
+                **{k[:-2] + "_u": d[k] / event_s for k in MIG_SECONDS if k in d},
             }
         )
     cost = coster.placement_cost(placement)

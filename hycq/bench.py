@@ -49,7 +49,7 @@ import itertools
 import math
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from itertools import islice
 from pathlib import Path
@@ -243,12 +243,27 @@ class _Runner:
     operators: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def add_operator_metrics(self, before: dict[str, Any], after: dict[str, Any]) -> None:
-        """Add one span's difference of the run metrics' per-operator counters."""
+        """Add one span's difference of the run metrics' per-operator counters (and, for a
+        MIG, of its seconds in SQL and in shipping rows in and out)."""
         for op_id, m in after.items():
             m0 = before.get(op_id, {})
             acc = self.operators.setdefault(op_id, {"busy_s": 0.0, "tuples_in": 0, "tuples_out": 0})
+            for key in MIG_SECONDS:
+                if key in m or (key == "kept_s" and "incremental" in m):
+                    acc.setdefault(key, 0.0)
             for key in acc:
-                acc[key] += m.get(key, 0) - m0.get(key, 0)
+                acc[key] += _counter(m, key) - _counter(m0, key)
+
+
+#: A MIG's counters of seconds (``engines.mig``) that spans sum besides ``busy_s``:
+#: ``kept_s`` is the time its kept aggregates took (``incremental``, part of ``sql_s``).
+MIG_SECONDS = ("sql_s", "transfer_in_s", "transfer_out_s", "kept_s")
+
+
+def _counter(m: Mapping[str, Any], key: str) -> float:
+    if key == "kept_s":
+        return sum(float(k.get("seconds", 0.0)) for k in (m.get("incremental") or {}).values())
+    return float(m.get(key, 0) or 0)
 
 
 def measure(
