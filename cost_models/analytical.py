@@ -17,18 +17,19 @@ Row engine (tuple-at-a-time, one Python thread), seconds per input tuple:
   model (on 800 plugs at 1k, 5-9x). Non-incremental calls (MEDIAN,
   DISTINCT) recompute over the whole window once per slide: 0.25 us per window tuple per
   slide, spread over the tuples that arrived in that slide ("f(|w|)" of the dissertation);
-* join (symmetric hash join): 1.2 us per input tuple (its insert and probe, and for a
-  window's tuple the probe and delete when it expires), 0.4 us per output
-  tuple (the pair built, tested, appended), and 0.45 us per residual test that fails: the
+* join (symmetric hash join): 0.75 us per input tuple (its insert and probe, and for a
+  window's tuple the probe and delete when it expires), 0.1 us per output
+  tuple (the pair built, tested, appended), and 1.65 us per residual test that fails: the
   stored tuples a probe tests a residual predicate on (``examined`` of the estimates: the
   equi-key's bucket, or the whole other side without equi-keys) less the output. Q1's join
-  re-tests a plug's bucket of thousands of window tuples each time its MAX changes; priced
-  at 1.5 us per input and 0.3 us per output, with no such term, its hybrid on 1,677 plugs at
-  40k was predicted at 445k tuples/s and measured 301k (issue 20). Fitted first (NNLS,
-  ``hycq calibrate``) at 0.40 / 0.40 / 0.47 us; the per-input term was then raised to
-  1.2 us from per-operator busy times at steady state (full windows; issue 20, sixth stop):
-  Q1's join over a window measured 2.9-4.1 us per arriving tuple on 800 and 50,000 plugs
-  (1.4 us modelled), joins of two aggregates 0.8-2.3 us per input;
+  re-tests a plug's bucket of thousands of window tuples each time its MAX changes.
+  Fitted (NNLS on relative residuals) to 39 row joins' busy times at steady state (Q1 over
+  its window, Q3, Q4 and Q6 joining aggregates; 800 to 50,000 plugs, 1k to 40k tuples/s;
+  issue 20, tenth stop): within 1.5x of 36 (7 at the sixth stop's 1.2 / 0.4 / 0.45 us,
+  which priced the joins of two aggregates at 1.6-3x what they measured, 0.7-1.2 us per
+  input, and Q1's window join on 50,000 plugs at half). Input and output terms cannot be
+  told apart (a join of two aggregates emits about one row per input): 0.1 us per output
+  row is a choice, the fit is as good from 0 to 0.2;
 * gateway: arrivals come as Arrow batches; while any window of a stream feeds a row
   operator, the gateway converts each batch of that stream to tuples once and drives them
   through the row engine's instants: 0.4 us per arriving tuple (``ingest``), charged to the
@@ -48,15 +49,20 @@ Row engine (tuple-at-a-time, one Python thread), seconds per input tuple:
 * a group's query runs on the row thread (a MIG waits for it), so with a shared row core
   its u adds to the row core's load (``PlanCoster.columnar_cost``);
 * gateway operators: window 0.04 us per tuple (insert and evict, the conversion aside);
-  ISTREAM/DSTREAM 0.3 us per
-  input tuple; RSTREAM 0.3 us per *output* row (it emits the whole relation every slide:
-  ``|w| * n_slide`` rows per second); sources and sink free (the same in every plan).
+  ISTREAM/DSTREAM 0.27 us per input tuple; RSTREAM 0.27 us per input tuple plus 0.03 us
+  per *output* row (it emits the whole relation every slide: ``|w| * n_slide`` rows per
+  second; fitted to 36 RSTREAMs' busy times, issue 20, tenth stop: it was 0.3 us per output
+  row, 2-3x too much on 50,000 plugs); sources and sink free (the same in every plan);
+* an R2S operator fed by a columnar group takes its Arrow result (``PlanCoster``, with a
+  shared row core): RSTREAM passes it on (free), ISTREAM/DSTREAM take the bag difference
+  with the previous result through tuples, 2.5 us per result row (``arrow_r2s_diff``);
 
 Columnar group (DB-op), seconds per invocation (one per slide):
 
-* transfer in: the rows that reached the group's inputs since the previous slide
+* transfer in: 1 ms per input (``ship_input``: the engine is handed each input anew), and
+  the rows that reached the group's inputs since the previous slide
   (``lambda_out(input) * slide``; the columnar side keeps the window as a table) at 0.5 us per
-  row for tuple -> Arrow when the input is a row select/project over a window, 0.01 us per
+  row for tuple -> Arrow when the input is a row select/project over a window, 0.0025 us per
   row when it is a window (windows feeding a MIG hold Arrow chunks already: only references
   move), or an Arrow select's (a row select over a window that only feeds the group runs as
   an Arrow filter: 0.1 us per arrival instead of its tuple costs); an aggregate or join
@@ -166,15 +172,39 @@ class AnalyticalCostModel:
     Only Q3's aggregates have two calls, so the busy times fit any share from 0.6 to 0.95
     about equally; 0.65 was chosen among those by re-scoring the placement studies
     (experiments/README.md, issue 20, ninth stop)."""
-    join_input: float = 1.2 * US
-    join_output: float = 0.4 * US
-    join_examine: float = 0.45 * US
+    join_input: float = 0.75 * US
+    join_output: float = 0.1 * US
+    join_examine: float = 1.65 * US
     """Per residual test that fails: stored tuples a probe tests the join's residual
     predicate on (``examined``), less the output."""
     window: float = 0.04 * US
-    r2s: float = 0.3 * US
+    r2s: float = 0.27 * US
+    """Per input tuple (a delta) of ISTREAM, DSTREAM and RSTREAM over row input: the bag
+    difference, or RSTREAM's update of the relation it keeps as a bag."""
+    rstream_row: float = 0.03 * US
+    """Per row RSTREAM emits (the whole relation, every slide) over row input: copying the
+    bag's keys out. With ``r2s`` fitted to 36 RSTREAMs' busy times at steady state (Q1 and
+    Q3-Q6 all-row on 139-row to 50,000-row relations; issue 20, tenth stop): within 1.5x of
+    22 (11 at the old 0.3 us per emitted row, which priced a 50,000-row relation at 15 ms
+    per slide where it measured 1-7 ms)."""
+    arrow_r2s_diff: float = 2.5 * US
+    """Per result row per slide of ISTREAM/DSTREAM fed by a columnar group: the bag
+    difference of its Arrow result with the previous one, through Python tuples
+    (``engines.row.arrow_ops.arrow_bag_difference``: 2.4-3.9 us per row on 800 to 50,000
+    rows). RSTREAM passes such a result to the sink untouched: 0 (measured 0-0.05 ms per
+    second where the row price was 0.2-3 ms). Charged instead of the row price by
+    ``PlanCoster.columnar_cost`` with a shared row core."""
     to_arrow: float = 0.5 * US
-    ship_arrow: float = 0.01 * US
+    ship_arrow: float = 0.0025 * US
+    ship_input: float = 1.0e-3
+    """Per input of a columnar group per invocation: handing the input's rows to the engine
+    (``engines.duckdb``: the ring of Arrow chunks concatenated into one table view and
+    registered again), whatever its size. Fitted with ``ship_arrow`` to the MIGs' seconds
+    in shipping rows at steady state (Q1-Q6 wholly on DuckDB and two hybrids, on 800 plugs
+    at 1k, 10k and 40k and 50,000 plugs at 10k, 32 MIGs with 1 to 3 inputs; issue 20, tenth
+    stop): 1.04 ms per input plus 2.5 ns per Arrow row; they measured 1.0-1.7 ms with one
+    input, 1.7-2.9 with two, 2.4-3.5 with three, where ``ship_arrow`` alone (0.01 us per
+    row) priced 0.01-1.2 ms."""
     from_arrow: float = 0.55 * US
     bag_diff: float = 2.3 * US
     """Per result row of a MIG read by a row operator, on top of ``from_arrow``: the two
@@ -280,7 +310,8 @@ class AnalyticalCostModel:
                 sql += getattr(consts, k) * rows
         ship_tuples, ship_arrow, rows_out = transfer_rows(group, estimates)
         return (
-            ship_tuples * self.to_arrow
+            group_inputs(group, estimates.plan) * self.ship_input
+            + ship_tuples * self.to_arrow
             + ship_arrow * self.ship_arrow
             + sql
             + rows_out * (self.from_arrow + self.bag_diff)
@@ -478,6 +509,13 @@ def transfer_rows(group: Group, estimates: Estimates) -> tuple[float, float, flo
     return tuples, arrow, back
 
 
+def group_inputs(group: Group, plan: LogicalPlan) -> int:
+    """The distinct operators outside ``group`` that feed it: the inputs its MIG hands to
+    the engine at every invocation (one operator read on two ports is handed once)."""
+    members = set(group.operators)
+    return len({i for o in group.operators for i in plan.inputs(o) if i not in members})
+
+
 def _window_derived(plan: LogicalPlan, op_id: str) -> bool:
     """Whether ``op_id`` is a chain of selects/projects over a window (a FIFO relation)."""
     op = plan.op(op_id)
@@ -536,10 +574,10 @@ def _window_cost(m: AnalyticalCostModel, op: Window, est: OpEstimate) -> float:
 
 @ROW_COSTS.register(R2S)
 def _r2s_cost(m: AnalyticalCostModel, op: R2S, est: OpEstimate) -> float:
-    if op.kind == "rstream":  # emits |w| rows per slide, whatever arrived
+    if op.kind == "rstream":  # keeps the bag per delta, emits |w| rows per slide
         lam = est.total_in.value
         rows = est.cardinality.value * est.invocations_per_second
-        return m.r2s * rows / lam if lam > 0 else 0.0
+        return m.r2s + (m.rstream_row * rows / lam if lam > 0 else 0.0)
     return m.r2s
 
 

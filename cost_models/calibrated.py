@@ -241,4 +241,10 @@ def calibrated_model(
     params = dict(doc["parameters"])
     if "ingest" not in params and "from_arrow" in params:
         params["ingest"] = params["from_arrow"]  # the gateway's conversion is the same one
+    # Profiles from before issue 20's tenth stop priced shipping per row only (their
+    # ship_arrow holds the per-input part) and RSTREAM per row emitted (their r2s).
+    if "ship_input" not in params and "ship_arrow" in params:
+        params["ship_input"] = 0.0
+    if "rstream_row" not in params and "r2s" in params:
+        params["rstream_row"] = params["r2s"]
     return with_parameters(base, params, str(path))

@@ -5,7 +5,9 @@ to. :func:`refit` adds *observations* (what a run or a bench measured: an operat
 seconds against the rows it processed, a columnar group's SQL seconds per slide against the
 analytical model's ``sql_terms``) to those points and fits the same functions again:
 
-* ``row.select``, ``row.project``, ``row.window``, ``row.r2s``: seconds per tuple;
+* ``row.select``, ``row.project``, ``row.window``, ``row.r2s``: seconds per tuple (for
+  ``row.r2s`` an R2S operator's input tuple; RSTREAM's ``rstream_row`` per row emitted is kept
+  and subtracted);
 * ``row.aggregate``: ``agg_base``, ``agg_incremental`` and ``agg_minmax`` jointly (an
   aggregate with ``i`` incremental and ``m`` MIN/MAX calls over ``n`` tuples costs
   ``n * (agg_base + i * agg_incremental + m * agg_minmax)``, plus ``agg_group`` per group its

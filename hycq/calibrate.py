@@ -40,6 +40,7 @@ from cost_models.analytical import (
     SQL_TERMS,
     AnalyticalCostModel,
     ColumnarConstants,
+    group_inputs,
     sql_terms,
 )
 from cost_models.calibrated import LinearFit, default_profile_path, fit_linear, profile_text
@@ -210,9 +211,13 @@ def calibrate_row(settings: Settings, fits: dict[str, LinearFit]) -> dict[str, f
     for key, prefix in (("select", "select"), ("project", "project"), ("window", "window")):
         fits[f"row.{key}"] = _per_tuple(f, prefix)
         p[key] = fits[f"row.{key}"].slope
-    # RSTREAM emits the whole relation each slide: cost per output row.
-    r = [(o, n_out, b) for o, _, n_out, b in f if o.startswith("rstream")]
-    fits["row.r2s"] = fit_linear([x[1] for x in r], [x[2] for x in r], intercept=False)
+    # RSTREAM keeps the relation as a bag (r2s per input delta) and emits it whole each
+    # slide (rstream_row per output row). Here the two move together (the relation is the
+    # filtered window), so the per-row share is kept at the model's value and subtracted,
+    # as hycq calibrate --from does with every term a fit does not estimate.
+    per_row = AnalyticalCostModel.rstream_row
+    r = [(n_in, b - per_row * n_out) for o, n_in, n_out, b in f if o.startswith("rstream")]
+    fits["row.r2s"] = fit_linear([x[0] for x in r], [max(0.0, x[1]) for x in r], intercept=False)
     p["r2s"] = fits["row.r2s"].slope
     say("row engine: aggregates")
     # Per group a slide touches (agg_group), at any number of groups: the AVG query over the
@@ -350,6 +355,8 @@ class _Point:
     terms: dict[str, float]
     sql_s: float
     ship_s: float
+    inputs: int = 1
+    """The group's inputs (``cost_models.analytical.group_inputs``)."""
 
 
 def _column_points(
@@ -385,7 +392,9 @@ def _column_points(
             # The 5-minute windows hold every tuple since the start, at ``rate`` per second.
             window_rows = rate * min(300.0, float(t.instant - first) + 1.0)  # ts in seconds
             est = estimate(plan, cat, rates=window_rows / 300.0, sample=stats)
-            points.append(_Point(name, t.rows_in, sql_terms(group, est), t.sql_s, t.ship_s))
+            terms = sql_terms(group, est)
+            n_in = group_inputs(group, plan)
+            points.append(_Point(name, t.rows_in, terms, t.sql_s, t.ship_s, n_in))
     return points
 
 
@@ -484,11 +493,18 @@ def calibrate(out: Path | None = None, settings: Settings | None = None) -> dict
     for engine in columnar:
         consts, points = calibrate_columnar(engine, s, fits)
         engines[engine] = consts
-        if points:
-            ships = [p.ship_s / p.rows_in for p in points if p.rows_in]
-            if engine == columnar[0] and ships:  # Arrow shipping: from the first engine
-                params["ship_arrow"] = statistics.median(ships)
-        model = replace(model, engines=dict(engines), ship_arrow=params.get("ship_arrow", 0.0))
+        shipped = [p for p in points if p.rows_in]
+        if engine == columnar[0] and shipped:  # Arrow shipping: from the first engine
+            # per input handed to the engine, and per Arrow row
+            coef, _ = _nnls([[p.inputs for p in shipped], [p.rows_in for p in shipped]],
+                            [p.ship_s for p in shipped])  # fmt: skip
+            params["ship_input"], params["ship_arrow"] = coef
+        model = replace(
+            model,
+            engines=dict(engines),
+            ship_arrow=params.get("ship_arrow", 0.0),
+            ship_input=params.get("ship_input", 0.0),
+        )
         errors[engine] = {
             "calibrated": prediction_error(model, engine, points),
             "analytical": prediction_error(base, engine, points),

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cost_models.analytical import AnalyticalCostModel, sql_terms, transfer_rows
+from cost_models.analytical import AnalyticalCostModel, group_inputs, sql_terms, transfer_rows
 from cost_models.refit import SQL_PREFIX, Observation
 from optimizer.ir.errors import OptionError, UserError
 from optimizer.ir.plan import Aggregate, LogicalPlan, Window, WindowKind
@@ -229,8 +229,9 @@ def _row_op(
     source = f"{where}:{op_id}"
     if kind in ("select", "project") and n_in > 0:
         return Observation(f"row.{kind}", {kind: n_in}, busy, source)
-    if kind == "rstream" and n_out > 0:
-        return Observation("row.r2s", {"r2s": n_out}, busy, source)
+    if kind == "rstream" and n_in > 0:
+        # per input delta (fitted) and per row emitted (rstream_row, kept at its value)
+        return Observation("row.r2s", {"r2s": n_in, "rstream_row": n_out}, busy, source)
     if kind == "join" and n_in > 0 and (o.get("join") or {}).get("impl", "tree") == "tree":
         terms = {"join_input": n_in, "join_output": n_out}
         failed = failed_tests(o)
@@ -359,7 +360,12 @@ def _bench_record(r: Mapping[str, Any], where: str, planner: Planner, out: Extra
     est = planner.estimates(opt, float(r["rate"]))
     terms = {k: v for k, v in sql_terms(group, est).items() if v > 0}
     ship_tuples, ship_arrow, rows_out = transfer_rows(group, est)
-    terms.update(to_arrow=ship_tuples, ship_arrow=ship_arrow, from_arrow=rows_out)
+    terms.update(
+        ship_input=group_inputs(group, opt.plan),
+        to_arrow=ship_tuples,
+        ship_arrow=ship_arrow,
+        from_arrow=rows_out,
+    )
     out.observations.append(
         Observation(f"{SQL_PREFIX}{engine}", terms, float(slide_ms) / 1e3, where)
     )

@@ -25,7 +25,7 @@ from optimizer.ir.arrow_filter import arrow_selected
 from optimizer.ir.cost import INFEASIBLE, ZERO, Cost, merge
 from optimizer.ir.costing import GATEWAY, CostModel, Estimates, OpEstimate, cost_class, factor_key
 from optimizer.ir.placement import ROW, Group
-from optimizer.ir.plan import Category, LogicalPlan, Operator, Source, Window
+from optimizer.ir.plan import R2S, Category, LogicalPlan, Operator, Source, Window
 
 #: Seconds of row-engine (gateway) work per source tuple through a K-slack buffer: one
 #: running maximum, one ``searchsorted``, one ``lexsort`` and one Arrow ``take`` per batch,
@@ -98,6 +98,17 @@ class PlanCoster:
             if self.plan.op(i).category is not Category.R2R
         )
         """Cost of the gateway operators (sources, windows, R2S, sink): always row."""
+        creditable = sum(
+            self.row_cost(i).utilization
+            for i in self.plan.topological()
+            if isinstance(self.plan.op(i), (Window, R2S))
+        )
+        self.fixed_floor = (
+            self.fixed + Cost.on_core(-creditable) if self.shared_row_core else self.fixed
+        )
+        """A lower bound of the gateway's cost in any placement, for pruning partial plans:
+        :attr:`fixed` less what Arrow credits may take back (the windows' and R2S
+        operators' row u, conversion included; :meth:`arrow_credits`)."""
 
     def row_cost(self, op_id: str) -> Cost:
         """Cost of ``op_id`` run by the row engine."""
@@ -142,16 +153,43 @@ class PlanCoster:
     def _stream_windows(self, source: str) -> list[str]:
         return [c for c in self.plan.consumers(source) if isinstance(self.plan.op(c), Window)]
 
+    def _arrow_inputs(self, group: Group) -> list[tuple[str | None, str | None]]:
+        """What of the row engine works on Arrow for ``group``'s inputs, per distinct input
+        (a group reading one operator on two ports holds one copy of it): (the input if it
+        is a row select run as an Arrow filter, else None; the window whose Arrow chunks
+        the group reads, directly or through that select, if the window feeds nothing else,
+        else None)."""
+        out: list[tuple[str | None, str | None]] = []
+        for i in dict.fromkeys(external_inputs(group, self.plan)):
+            select, window = None, i
+            if arrow_selected(self.plan, i):
+                select = i
+                (window,) = self.plan.inputs(i)
+            keeps = isinstance(self.plan.op(window), Window)
+            keeps = keeps and len(self.plan.consumers(window)) == 1
+            out.append((select, window if keeps else None))
+        return out
+
     def _arrow_windows(self, group: Group) -> list[str]:
         """The windows whose Arrow chunks ``group`` reads: directly, or through a row select
         that runs as an Arrow filter; each the only consumer of its window."""
+        return [w for _, w in self._arrow_inputs(group) if w is not None]
+
+    def _arrow_outputs(self, group: Group) -> list[tuple[str, float]]:
+        """The R2S operators ``group``'s result goes to, each with its u on that Arrow
+        result instead of tuples: RSTREAM passes the table to the sink (0), ISTREAM and
+        DSTREAM take its bag difference with the previous result (the model's
+        ``arrow_r2s_diff`` per result row per slide). Empty for a model without it."""
+        per_row = getattr(self.model, "arrow_r2s_diff", None)
+        if per_row is None:
+            return []
+        top = self.estimates[group.top]
+        rows = top.cardinality.value * top.invocations_per_second
         out = []
-        for i in dict.fromkeys(external_inputs(group, self.plan)):
-            window = i
-            if arrow_selected(self.plan, i):
-                (window,) = self.plan.inputs(i)
-            if isinstance(self.plan.op(window), Window) and len(self.plan.consumers(window)) == 1:
-                out.append(window)
+        for c in self.plan.consumers(group.top):
+            op = self.plan.op(c)
+            if isinstance(op, R2S):
+                out.append((c, 0.0 if op.kind == "rstream" else float(per_row) * rows))
         return out
 
     def _conversion_credit(self, windows: Iterable[str]) -> float:
@@ -224,10 +262,11 @@ class PlanCoster:
         of work (``optimizer.ir.costing.factor_key``): a window feeding the group, or an
         Arrow select's window, keeps Arrow chunks (the model's ``arrow_window`` per tuple,
         not its ``window``), and an Arrow select filters them (``arrow_select`` per
-        arrival, not its row u and its share of the conversion). Subtracted from the
-        group's u with a shared row core (:meth:`columnar_cost`), and from these classes
-        where a plan's work is reported per class or engine. Empty for a model without
-        these constants."""
+        arrival, not its row u and its share of the conversion); an R2S operator the group
+        feeds takes the result as Arrow (:meth:`_arrow_outputs`), not as tuples.
+        Subtracted from the group's u with a shared row core (:meth:`columnar_cost`), and
+        from these classes where a plan's work is reported per class or engine. Empty for
+        a model without these constants."""
         per_select = getattr(self.model, "arrow_select", None)
         per_window = getattr(self.model, "arrow_window", None)
         credits: dict[str, float] = {}
@@ -239,19 +278,22 @@ class PlanCoster:
             credits[key] = credits.get(key, 0.0) + amount
 
         gateway = factor_key(ROW, GATEWAY)
-        # Each input once: a group reading one operator on two ports holds one copy of it.
-        for i in dict.fromkeys(external_inputs(group, self.plan)):
-            window = i
-            if arrow_selected(self.plan, i):
-                lam = self.estimates[i].total_in.value
-                add(i, operator_utilization(self.model, self.plan.op(i), self.estimates[i]))
+        for select, window in self._arrow_inputs(group):
+            if select is not None:
+                lam = self.estimates[select].total_in.value
+                add(
+                    select,
+                    operator_utilization(self.model, self.plan.op(select), self.estimates[select]),
+                )
                 credits[gateway] = credits.get(gateway, 0.0) - float(per_select) * lam
-                (window,) = self.plan.inputs(i)
-            if isinstance(self.plan.op(window), Window) and len(self.plan.consumers(window)) == 1:
+            if window is not None:
                 lam = self.estimates[window].total_in.value
                 op = self.plan.op(window)
                 add(window, operator_utilization(self.model, op, self.estimates[window]))
                 credits[gateway] = credits.get(gateway, 0.0) - float(per_window) * lam
+        for r2s, arrow_u in self._arrow_outputs(group):
+            add(r2s, operator_utilization(self.model, self.plan.op(r2s), self.estimates[r2s]))
+            credits[gateway] = credits.get(gateway, 0.0) - arrow_u
         conversion = self._conversion_credit(self._arrow_windows(group))
         if conversion:
             credits[gateway] = credits.get(gateway, 0.0) + conversion
@@ -284,12 +326,14 @@ class PlanCoster:
         windows: list[str] = []
         for engine, ops in self.groups(placement):
             group = Group(engine, tuple(ops), ops[-1])
-            for i in dict.fromkeys(external_inputs(group, self.plan)):
-                if arrow_selected(self.plan, i):
-                    out[i] = float(per_select) * self.estimates[i].total_in.value
-            for w in self._arrow_windows(group):
-                out[w] = float(per_window) * self.estimates[w].total_in.value + self._ingest(w)
-                windows.append(w)
+            for select, window in self._arrow_inputs(group):
+                if select is not None:
+                    out[select] = float(per_select) * self.estimates[select].total_in.value
+                if window is not None:
+                    lam = self.estimates[window].total_in.value
+                    out[window] = float(per_window) * lam + self._ingest(window)
+                    windows.append(window)
+            out.update(self._arrow_outputs(group))
         whole = set(windows)
         for src in dict.fromkeys(self.plan.inputs(w)[0] for w in whole):
             stream = self._stream_windows(src)

@@ -283,7 +283,8 @@ class _Search:
 
     def extend(self, v: str, inputs: list[list[_Partial]]) -> list[_Partial]:
         out: list[_Partial] = []
-        fixed = self.coster.fixed
+        # Not ``fixed``: a group's Arrow credits may still take some of it back.
+        floor = self.coster.fixed_floor
         for e in self.allowed[v]:
             if e == ROW:
                 combos: list[tuple[Cost, tuple[str, ...], tuple[_Partial, ...]]] = []
@@ -312,7 +313,7 @@ class _Search:
             frontier: dict[tuple[str, ...], list[_Partial]] = {}
             for closed, group, parts in combos:
                 self.partials += 1
-                if self.prune and not (closed + fixed).feasible:
+                if self.prune and not (closed + floor).feasible:
                     continue
                 assign = (*tuple(a for p in parts for a in p.assign), (v, e))
                 columnar = sum(p.columnar for p in parts) + (e != ROW)

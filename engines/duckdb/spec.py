@@ -56,7 +56,11 @@ ENGINE = EngineSpec(
         # Incremental aggregates (engines/incremental.py): per merge, fitted (NNLS) to Q5's
         # 5-minute SUM on five data shapes, 800 to 50,000 plugs (experiments/README.md,
         # "Incremental aggregates", refitted at issue 20's fifth stop: the merges measured
-        # 0.55-0.65x of the first fit's 6 ms + 130 ns/row + 250 ns/group).
+        # 0.55-0.65x of the first fit's 6 ms + 130 ns/row + 250 ns/group). Inside running
+        # MIGs at steady state (issue 20, tenth stop) 11 kept AVGs measured 1.36-1.82x these
+        # (a fit: 8.1 ms + 25 ns/row + 210 ns/group); with that fit the re-scored placement
+        # studies ranked worse (145 of 152 hits against 151), so it is not adopted: the
+        # re-evaluated SQL terms it competes with are off in the other direction at 40k.
         "inc_fixed": 4.8e-3,
         "inc_row": 50 * NS,
         "inc_group": 160 * NS,

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import itertools
 import random
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from cost_models.analytical import AnalyticalCostModel, transfer_rows
+from cost_models.analytical import AnalyticalCostModel, group_inputs, transfer_rows
 from engines import registry
 from engines.row.base import Delta, RowOperator
 from engines.row.lowering import lower_plan
@@ -55,6 +56,9 @@ def test_a_groups_query_adds_to_the_row_core_it_waits_on() -> None:
         shared.row_cost(o).utilization for o in plan.topological() if placement.get(o) != "duckdb"
     )
     group = group_utilization(MODEL, Group("duckdb", (outer,), outer), est)
+    # the RSTREAM above takes the group's result as Arrow: no tuples to keep or emit
+    (r2s,) = plan.consumers(outer)
+    row -= shared.row_cost(r2s).utilization
     assert group > 0 and row > 0
     assert cost.bottleneck == pytest.approx(row + group)
     assert cost.bottleneck == pytest.approx(cost.utilization)
@@ -77,10 +81,16 @@ def test_an_arrow_select_costs_its_filter_and_ships_arrow() -> None:
     assert arrow == pytest.approx(est[select].lambda_out.value * est[outer].slide_seconds)
     (window,) = plan.inputs(select)
     lam = est[window].total_in.value  # the source's arrivals, each through the window
-    # the gateway as Arrow: the window keeps chunks, the select filters them, and the
-    # stream (this window its only one) is never converted to tuples
+    # the gateway as Arrow: the window keeps chunks, the select filters them, the
+    # stream (this window its only one) is never converted to tuples, and the RSTREAM
+    # hands the group's Arrow result to the sink (no tuples)
+    (r2s,) = plan.consumers(outer)
+    assert plan.op(r2s).kind == "rstream"
     gateway = (
-        coster.fixed.utilization - (MODEL.window + MODEL.ingest) * lam + MODEL.arrow_window * lam
+        coster.fixed.utilization
+        - (MODEL.window + MODEL.ingest) * lam
+        + MODEL.arrow_window * lam
+        - coster.row_cost(r2s).utilization
     )
     expected = gateway + MODEL.arrow_select * lam + group_utilization(MODEL, g, est)
     assert coster.placement_cost(placement).bottleneck == pytest.approx(expected)
@@ -97,6 +107,68 @@ def test_an_arrow_select_costs_its_filter_and_ships_arrow() -> None:
         + coster.row_cost(select).utilization
         + group_utilization(MODEL, g, est)
     )
+
+
+@pytest.mark.parametrize("mode", ["ISTREAM", "DSTREAM", "RSTREAM"])
+def test_an_r2s_over_a_group_works_on_its_arrow_result(mode: str) -> None:
+    sql = (
+        f"SELECT {mode} plug_id, SUM(value) AS s FROM readings "
+        "[RANGE 1 MINUTE SLIDE 1 SECOND] GROUP BY plug_id"
+    )
+    plan = plan_query(sql, CATALOG)
+    est = estimate(plan, CATALOG, rates=RATE)
+    (agg,) = plan.ids_of("aggregate")
+    (r2s,) = plan.consumers(agg)
+    coster = PlanCoster(est, MODEL, shared_row_core=True)
+    row_u = coster.row_cost(r2s).utilization
+    assert row_u > 0
+    # over the group's Arrow result: RSTREAM passes it on, ISTREAM/DSTREAM diff its rows
+    rows = est[agg].cardinality.value * est[agg].invocations_per_second
+    arrow_u = 0.0 if mode == "RSTREAM" else MODEL.arrow_r2s_diff * rows
+    column = _placement(plan, {agg: "duckdb"})
+    assert coster.arrow_row_u(column)[r2s] == pytest.approx(arrow_u)
+    g = Group("duckdb", (agg,), agg)
+    own = coster.group_own_u("duckdb", (agg,))
+    assert own == pytest.approx(group_utilization(MODEL, g, est))
+    cost = coster.placement_cost(column).utilization
+    assert cost == pytest.approx(
+        coster.fixed.utilization + own - sum(coster.arrow_credits(g).values())
+    )
+    # the R2S's part of the credits: its row u, less its price on Arrow
+    free = PlanCoster(est, replace(MODEL, arrow_r2s_diff=0.0), shared_row_core=True)
+    assert cost - free.placement_cost(column).utilization == pytest.approx(arrow_u)
+    no_credit = free.placement_cost(column).utilization + row_u
+    assert no_credit - cost == pytest.approx(row_u - arrow_u)
+    # the all-row plan pays the row price
+    assert coster.placement_cost({}).utilization == pytest.approx(
+        coster.fixed.utilization + coster.row_cost(agg).utilization
+    )
+
+
+@pytest.mark.parametrize(("query", "inputs"), [("q5", 1), ("q2", 2), ("q6", 3)])
+def test_a_group_pays_per_input_it_is_handed_every_slide(query: str, inputs: int) -> None:
+    plan, est = _q(query)
+    ops = tuple(plan.r2r_ids())
+    (top,) = [o for o in ops if not any(c in ops for c in plan.consumers(o))]
+    g = Group("duckdb", ops, top)
+    assert group_inputs(g, plan) == inputs  # the query's windows
+    free = replace(MODEL, ship_input=0.0)
+    assert MODEL.group_cost(g, est) - free.group_cost(g, est) == pytest.approx(
+        inputs * MODEL.ship_input
+    )
+
+
+def test_an_input_read_on_two_ports_is_handed_once() -> None:
+    sql = (
+        "SELECT a.plug_id, COUNT(*) AS n FROM readings [RANGE 1 MINUTE SLIDE 1 SECOND] AS a, "
+        "readings [RANGE 1 MINUTE SLIDE 1 SECOND] AS b WHERE a.plug_id = b.plug_id "
+        "GROUP BY a.plug_id"
+    )
+    plan = plan_query(sql, CATALOG)
+    (join,) = plan.ids_of("join")
+    ins = plan.inputs(join)
+    g = Group("duckdb", (join,), join)
+    assert group_inputs(g, plan) == len(set(ins))
 
 
 def test_a_select_arrow_cannot_evaluate_exactly_keeps_its_tuple_costs() -> None:
@@ -121,8 +193,12 @@ def test_a_select_arrow_cannot_evaluate_exactly_keeps_its_tuple_costs() -> None:
     assert coster.row_cost(window).utilization == pytest.approx(
         operator_utilization(MODEL, plan.op(window), est[window]) + conversion
     )
+    (r2s,) = plan.consumers(agg)  # passes the group's Arrow result on: its row u comes off
     assert coster.placement_cost(_placement(plan, {agg: "duckdb"})).bottleneck == pytest.approx(
-        coster.fixed.utilization + select_u + group_utilization(MODEL, g, est)
+        coster.fixed.utilization
+        - coster.row_cost(r2s).utilization
+        + select_u
+        + group_utilization(MODEL, g, est)
     )
 
 

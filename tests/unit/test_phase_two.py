@@ -131,6 +131,26 @@ def _check_equal(plan, rate, engines, shared=False, utilization_only=False) -> N
     assert pruned.plans_examined <= full.plans_examined
 
 
+def test_a_plan_only_its_arrow_credits_make_feasible_is_not_pruned() -> None:
+    """Every partial plan carries the gateway's row costs (windows, RSTREAM), but a columnar
+    group takes some of them back (its Arrow credits): pruning against the whole gateway
+    cost would drop plans that end feasible. Q5 at a rate where the gateway alone is
+    infeasible and the all-DuckDB plan is not."""
+    plan = plan_query((ROOT / "queries/smartplug/q5.sql").read_text(), CATALOG)
+    for rate in (2e5, 5e5, 1e6, 2e6, 5e6):
+        est = estimate(plan, CATALOG, rates=rate)
+        coster = PlanCoster(est, MODEL, True)
+        column = dict.fromkeys(plan.r2r_ids(), "duckdb")
+        if not coster.fixed.feasible and coster.placement_cost(column).feasible:
+            break
+    else:
+        pytest.fail("no rate where only the Arrow credits make a plan feasible")
+    assert coster.fixed_floor.feasible
+    chosen = place(plan, est, MODEL, ("row", "duckdb"), shared_row_core=True)
+    assert chosen.feasible
+    _check_equal(plan, rate, ("row", "duckdb"), shared=True)
+
+
 rates = st.sampled_from([100, 2000, 20000, 200000, 2_000_000])
 
 
