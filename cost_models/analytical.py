@@ -51,7 +51,7 @@ Row engine (tuple-at-a-time, one Python thread), seconds per input tuple:
 * gateway operators: window 0.04 us per tuple (insert and evict, the conversion aside);
   ISTREAM/DSTREAM 0.27 us per input tuple; RSTREAM 0.27 us per input tuple plus 0.03 us
   per *output* row (it emits the whole relation every slide: ``|w| * n_slide`` rows per
-  second; fitted to 36 RSTREAMs' busy times, issue 20, tenth stop: it was 0.3 us per output
+  second; fitted to 37 RSTREAMs' busy times, issue 20, tenth stop: it was 0.3 us per output
   row, 2-3x too much on 50,000 plugs); sources and sink free (the same in every plan);
 * an R2S operator fed by a columnar group takes its Arrow result (``PlanCoster``, with a
   shared row core): RSTREAM passes it on (free), ISTREAM/DSTREAM take the bag difference
@@ -183,9 +183,9 @@ class AnalyticalCostModel:
     difference, or RSTREAM's update of the relation it keeps as a bag."""
     rstream_row: float = 0.03 * US
     """Per row RSTREAM emits (the whole relation, every slide) over row input: copying the
-    bag's keys out. With ``r2s`` fitted to 36 RSTREAMs' busy times at steady state (Q1 and
+    bag's keys out. With ``r2s`` fitted to 37 RSTREAMs' busy times at steady state (Q1 and
     Q3-Q6 all-row on 139-row to 50,000-row relations; issue 20, tenth stop): within 1.5x of
-    22 (11 at the old 0.3 us per emitted row, which priced a 50,000-row relation at 15 ms
+    21 (11 at the old 0.3 us per emitted row, which priced a 50,000-row relation at 15 ms
     per slide where it measured 1-7 ms)."""
     arrow_r2s_diff: float = 2.5 * US
     """Per result row per slide of ISTREAM/DSTREAM fed by a columnar group: the bag
