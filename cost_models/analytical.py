@@ -23,11 +23,13 @@ Row engine (tuple-at-a-time, one Python thread), seconds per input tuple:
   stored tuples a probe tests a residual predicate on (``examined`` of the estimates: the
   equi-key's bucket, or the whole other side without equi-keys) less the output. Q1's join
   re-tests a plug's bucket of thousands of window tuples each time its MAX changes.
-  Fitted (NNLS on relative residuals) to 39 row joins' busy times at steady state (Q1 over
-  its window, Q3, Q4 and Q6 joining aggregates; 800 to 50,000 plugs, 1k to 40k tuples/s;
-  issue 20, tenth stop): within 1.5x of 36 (7 at the sixth stop's 1.2 / 0.4 / 0.45 us,
-  which priced the joins of two aggregates at 1.6-3x what they measured, 0.7-1.2 us per
-  input, and Q1's window join on 50,000 plugs at half). Input and output terms cannot be
+  Fitted to 39 row joins' busy times at steady state (Q1 over its window, Q3, Q4 and Q6
+  joining aggregates; 800 to 50,000 plugs, 1k to 40k tuples/s; issue 20, tenth stop,
+  ``experiments/component_fits.py join``: 0.83-0.89 / 0 / 1.64-1.80 us, by NNLS on relative
+  residuals or least squares on log ratios): within 1.5x of 36 (7 at the sixth stop's
+  1.2 / 0.4 / 0.45 us, which priced the joins of two aggregates at 1.6-3x what they
+  measured, 0.7-1.2 us per input, and Q1's window join on 50,000 plugs at half). Input and
+  output terms cannot be
   told apart (a join of two aggregates emits about one row per input): 0.1 us per output
   row is a choice, the fit is as good from 0 to 0.2;
 * gateway: arrivals come as Arrow batches; while any window of a stream feeds a row

@@ -73,47 +73,47 @@ def _label(path: Path, p: dict[str, Any], what: str) -> str:
     )
 
 
-def rstream_points(paths: list[Path]) -> list[Point]:
+def _operator_points(
+    paths: list[Path],
+    kind: str,
+    terms: Callable[[dict[str, Any], Any], dict[str, float]],
+    row_plans_only: bool = False,
+) -> list[Point]:
+    """Every measured operator of ``kind``, its terms from ``terms(measured, estimate)``."""
     out: list[Point] = []
     cache: dict[Any, Optimized] = {}
     for path in paths:
         for p in json.loads(path.read_text())["points"]:
-            if any(o["kind"] == "mig" for o in p["operators"]):
-                continue  # over a MIG's Arrow result: no tuples (arrow_r2s_diff)
+            if row_plans_only and any(o["kind"] == "mig" for o in p["operators"]):
+                continue
             opt = _optimized(cache, p)
             if opt is None:
                 continue
             for o in p["operators"]:
-                if o["kind"] != "rstream" or o["measured_u"] <= 0:
-                    continue
-                # the deltas as measured: the estimator's are 3-6x what runs for Q1 and Q5
-                # (the known over-count of their inner results), which is not RSTREAM's
-                e = opt.estimates[o["operator"]]
-                terms = {
-                    "r2s": float(o["in_per_s"]),
-                    "rstream_row": e.cardinality.value * e.invocations_per_second,
-                }
-                out.append((_label(path, p, o["operator"]), terms, o["measured_u"]))
+                if o["kind"] == kind and o["measured_u"] > 0:
+                    t = terms(o, opt.estimates[o["operator"]])
+                    out.append((_label(path, p, o["operator"]), t, o["measured_u"]))
     return out
+
+
+def rstream_points(paths: list[Path]) -> list[Point]:
+    def terms(o: dict[str, Any], e: Any) -> dict[str, float]:
+        # the deltas as measured: the estimator's are 3-6x what runs for Q1 and Q5 (the
+        # known over-count of their inner results), which is not RSTREAM's
+        emitted = e.cardinality.value * e.invocations_per_second
+        return {"r2s": float(o["in_per_s"]), "rstream_row": emitted}
+
+    # over a MIG's Arrow result there are no tuples (arrow_r2s_diff): row plans only
+    return _operator_points(paths, "rstream", terms, row_plans_only=True)
 
 
 def join_points(paths: list[Path]) -> list[Point]:
-    out: list[Point] = []
-    cache: dict[Any, Optimized] = {}
-    for path in paths:
-        for p in json.loads(path.read_text())["points"]:
-            opt = _optimized(cache, p)
-            if opt is None:
-                continue
-            for o in p["operators"]:
-                if o["kind"] != "join" or o["measured_u"] <= 0:
-                    continue
-                e = opt.estimates[o["operator"]]
-                lam, produced = e.total_in.value, e.lambda_out.value
-                failed = max(0.0, (e.examined or 0.0) - produced)
-                terms = {"join_input": lam, "join_output": produced, "join_examine": failed}
-                out.append((_label(path, p, o["operator"]), terms, o["measured_u"]))
-    return out
+    def terms(o: dict[str, Any], e: Any) -> dict[str, float]:
+        lam, produced = e.total_in.value, e.lambda_out.value
+        failed = max(0.0, (e.examined or 0.0) - produced)
+        return {"join_input": lam, "join_output": produced, "join_examine": failed}
+
+    return _operator_points(paths, "join", terms)
 
 
 def _mig_points(paths: list[Path], fn: Callable[..., Point | None]) -> list[Point]:
