@@ -29,9 +29,8 @@ Row engine (tuple-at-a-time, one Python thread), seconds per input tuple:
   residuals or least squares on log ratios): within 1.5x of 36 (7 at the sixth stop's
   1.2 / 0.4 / 0.45 us, which priced the joins of two aggregates at 1.6-3x what they
   measured, 0.7-1.2 us per input, and Q1's window join on 50,000 plugs at half). Input and
-  output terms cannot be
-  told apart (a join of two aggregates emits about one row per input): 0.1 us per output
-  row is a choice, the fit is as good from 0 to 0.2;
+  output terms cannot be told apart (a join of two aggregates emits about one row per
+  input): 0.1 us per output row is a choice, the fit is as good from 0 to 0.2;
 * gateway: arrivals come as Arrow batches; while any window of a stream feeds a row
   operator, the gateway converts each batch of that stream to tuples once and drives them
   through the row engine's instants: 0.4 us per arriving tuple (``ingest``), charged to the
@@ -111,7 +110,7 @@ from optimizer.ir.incremental import (
     paned_rows,
     worth_it,
 )
-from optimizer.ir.placement import Group
+from optimizer.ir.placement import Group, external_inputs
 from optimizer.ir.plan import R2S, Aggregate, Join, LogicalPlan, Operator, Project, Select, Window
 
 US = 1e-6
@@ -312,7 +311,7 @@ class AnalyticalCostModel:
                 sql += getattr(consts, k) * rows
         ship_tuples, ship_arrow, rows_out = transfer_rows(group, estimates)
         return (
-            group_inputs(group, estimates.plan) * self.ship_input
+            len(external_inputs(group, estimates.plan)) * self.ship_input
             + ship_tuples * self.to_arrow
             + ship_arrow * self.ship_arrow
             + sql
@@ -509,13 +508,6 @@ def transfer_rows(group: Group, estimates: Estimates) -> tuple[float, float, flo
     to_r2s = bool(consumers) and all(isinstance(plan.op(c), R2S) for c in consumers)
     back = 0.0 if to_r2s else estimates[group.top].cardinality.value
     return tuples, arrow, back
-
-
-def group_inputs(group: Group, plan: LogicalPlan) -> int:
-    """The distinct operators outside ``group`` that feed it: the inputs its MIG hands to
-    the engine at every invocation (one operator read on two ports is handed once)."""
-    members = set(group.operators)
-    return len({i for o in group.operators for i in plan.inputs(o) if i not in members})
 
 
 def _window_derived(plan: LogicalPlan, op_id: str) -> bool:

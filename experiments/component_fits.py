@@ -39,11 +39,11 @@ from typing import Any
 import numpy as np
 from scipy.optimize import least_squares
 
-from cost_models.analytical import AnalyticalCostModel, group_inputs, transfer_rows
+from cost_models.analytical import AnalyticalCostModel, transfer_rows
 from engines import registry
 from hycq.api import load_query
 from hycq.planning import Optimized, OptimizerOptions, optimize
-from optimizer.ir.placement import groups
+from optimizer.ir.placement import external_inputs, groups
 from optimizer.ir.plan import Aggregate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -143,7 +143,7 @@ def ship_points(paths: list[Path]) -> list[Point]:
         tuples, arrow, _ = transfer_rows(g, opt.estimates)
         if tuples:  # tuple inputs: their conversion is priced apart (to_arrow)
             return None
-        terms = {"ship_input": float(group_inputs(g, opt.plan)), "ship_arrow": arrow}
+        terms = {"ship_input": float(len(external_inputs(g, opt.plan))), "ship_arrow": arrow}
         return _label(path, p, "transfer in"), terms, o["transfer_in_u"] / slides
 
     return _mig_points(paths, one)

@@ -40,7 +40,6 @@ from cost_models.analytical import (
     SQL_TERMS,
     AnalyticalCostModel,
     ColumnarConstants,
-    group_inputs,
     sql_terms,
 )
 from cost_models.calibrated import LinearFit, default_profile_path, fit_linear, profile_text
@@ -51,7 +50,7 @@ from hycq.observations import failed_tests
 from optimizer.estimate import estimate
 from optimizer.ir.catalog import Catalog
 from optimizer.ir.errors import OptionError
-from optimizer.ir.placement import groups, uniform_placement
+from optimizer.ir.placement import external_inputs, groups, uniform_placement
 from optimizer.sql import plan_query
 from optimizer.sql.catalog import parse_catalog_text
 from optimizer.statistics import measure
@@ -356,7 +355,7 @@ class _Point:
     sql_s: float
     ship_s: float
     inputs: int = 1
-    """The group's inputs (``cost_models.analytical.group_inputs``)."""
+    """The group's inputs (``optimizer.ir.placement.external_inputs``)."""
 
 
 def _column_points(
@@ -393,7 +392,7 @@ def _column_points(
             window_rows = rate * min(300.0, float(t.instant - first) + 1.0)  # ts in seconds
             est = estimate(plan, cat, rates=window_rows / 300.0, sample=stats)
             terms = sql_terms(group, est)
-            n_in = group_inputs(group, plan)
+            n_in = len(external_inputs(group, plan))
             points.append(_Point(name, t.rows_in, terms, t.sql_s, t.ship_s, n_in))
     return points
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cost_models.analytical import AnalyticalCostModel, group_inputs, sql_terms, transfer_rows
+from cost_models.analytical import AnalyticalCostModel, sql_terms, transfer_rows
 from cost_models.refit import SQL_PREFIX, Observation
 from optimizer.ir.errors import OptionError, UserError
 from optimizer.ir.plan import Aggregate, LogicalPlan, Window, WindowKind
@@ -327,7 +327,7 @@ def _mig(
 
 def _bench_record(r: Mapping[str, Any], where: str, planner: Planner, out: Extracted) -> None:
     from hycq.api import resolve_placement
-    from optimizer.ir.placement import groups
+    from optimizer.ir.placement import external_inputs, groups
 
     placement = r.get("placement") or {}
     slide_ms = (r.get("measured") or {}).get("slide_ms_p50")
@@ -361,7 +361,7 @@ def _bench_record(r: Mapping[str, Any], where: str, planner: Planner, out: Extra
     terms = {k: v for k, v in sql_terms(group, est).items() if v > 0}
     ship_tuples, ship_arrow, rows_out = transfer_rows(group, est)
     terms.update(
-        ship_input=group_inputs(group, opt.plan),
+        ship_input=len(external_inputs(group, opt.plan)),
         to_arrow=ship_tuples,
         ship_arrow=ship_arrow,
         from_arrow=rows_out,

@@ -24,8 +24,8 @@ from typing import Any
 from optimizer.ir.arrow_filter import arrow_selected
 from optimizer.ir.cost import INFEASIBLE, ZERO, Cost, merge
 from optimizer.ir.costing import GATEWAY, CostModel, Estimates, OpEstimate, cost_class, factor_key
-from optimizer.ir.placement import ROW, Group
-from optimizer.ir.plan import R2S, Category, LogicalPlan, Operator, Source, Window
+from optimizer.ir.placement import ROW, Group, external_inputs
+from optimizer.ir.plan import R2S, Category, Operator, Source, Window
 
 #: Seconds of row-engine (gateway) work per source tuple through a K-slack buffer: one
 #: running maximum, one ``searchsorted``, one ``lexsort`` and one Arrow ``take`` per batch,
@@ -71,12 +71,6 @@ def group_utilization(model: CostModel, group: Group, estimates: Estimates) -> f
     """A group's u: invocations per second (one per slide of its top) times seconds each."""
     per_call = model.group_cost(group, estimates)
     return estimates[group.top].invocations_per_second * per_call
-
-
-def external_inputs(group: Group, plan: LogicalPlan) -> list[str]:
-    """Operators outside ``group`` that feed it, in port order of their consumers."""
-    members = set(group.operators)
-    return [i for o in group.operators for i in plan.inputs(o) if i not in members]
 
 
 class PlanCoster:
@@ -160,7 +154,7 @@ class PlanCoster:
         the group reads, directly or through that select, if the window feeds nothing else,
         else None)."""
         out: list[tuple[str | None, str | None]] = []
-        for i in dict.fromkeys(external_inputs(group, self.plan)):
+        for i in external_inputs(group, self.plan):
             select, window = None, i
             if arrow_selected(self.plan, i):
                 select = i

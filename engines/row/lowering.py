@@ -56,7 +56,7 @@ from optimizer.ir.dispatch import KindTable
 from optimizer.ir.errors import PlanError
 from optimizer.ir.expr import Binary, ColumnRef, Expr, Unary, conjoin, conjuncts
 from optimizer.ir.join_chains import JoinChain, join_chains
-from optimizer.ir.placement import Group
+from optimizer.ir.placement import Group, external_inputs
 from optimizer.ir.plan import (
     R2S,
     Aggregate,
@@ -221,7 +221,7 @@ class Lowering:
             if group is not None and op_id != group.top:
                 continue  # runs inside its group's MIG, created at the group's top
             if group is not None:
-                externals = self._group_inputs(group)
+                externals = external_inputs(group, self.plan)
                 positions = [pos[i] for i in externals]
                 lowered = self._group(group, op, [ports[i] for i in externals])
             elif op_id in self.nary:
@@ -317,17 +317,6 @@ class Lowering:
         )
         width = len(top.schema)
         return Lowered(node, [True] * width, [False] * width)
-
-    def _group_inputs(self, group: Group) -> list[str]:
-        """External inputs of a group: in topological order of its operators, port order
-        (the order ``engines.sqlgen.group_sql`` names them in0, in1, ...)."""
-        seen: list[str] = []
-        members = set(group.operators)
-        for op_id in group.operators:
-            for i in self.plan.inputs(op_id):
-                if i not in members and i not in seen:
-                    seen.append(i)
-        return seen
 
     # -- physical rewrites ------------------------------------------------------------------
 

@@ -97,6 +97,15 @@ class Group:
     top: str
 
 
+def external_inputs(group: Group, plan: LogicalPlan) -> list[str]:
+    """The operators outside ``group`` that feed it, each once: in the topological order of
+    the group's operators, port order within each (the order ``engines.sqlgen.group_sql``
+    names them in0, in1, ...; one operator read on two ports is one input)."""
+    members = set(group.operators)
+    ins = (i for o in group.operators for i in plan.inputs(o) if i not in members)
+    return list(dict.fromkeys(ins))
+
+
 def uniform_placement(plan: LogicalPlan, engine: str) -> dict[str, str]:
     """Every R2R operator on ``engine``, everything else on the row engine."""
     return {
