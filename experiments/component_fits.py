@@ -11,6 +11,10 @@ and how many points are within 1.5x.
     python experiments/component_fits.py join experiments/results/operator_busy_*.json
     python experiments/component_fits.py ship experiments/results/operator_busy_migs_*.json
     python experiments/component_fits.py kept experiments/results/operator_busy_migs_*.json
+    python experiments/component_fits.py pane experiments/results/operator_busy_migs_*.json \
+        experiments/results/operator_busy_panes_*.json \
+        experiments/results/operator_busy_q1_few_10k.json
+    python experiments/component_fits.py sql experiments/results/operator_busy_migs_*.json
 
 * ``rstream``: RSTREAM over row input, ``r2s`` per input delta (as measured) and
   ``rstream_row`` per row emitted (the relation, every slide);
@@ -19,7 +23,14 @@ and how many points are within 1.5x.
 * ``ship``: a MIG's seconds shipping rows in (``transfer_in``), ``ship_input`` per input
   per slide and ``ship_arrow`` per Arrow row;
 * ``kept``: a MIG's kept exact-sum aggregates (``kept``, Q4-Q6), ``inc_fixed`` per kept
-  aggregate, ``inc_row`` per row entering or leaving, ``inc_group`` per group.
+  aggregate, ``inc_row`` per row entering or leaving, ``inc_group`` per group;
+* ``pane`` (eleventh stop): a MIG's kept seconds where it keeps pane partials (Q1, Q3),
+  ``pane_fixed`` per paned aggregate and ``pane_row`` per partial row merged; the new
+  pane's scan and any exact sums of the same group are priced by the model (``offset``);
+* ``sql`` (eleventh stop): a MIG's whole SQL seconds per slide (kept aggregates and the
+  statement) against every term the model charges it: DuckDB's ``fixed``, ``op_fixed``,
+  per-row terms and ``inc_*``. Eleven constants over some thirty points: read it for where
+  the model is off (e.g. by plugs), not as a fit to adopt.
 
 Files written before the tenth stop lack the MIG parts (``sql_u``, ``transfer_in_u``,
 ``kept_u``); ``ship`` and ``kept`` skip them. Points whose data file is gone are skipped.
@@ -171,19 +182,120 @@ def kept_points(paths: list[Path]) -> list[Point]:
     return _mig_points(paths, one)
 
 
+def _paned(opt: Optimized, g: Any, replaced: set[str]) -> list[tuple[str, float, float]]:
+    """The group's aggregates kept from pane partials, each with the model's price per
+    slide and the partial rows a slide merges (the new pane's and the final merge's)."""
+    from cost_models.analytical import _paned_cost, _window_derived
+    from optimizer.ir.incremental import block_size, paned_input, paned_rows
+
+    est, plan = opt.estimates, opt.plan
+    consts = opt.model.engines[g.engine]  # type: ignore[attr-defined]
+    out = []
+    for a in sorted(replaced):
+        reads = paned_input(plan, set(g.operators), a)
+        if reads is None or not _window_derived(plan, reads[0]):
+            continue
+        ext, chain = reads
+        window = est[ext].cardinality.value
+        entering = est[ext].lambda_out.value * est[ext].slide_seconds
+        agg = est[a]
+        cost = _paned_cost(consts, window, entering, agg, bool(chain))
+        if cost is None:
+            continue
+        groups_ = max(1.0, agg.cardinality.value)
+        r = agg.total_in.value * agg.slide_seconds
+        panes = max(1.0, window / entering)
+        pane_rows = groups_ * -math.expm1(-r / groups_)
+        block_rows = groups_ * -math.expm1(-block_size(int(panes)) * r / groups_)
+        out.append((a, cost, pane_rows + paned_rows(panes, pane_rows, block_rows)))
+    return out
+
+
+def pane_points(paths: list[Path]) -> list[Point]:
+    """A MIG's kept seconds per slide where pane partials are kept (Q1, Q3): ``pane_fixed``
+    per paned aggregate, ``pane_row`` per partial row the final merge reads; the new pane's
+    scan and partial (at the SQL per-row prices) and any exact sums of the group enter at
+    the model's price as an ``offset``."""
+    from cost_models.analytical import _kept_incrementally
+
+    def one(path: Path, p: Any, opt: Optimized, g: Any, o: Any, slides: float) -> Point | None:
+        if "kept_u" not in o:
+            return None
+        consts = opt.model.engines[g.engine]  # type: ignore[attr-defined]
+        total, replaced = _kept_incrementally(g, opt.estimates, consts)
+        paned = _paned(opt, g, replaced)
+        if not paned:
+            return None
+        rows = sum(r for _, _, r in paned)
+        terms = {
+            "pane_fixed": float(len(paned)),
+            "pane_row": rows,
+            "offset": total - len(paned) * consts.pane_fixed - consts.pane_row * rows,
+        }
+        return _label(path, p, f"{len(paned)} paned"), terms, o["kept_u"] / slides
+
+    return _mig_points(paths, one)
+
+
+def sql_points(paths: list[Path]) -> list[Point]:
+    """A MIG's whole SQL seconds per slide (``sql``: its kept aggregates' upkeep and the
+    statement), against every term the model charges it: the group's ``fixed``, ``op_fixed``
+    per re-evaluated operator, the per-row terms of those operators and the ``inc_*`` terms
+    of its kept exact sums. What is not fitted here (pane partials, the correlated count's
+    saving) enters at the model's price as an ``offset``."""
+    from cost_models.analytical import _correlated_saving, _kept_incrementally, _per_op_terms
+
+    def one(path: Path, p: Any, opt: Optimized, g: Any, o: Any, slides: float) -> Point | None:
+        if "sql_u" not in o:
+            return None
+        est = opt.estimates
+        consts = opt.model.engines[g.engine]  # type: ignore[attr-defined]
+        _, replaced = _kept_incrementally(g, est, consts)
+        paned = _paned(opt, g, replaced)
+        terms: dict[str, float] = {"fixed": 1.0, "offset": sum(c for _, c, _ in paned)}
+        terms["offset"] -= _correlated_saving(g, est, consts, replaced)
+        for a in replaced - {a for a, _, _ in paned}:
+            if not isinstance(opt.plan.op(a), Aggregate):
+                continue
+            terms["inc_fixed"] = terms.get("inc_fixed", 0.0) + 1.0
+            rows = 2 * est[a].total_in.value * est[a].slide_seconds
+            terms["inc_row"] = terms.get("inc_row", 0.0) + rows
+            terms["inc_group"] = terms.get("inc_group", 0.0) + est[a].cardinality.value
+        per_op = _per_op_terms(est)
+        for op_id in g.operators:
+            if op_id in replaced:
+                continue
+            terms["op_fixed"] = terms.get("op_fixed", 0.0) + 1.0
+            for k, rows in per_op[op_id]:
+                terms[k] = terms.get(k, 0.0) + rows
+        return _label(path, p, "sql"), terms, o["sql_u"] / slides
+
+    return _mig_points(paths, one)
+
+
+#: The constants a MIG's SQL seconds are priced by (``sql``).
+SQL_CONSTANTS = (
+    *("fixed", "op_fixed", "select", "project", "aggregate", "aggregate_large"),
+    *("join_input", "join_output", "inc_fixed", "inc_row", "inc_group"),
+)
+
 COMPONENTS: dict[str, tuple[Callable[[list[Path]], list[Point]], tuple[str, ...]]] = {
     "rstream": (rstream_points, ("r2s", "rstream_row")),
     "join": (join_points, ("join_input", "join_output", "join_examine")),
     "ship": (ship_points, ("ship_input", "ship_arrow")),
     "kept": (kept_points, ("inc_fixed", "inc_row", "inc_group")),
+    "pane": (pane_points, ("pane_fixed", "pane_row")),
+    "sql": (sql_points, SQL_CONSTANTS),
 }
 
 
-def current(names: tuple[str, ...]) -> dict[str, float]:
-    """The constants' values in the analytical model (DuckDB's for the engine's)."""
+def current(names: tuple[str, ...], engine_first: bool = False) -> dict[str, float]:
+    """The constants' values in the analytical model (DuckDB's for the engine's; with
+    ``engine_first`` DuckDB's wherever both have one, e.g. ``select``)."""
     model = AnalyticalCostModel().with_engines(registry.cost_defaults())
     duck = model.engines["duckdb"]
-    return {n: float(getattr(model, n, None) or getattr(duck, n)) for n in names}
+    first, then = (duck, model) if engine_first else (model, duck)
+    return {n: float(getattr(first, n, None) or getattr(then, n)) for n in names}
 
 
 def fit(points: list[Point], names: tuple[str, ...], start: dict[str, float]) -> dict[str, float]:
@@ -191,17 +303,20 @@ def fit(points: list[Point], names: tuple[str, ...], start: dict[str, float]) ->
     priced at half and one at twice what it measured weigh the same."""
     a = np.array([[t.get(n, 0.0) for n in names] for _, t, _ in points])
     y = np.array([s for _, _, s in points])
+    offset = np.array([t.get("offset", 0.0) for _, t, _ in points])
     scale = np.array([max(start[n], 1e-12) for n in names])
 
     def residuals(x: np.ndarray) -> np.ndarray:
-        return np.log(np.maximum(a @ (x * scale), 1e-15) / y)
+        return np.log(np.maximum(a @ (x * scale) + offset, 1e-15) / y)
 
     res = least_squares(residuals, np.ones(len(names)), bounds=(0.0, np.inf))
     return dict(zip(names, (res.x * scale).tolist(), strict=True))
 
 
 def _predict(values: dict[str, float], terms: dict[str, float]) -> float:
-    return sum(values[n] * v for n, v in terms.items())
+    """Seconds the constants ``values`` give a point; its ``offset`` (a price not fitted)
+    is added as it is."""
+    return sum(values.get(n, 1.0 if n == "offset" else 0.0) * v for n, v in terms.items())
 
 
 def summary(points: list[Point], values: dict[str, float]) -> tuple[float, int]:
@@ -220,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     if not points:
         print("no points (files from before the tenth stop lack the MIG parts)")
         return 1
-    now = current(names)
+    now = current(names, engine_first=args.component == "sql")
     fitted = fit(points, names, now)
     for label, terms, seconds in points:
         print(

@@ -11,6 +11,8 @@ whether the model's choice now is a hit (within 5% of the measured best or tied 
 1/throughput, then a summary per shape and rate. Nothing is measured again: this is
 in-sample (the placements were measured, the model is judged on them after the fact), so
 a model change should then be measured out-of-sample by running the studies again.
+``--cost-model`` re-scores a candidate set of constants (a TOML file over ``analytical``)
+without touching the code.
 
     python experiments/rescore_studies.py experiments/results/placement_study_*_v9*.json \\
         --data-dir /tmp/study --json rescored.json
@@ -36,7 +38,7 @@ def _seconds(study: Path, query: str) -> int:
 
 
 def score_point(
-    job: tuple[str, str, float, str, str, str, list[dict[str, Any]]],
+    job: tuple[str, str, float, str, str, str, list[dict[str, Any]], str | None],
 ) -> dict[str, Any]:
     """One point re-predicted: the model's choice, whether it was measured and is a hit."""
     from hycq.api import load_query
@@ -44,8 +46,9 @@ def score_point(
     from hycq.planning import OptimizerOptions, optimize
     from optimizer.ir.placement import complete_placement
 
-    study, query, rate, shape, stream, data, records = job
-    opt = optimize(load_query(Path(query)), OptimizerOptions(rate=rate, data={stream: Path(data)}))
+    study, query, rate, shape, stream, data, records, model = job
+    options = OptimizerOptions(rate=rate, data={stream: Path(data)}, cost_model=model)
+    opt = optimize(load_query(Path(query)), options)
     distinct: dict[str, dict[str, Any]] = {}
     for r in records:
         distinct.setdefault(json.dumps(r["placement"], sort_keys=True), r)
@@ -78,6 +81,11 @@ def main() -> int:
     where = "where the studies' data files are (placement_study.py --data-dir)"
     ap.add_argument("--data-dir", type=Path, default=Path("/tmp/study"), help=where)
     ap.add_argument("--workers", type=int, default=2, help="processes (default 2)")
+    ap.add_argument(
+        "--cost-model",
+        help="re-score with this cost model (a name or a .toml file of constants, as "
+        "'hycq explain --cost-model'; default: hycq's default model)",
+    )
     ap.add_argument("--json", type=Path, help="write every point and the summary here")
     args = ap.parse_args()
     jobs, missing = [], 0
@@ -90,7 +98,8 @@ def main() -> int:
             if not data.exists():
                 missing += 1
                 continue
-            jobs.append((study.name, query, rate, shape, "readings", str(data), records))
+            job = (study.name, query, rate, shape, "readings", str(data), records, args.cost_model)
+            jobs.append(job)
     with ProcessPoolExecutor(max(1, args.workers)) as ex:
         points = list(ex.map(score_point, jobs))
     groups: dict[tuple[str, float], list[dict[str, Any]]] = {}
