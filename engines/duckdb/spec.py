@@ -64,11 +64,16 @@ ENGINE = EngineSpec(
         "inc_fixed": 4.8e-3,
         "inc_row": 50 * NS,
         "inc_group": 160 * NS,
-        # Pane partials (engines/incremental.py, PanedState): per slide, measured on Q3's two
-        # MAX+AVG aggregates wholly on DuckDB at 40k tuples/s, 1,677 to 50,000 plugs
-        # (experiments/README.md, "MIN/MAX from pane partials").
-        "pane_fixed": 7.5e-3,
-        "pane_row": 28 * NS,
+        # Pane partials (engines/incremental.py, PanedState): per slide. First measured on
+        # Q3's two MAX+AVG aggregates wholly on DuckDB at 40k tuples/s (7.5 ms + 28 ns per
+        # partial row; experiments/README.md, "MIN/MAX from pane partials"). Refitted at
+        # issue 20's eleventh stop on the kept seconds of 20 running MIGs (Q1 and Q3 wholly
+        # on DuckDB, 800 to 20,000 plugs, 10k and 40k): one paned MAX costs 4.3-7.1 ms per
+        # slide whatever the plugs, which the old constants priced at 8.5-17 ms
+        # (experiments/component_fits.py pane). The overprice made Q1 on 800 plugs at 10k
+        # keep its MAX on the row engine, measured 0.80-0.87x of the best in three studies.
+        "pane_fixed": 6.3e-3,
+        "pane_row": 4.1 * NS,
     },
     calibration=Calibration(seconds=90, quick_seconds=25, version=_version),
 )
