@@ -448,29 +448,37 @@ def _correlated_saving(
     return max(0.0, saving)
 
 
+def paned_partial_rows(window: float, entering: float, agg: OpEstimate) -> tuple[float, float]:
+    """(the new pane's partial rows, the rows a slide's final merge reads) of an aggregate
+    kept from pane partials over a window of ``window`` rows, ``entering`` per slide.
+
+    A pane of ``r`` rows (past the selects) over ``G`` keys holds about ``G (1 - exp(-r /
+    G))`` partial rows (keys drawn uniformly), a block of ``b`` panes ``G (1 - exp(-b r /
+    G))``; the final merge reads the blocks' and the loose panes' (``paned_rows``)."""
+    g = max(1.0, agg.cardinality.value)
+    r = agg.total_in.value * agg.slide_seconds
+    panes = max(1.0, window / entering)
+    pane_rows = g * -math.expm1(-r / g)
+    block_rows = g * -math.expm1(-block_size(int(panes)) * r / g)
+    return pane_rows, paned_rows(panes, pane_rows, block_rows)
+
+
 def _paned_cost(
     consts: ColumnarConstants, window: float, entering: float, agg: OpEstimate, selects: bool
 ) -> float | None:
     """Per slide, an aggregate kept from pane partials (``engines.incremental.PanedState``):
     the new pane's scan and partial (at the engine's per-row SQL costs), a block's merge
     (amortised: a pane's partial rows) and the final merge of the blocks' and loose panes'
-    partials (``pane_row`` each); None when the partials would not be several times fewer
-    rows than the window (the MIG then re-aggregates, ``optimizer.ir.incremental.paned_pays``).
-
-    Partial rows per key set: a pane of ``r`` rows (past the selects) over ``G`` keys holds
-    about ``G (1 - exp(-r / G))`` of them (keys drawn uniformly), a block of ``b`` panes
-    ``G (1 - exp(-b r / G))``."""
+    partials (``pane_row`` each, :func:`paned_partial_rows`); None when the partials would
+    not be several times fewer rows than the window (the MIG then re-aggregates,
+    ``optimizer.ir.incremental.paned_pays``)."""
     if entering <= 0 or consts.pane_fixed is None:
+        return None
+    pane_rows, merged = paned_partial_rows(window, entering, agg)
+    if not paned_pays(window, merged):
         return None
     g = max(1.0, agg.cardinality.value)
     r = agg.total_in.value * agg.slide_seconds
-    panes = max(1.0, window / entering)
-    b = block_size(int(panes))
-    pane_rows = g * -math.expm1(-r / g)
-    block_rows = g * -math.expm1(-b * r / g)
-    merged = paned_rows(panes, pane_rows, block_rows)
-    if not paned_pays(window, merged):
-        return None
     per_row = consts.aggregate + consts.aggregate_large * large_group_share(g)
     scan = consts.select * entering if selects else 0.0
     # the new pane's partial from its rows; a block's merge, amortised; the final merge

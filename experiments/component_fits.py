@@ -185,8 +185,8 @@ def kept_points(paths: list[Path]) -> list[Point]:
 def _paned(opt: Optimized, g: Any, replaced: set[str]) -> list[tuple[str, float, float]]:
     """The group's aggregates kept from pane partials, each with the model's price per
     slide and the partial rows a slide merges (the new pane's and the final merge's)."""
-    from cost_models.analytical import _paned_cost, _window_derived
-    from optimizer.ir.incremental import block_size, paned_input, paned_rows
+    from cost_models.analytical import _paned_cost, _window_derived, paned_partial_rows
+    from optimizer.ir.incremental import paned_input
 
     est, plan = opt.estimates, opt.plan
     consts = opt.model.engines[g.engine]  # type: ignore[attr-defined]
@@ -198,16 +198,9 @@ def _paned(opt: Optimized, g: Any, replaced: set[str]) -> list[tuple[str, float,
         ext, chain = reads
         window = est[ext].cardinality.value
         entering = est[ext].lambda_out.value * est[ext].slide_seconds
-        agg = est[a]
-        cost = _paned_cost(consts, window, entering, agg, bool(chain))
-        if cost is None:
-            continue
-        groups_ = max(1.0, agg.cardinality.value)
-        r = agg.total_in.value * agg.slide_seconds
-        panes = max(1.0, window / entering)
-        pane_rows = groups_ * -math.expm1(-r / groups_)
-        block_rows = groups_ * -math.expm1(-block_size(int(panes)) * r / groups_)
-        out.append((a, cost, pane_rows + paned_rows(panes, pane_rows, block_rows)))
+        cost = _paned_cost(consts, window, entering, est[a], bool(chain))
+        if cost is not None:
+            out.append((a, cost, sum(paned_partial_rows(window, entering, est[a]))))
     return out
 
 
