@@ -99,7 +99,8 @@ def validate(batch: pa.RecordBatch, stream: str, dead: DeadLetters) -> pa.Record
     for col in batch.columns:
         mask = col.is_null()
         if pa.types.is_floating(col.type):
-            mask = pc.or_(mask, pc.invert(pc.is_finite(col)))
+            # is_finite(NULL) is NULL, and or_ of NULL is NULL, which no filter keeps or drops
+            mask = pc.or_(mask, pc.invert(pc.fill_null(pc.is_finite(col), True)))
         if col.null_count or pa.types.is_floating(col.type):
             bad = mask if bad is None else pc.or_(bad, mask)
     if bad is None or not pc.any(bad).as_py():
