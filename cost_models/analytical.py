@@ -97,7 +97,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from optimizer.ir.arrow_filter import arrow_selected
-from optimizer.ir.correlated import CorrelatedPrices, correlated_count
+from optimizer.ir.correlated import (
+    CorrelatedPrices,
+    CorrelatedShape,
+    ScanCount,
+    correlated_count,
+    scan_count,
+)
 from optimizer.ir.costing import Estimates, OpEstimate
 from optimizer.ir.dispatch import KindTable
 from optimizer.ir.incremental import (
@@ -139,6 +145,12 @@ class ColumnarConstants:
     #: engine does not keep pane partials.
     pane_fixed: float | None = None
     pane_row: float = 0.0
+    #: Recounting a correlated count in Arrow at every slide (engines.correlated_scan), per
+    #: slide: a fixed cost (its calls and the window's chunks), per row reaching the join,
+    #: per key of the inner aggregate. None: the engine's MIGs do not scan.
+    scan_fixed: float | None = None
+    scan_row: float = 0.0
+    scan_key: float = 0.0
     #: Per row an aggregate reads, on top of ``aggregate``, when its group table outgrows the
     #: caches (scaled by :func:`large_group_share` of the groups it outputs: nothing up to
     #: 2,000 groups, all of it from 50,000). Re-aggregating 6 M rows in DuckDB (3 keys) took
@@ -302,7 +314,7 @@ class AnalyticalCostModel:
         per_op = _per_op_terms(estimates)
         sql = consts.fixed
         kept, replaced = _kept_incrementally(group, estimates, consts)
-        sql += kept - _correlated_saving(group, estimates, consts, replaced)
+        sql += kept - _correlated_saving(group, estimates, consts, replaced, per_op)
         for op_id in group.operators:
             if op_id in replaced:
                 continue
@@ -330,8 +342,8 @@ def without_incremental(model: Any) -> Any:
 
 #: The constants of kept aggregates (exact sums: ``inc_*``; pane partials: ``pane_*``), and
 #: the fixed cost of each, None where an engine (or an older profile) lacks them.
-KEPT_PREFIXES = ("inc_", "pane_")
-KEPT_FIXED = ("inc_fixed", "pane_fixed")
+KEPT_PREFIXES = ("inc_", "pane_", "scan_")
+KEPT_FIXED = ("inc_fixed", "pane_fixed", "scan_fixed")
 
 _TERMS_CACHE: dict[int, tuple[Estimates, dict[str, tuple[tuple[str, float], ...]]]] = {}
 
@@ -420,10 +432,16 @@ def _kept_incrementally(
 
 
 def _correlated_saving(
-    group: Group, estimates: Estimates, consts: ColumnarConstants, replaced: set[str]
+    group: Group,
+    estimates: Estimates,
+    consts: ColumnarConstants,
+    replaced: set[str],
+    per_op: Mapping[str, tuple[tuple[str, float], ...]],
 ) -> float:
-    """Per slide, what keeping the group's top count per key saves (``optimizer.ir.correlated``;
-    the MIG times both paths and takes the faster, so a negative saving is 0)."""
+    """Per slide, what the cheaper of the correlated count's paths saves over the group's
+    plain statement: the counts kept per key (``optimizer.ir.correlated``) or recounted by
+    a scan in Arrow (:func:`_scan_saving`). The MIG times its paths and takes the fastest,
+    so a negative saving is 0."""
     plan = estimates.plan
     kept = {o for o in replaced if isinstance(plan.op(o), Aggregate)}
     if not kept:
@@ -445,7 +463,46 @@ def _correlated_saving(
     changed = 2.0 * window.lambda_out.value * window.slide_seconds
     left_rows = estimates[shape.join].input_cardinality[0].value
     saving = CorrelatedPrices.of(consts).saving(left_rows, changed, share, len(shape.left) + 2)
-    return max(0.0, saving)
+    scan = _scan_saving(shape, estimates, consts, per_op)
+    return max(0.0, saving, scan)
+
+
+def _scan_saving(
+    shape: CorrelatedShape,
+    estimates: Estimates,
+    consts: ColumnarConstants,
+    per_op: Mapping[str, tuple[tuple[str, float], ...]],
+) -> float:
+    """Per slide, what the scan (``engines.correlated_scan``) saves: the group's statement
+    (its fixed cost and the SQL of the count, the join and the selects and projects before
+    it) against ``scan_fixed`` plus ``scan_row`` per row reaching the join and ``scan_key``
+    per key of the inner aggregate. 0 where the engine does not scan or the shape does not
+    allow it (``optimizer.ir.correlated.scan_count``)."""
+    if consts.scan_fixed is None or _scan_shape(estimates.plan, shape) is None:
+        return 0.0
+    plain = consts.fixed
+    for op_id in (shape.top, shape.join, *shape.left):
+        plain += consts.op_fixed + sum(getattr(consts, k) * rows for k, rows in per_op[op_id])
+    left_rows = estimates[shape.join].input_cardinality[0].value
+    keys = estimates[shape.inner].cardinality.value
+    scan = consts.scan_fixed + consts.scan_row * left_rows + consts.scan_key * keys
+    return plain - scan
+
+
+_SCAN_CACHE: dict[tuple[int, CorrelatedShape], tuple[LogicalPlan, ScanCount | None]] = {}
+
+
+def _scan_shape(plan: LogicalPlan, shape: CorrelatedShape) -> ScanCount | None:
+    """``scan_count`` of a shape, once per plan (the optimizer costs thousands of groups)."""
+    key = (id(plan), shape)
+    hit = _SCAN_CACHE.get(key)
+    if hit is not None and hit[0] is plan:
+        return hit[1]
+    if len(_SCAN_CACHE) > 256:
+        _SCAN_CACHE.clear()
+    scan = scan_count(plan, shape)
+    _SCAN_CACHE[key] = (plan, scan)
+    return scan
 
 
 def paned_partial_rows(window: float, entering: float, agg: OpEstimate) -> tuple[float, float]:

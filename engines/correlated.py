@@ -2,7 +2,7 @@
 
 ``optimizer.ir.correlated`` says which groups qualify (Q1, Q2: a window joined with its own
 per-key aggregate, the matches counted per key) and ``engines.sqlgen.correlated`` writes the
-statements. At each slide, once the inner aggregate's state is up to date, this module
+statements. At each slide, once the inner aggregate's state is up to date, the *kept* path
 
 1. compares the state with the previous slide's: a key whose row changed (or is new) is
    *changed*, every other key *same*;
@@ -13,61 +13,101 @@ statements. At each slide, once the inner aggregate's state is up to date, this 
 The last result and state are kept as Arrow tables on the Python side. Anything that breaks
 the chain (a warm start folding slides, an engine restart, a slide where the inner aggregate
 was re-evaluated, a window whose change was not chunks in and out) makes the next slide run
-the group's plain statement, which starts a new chain. When more than ``RECOUNT_SHARE`` of
-the keys changed (an AVG moves for every touched plug), the plain statement runs instead.
+the group's *plain* statement, which starts a new chain. When more than ``RECOUNT_SHARE`` of
+the keys changed (an AVG moves for every touched plug), the cheaper of the other paths runs.
 
-Which path is cheaper depends on the window's size against the fixed cost of the extra
+A third path, the *scan*, where the group's shape allows it
+(``optimizer.ir.correlated.ScanCount``), recounts every key at every slide in Arrow without a
+join (``engines.correlated_scan``): the answer when most keys change at every slide, as a
+per-plug AVG's do. It needs no chain, and it starts one for the kept path.
+
+Which path is cheapest depends on the window's size against the fixed cost of the extra
 query and the joins of the deltas (``optimizer.ir.correlated.CorrelatedPrices``, which the
-cost model uses). The runtime does not trust that estimate: it times both paths (a moving
-average of each one's seconds per slide), takes the faster, and tries the other again every
-``PROBE_EVERY`` slides. Either path gives the same rows; only the time differs.
+cost model uses). The runtime does not trust that estimate: it times every path it may
+take (the least of its first ``WARM`` slides, then a moving average), takes the fastest,
+and tries the others again, in turn, every ``PROBE_EVERY`` slides. Every path gives the
+same rows; only the time differs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from engines.columnar import ColumnarEngine
+from engines.correlated_scan import ScanCounter, ScanUnavailable
 from engines.sqlgen.correlated import CorrelatedSQL, NotCorrelated
-from optimizer.ir.correlated import RECOUNT_SHARE
+from optimizer.ir.correlated import RECOUNT_SHARE, ScanCount
 
-#: Every this many slides the path not taken runs once, to follow a change in their costs.
+#: Every this many slides a path not taken runs once, to follow a change in their costs.
 PROBE_EVERY = 50
 #: Weight of the newest slide in each path's moving average of seconds.
 ALPHA = 0.3
+#: Slides each path runs before the fastest is chosen (its least seconds count).
+WARM = 3
+#: The window's chunks are encoded for the scan as they arrive while its average is within
+#: this factor of the fastest path's.
+FOLLOW = 1.5
+#: The paths, in the order an untimed one is tried.
+PATHS = ("plain", "kept", "scan")
 
 
 @dataclass
 class CorrelatedStats:
-    """What keeping the counts did: slides kept, plain runs, keys recounted, seconds."""
+    """What keeping the counts did: slides per path, keys recounted, seconds per path."""
 
     kept: int = 0
     plain: int = 0
+    scan: int = 0
     keys: int = 0
     recounted: int = 0
-    kept_s: float | None = None
-    """Moving average of a kept slide's seconds (None: not timed yet)."""
-    plain_s: float | None = None
-    """Moving average of a plain slide's seconds."""
+    seconds: dict[str, float] = field(default_factory=dict)
+    """Per path, the moving average of a slide's seconds (absent: not timed yet)."""
 
 
 class CorrelatedState:
     """One MIG's correlated count (module docstring)."""
 
-    def __init__(self, spec: CorrelatedSQL) -> None:
+    def __init__(self, spec: CorrelatedSQL, scan: ScanCount | None = None) -> None:
         self.spec = spec
+        self.scanner = ScanCounter(scan) if scan is not None else None
         self.result: pa.Table | None = None
         self.previous: pa.Table | None = None
+        self.schema: pa.Schema | None = None
+        """The plain statement's result schema (the scan's results are cast to it)."""
         self.stats = CorrelatedStats()
         self._variants: dict[str, tuple[str, str, str] | None] = {}
         self._since_probe = 0
+        self._probes = 0
+        self._again: str | None = None
+        self._samples: dict[str, int] = {}
+        self._paths: list[str] = []  # the last slide's
 
     def invalidate(self) -> None:
         self.result = self.previous = None
+
+    @property
+    def adapting(self) -> bool:
+        """Whether the last slide's paths are still being timed (``WARM`` slides each)."""
+        return self._again is not None or any(self._samples.get(p, 0) < WARM for p in self._paths)
+
+    def follow(self, window: Iterable[tuple[int, pa.Table]]) -> None:
+        """Encode the window's chunks for the scan as they arrive (each once), so the scan
+        never meets a backlog: while it may be chosen (untimed, or within ``FOLLOW`` of the
+        fastest path). Called at every step of the MIG, the warm start's included."""
+        s = self.scanner
+        if s is None or s.off is not None:
+            return
+        times = self.stats.seconds
+        if "scan" in times and times["scan"] > FOLLOW * min(times.values()):
+            return
+        with contextlib.suppress(ScanUnavailable):  # ``s.off`` says why; SQL goes on
+            s.follow(window)
 
     def variants(self, sql: str) -> tuple[str, str, str] | None:
         if sql not in self._variants:
@@ -77,24 +117,81 @@ class CorrelatedState:
                 self._variants[sql] = None
         return self._variants[sql]
 
+    def paths(self, sql: str) -> list[str]:
+        """The paths this slide may take."""
+        out = ["plain"]
+        if self.variants(sql) is not None and self.result is not None:
+            out.append("kept")
+        if self.scanner is not None and self.scanner.off is None and self.schema is not None:
+            out.append("scan")
+        return out
+
     def query(
         self,
         engine: ColumnarEngine,
         sql: str,
         state: pa.Table,
+        window: Iterable[tuple[int, pa.Table]],
         entered: list[pa.Table],
         left: list[pa.Table],
         window_schema: pa.Schema,
     ) -> pa.Table:
         """The group's result at this slide; ``sql`` is the group's statement reading the
-        inner aggregate's ``state`` (already registered), ``entered``/``left`` the left
-        window's rows since the last slide."""
+        inner aggregate's ``state`` (already registered), ``window`` the left window's
+        chunks (id, rows), ``entered``/``left`` its rows since the last slide."""
+        self._paths = self.paths(sql)
+        path = self._choose(self._paths)
+        if path == "scan":
+            result = self._scan(engine, sql, state, window, len(entered))
+        elif path == "kept":
+            result = self._kept(engine, sql, state, window, entered, left, window_schema)
+        else:
+            result = self._plain(engine, sql, state)
+        return result
+
+    def _choose(self, paths: list[str]) -> str:
+        """The path of this slide: an untimed one, the fastest on average, or (every
+        ``PROBE_EVERY`` slides) one of the others in turn."""
+        again, self._again = self._again, None
+        if again in paths:
+            return again
+        times = self.stats.seconds
+        untimed = [p for p in paths if self._samples.get(p, 0) < WARM]
+        if untimed:
+            return untimed[0]
+        best = min(paths, key=lambda p: times[p])
+        self._since_probe += 1
+        others = [p for p in paths if p != best]
+        if others and self._since_probe >= PROBE_EVERY:
+            self._since_probe = 0
+            self._probes += 1
+            return others[self._probes % len(others)]
+        return best
+
+    def _time(self, path: str, seconds: float) -> None:
+        """Fold one slide's seconds into ``path``'s average: the least of its first
+        ``WARM`` slides (the first ones after a path starts pay for allocations the next
+        ones reuse), then a moving average."""
+        times, samples = self.stats.seconds, self._samples
+        samples[path] = samples.get(path, 0) + 1
+        if samples[path] <= WARM:
+            times[path] = min(times.get(path, seconds), seconds)
+        else:
+            times[path] = (1 - ALPHA) * times[path] + ALPHA * seconds
+
+    def _kept(
+        self,
+        engine: ColumnarEngine,
+        sql: str,
+        state: pa.Table,
+        window: Iterable[tuple[int, pa.Table]],
+        entered: list[pa.Table],
+        left: list[pa.Table],
+        window_schema: pa.Schema,
+    ) -> pa.Table:
         spec = self.spec
         variants = self.variants(sql)
-        if variants is None or self.result is None or self.previous is None:
-            return self._plain(engine, sql, state)
-        if not self._try_kept():
-            return self._plain(engine, sql, state)
+        assert variants is not None and self.result is not None and self.previous is not None
         start = time.perf_counter()
         _register(engine, spec.previous_table, self.previous)
         doubles = {f.name for f in state.schema if pa.types.is_floating(f.type)}
@@ -105,10 +202,15 @@ class CorrelatedState:
         self.stats.keys += rows.num_rows
         if changed.num_rows > RECOUNT_SHARE * max(1, rows.num_rows):
             marking = time.perf_counter() - start
-            result = self._plain(engine, sql, state)
-            # what trying cost: the marking and the plain statement after it
-            assert self.stats.plain_s is not None
-            self.stats.kept_s = _average(self.stats.kept_s, marking + self.stats.plain_s)
+            # the cheaper of the others; what trying cost: the marking and that path
+            times = self.stats.seconds
+            others = [p for p in self.paths(sql) if p != "kept"]
+            other = min(others, key=lambda p: times.get(p, 0.0))  # an untimed one first
+            if other == "scan":
+                result = self._scan(engine, sql, state, window, len(entered))
+            else:
+                result = self._plain(engine, sql, state)
+            self._time("kept", marking + times[other if other in times else "plain"])
             return result
         same = rows.filter(pc.invert(flag))
         _register(engine, spec.same_table, same)
@@ -121,32 +223,42 @@ class CorrelatedState:
         self.result, self.previous = result, state
         self.stats.kept += 1
         self.stats.recounted += changed.num_rows
-        self.stats.kept_s = _average(self.stats.kept_s, time.perf_counter() - start)
+        self._time("kept", time.perf_counter() - start)
         return result
 
-    def _try_kept(self) -> bool:
-        """Whether this slide takes the kept path: untimed, faster on average, or due for a
-        probe of the slower one."""
-        kept, plain = self.stats.kept_s, self.stats.plain_s
-        if kept is None or plain is None:
-            return True
-        self._since_probe += 1
-        if self._since_probe >= PROBE_EVERY:
-            self._since_probe = 0
-            return plain <= kept  # the path not taken
-        return kept < plain
+    def _scan(
+        self,
+        engine: ColumnarEngine,
+        sql: str,
+        state: pa.Table,
+        window: Iterable[tuple[int, pa.Table]],
+        entering: int,
+    ) -> pa.Table:
+        """The scan path; ``entering``: the chunks that entered the window at this slide."""
+        assert self.scanner is not None and self.schema is not None
+        start = time.perf_counter()
+        try:
+            result = self.scanner.count(state, window, self.schema)
+        except ScanUnavailable:  # for the rest of the run (``scanner.off`` says why)
+            return self._plain(engine, sql, state)
+        self.result, self.previous = result, state
+        self.stats.scan += 1
+        # A slide that encoded chunks which entered before it (the whole window at the
+        # path's first slide, or the backlog after the others ran for a while) is no
+        # measure of the next: not timed, and the scan runs again at the next slide.
+        if self.scanner.encoded > entering:
+            self._again = "scan"
+        else:
+            self._time("scan", time.perf_counter() - start)
+        return result
 
     def _plain(self, engine: ColumnarEngine, sql: str, state: pa.Table) -> pa.Table:
         start = time.perf_counter()
         result = engine.query(sql)
-        self.result, self.previous = result, state
+        self.result, self.previous, self.schema = result, state, result.schema
         self.stats.plain += 1
-        self.stats.plain_s = _average(self.stats.plain_s, time.perf_counter() - start)
+        self._time("plain", time.perf_counter() - start)
         return result
-
-
-def _average(mean: float | None, x: float) -> float:
-    return x if mean is None else (1.0 - ALPHA) * mean + ALPHA * x
 
 
 def _register(engine: ColumnarEngine, name: str, table: pa.Table) -> None:

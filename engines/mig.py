@@ -46,6 +46,7 @@ from engines.row.conversion import canonical_rows
 from engines.row.lowering import GroupInput
 from engines.sqlgen.correlated import CorrelatedSQL
 from engines.sqlgen.incremental import KeptAggregate
+from optimizer.ir.correlated import ScanCount
 from optimizer.ir.incremental import ExactStatePrices, worth_it
 from optimizer.ir.placement import Group
 
@@ -121,6 +122,7 @@ class MigOp(RowOperator):
         incremental: tuple[KeptAggregate, ...] = (),
         incremental_sql: Callable[[frozenset[str]], str] | None = None,
         correlated: CorrelatedSQL | None = None,
+        correlated_scan: ScanCount | None = None,
     ) -> None:
         # An Arrow result (to an R2S operator) replaces the relation; tuples go out as deltas.
         super().__init__(f"mig[{group.top}]", replace_out=to_arrow)
@@ -160,7 +162,9 @@ class MigOp(RowOperator):
         # A top counting join matches per key of a kept aggregate (Q1, Q2): the counts are
         # kept per key from the window's changes (engines.correlated).
         self.correlated = (
-            CorrelatedState(correlated) if correlated is not None and self.incremental else None
+            CorrelatedState(correlated, correlated_scan)
+            if correlated is not None and self.incremental
+            else None
         )
         self._using: frozenset[str] = frozenset()
 
@@ -242,6 +246,10 @@ class MigOp(RowOperator):
 
     def step(self, instant: int, inputs: list[Delta]) -> Delta:
         changed = [self._apply(inp, d) for inp, d in zip(self.inputs, inputs, strict=True)]
+        if self.correlated is not None and self.correlated.scanner is not None:
+            window = self._input(self.correlated.spec.window_table)
+            if not window.whole:
+                self.correlated.follow(window.chunks)
         if self.defer:
             self._pending = [a or b for a, b in zip(self._pending, changed, strict=True)]
             for state in self.incremental:  # rebuilt from the window when the query runs
@@ -362,7 +370,7 @@ class MigOp(RowOperator):
             return self.engine.query(sql)
         inner = c.spec.shape.inner
         state = next((st for st in self.incremental if st.spec.op_id == inner), None)
-        window = next(i for i in self.inputs if i.table_name == c.spec.window_table)
+        window = self._input(c.spec.window_table)
         if (
             not self._last_incremental
             or inner not in self._using
@@ -372,7 +380,24 @@ class MigOp(RowOperator):
         ):
             c.invalidate()  # the chain breaks: the next kept slide starts a new one
             return self.engine.query(sql)
-        return c.query(self.engine, sql, state.table, window.entered, window.left, window.schema)
+        return c.query(
+            self.engine,
+            sql,
+            state.table,
+            window.chunks,
+            window.entered,
+            window.left,
+            window.schema,
+        )
+
+    @property
+    def adapting(self) -> bool:
+        """Whether the MIG is still timing its ways of running a slide (a correlated count's
+        paths): its slides are not the steady state yet (``hycq bench`` waits)."""
+        return self.correlated is not None and self.correlated.adapting
+
+    def _input(self, table: str) -> _Input:
+        return next(i for i in self.inputs if i.table_name == table)
 
     def _run(self, instant: int, which: list[bool]) -> pa.Table:
         attempt = 0
@@ -511,6 +536,11 @@ class MigOp(RowOperator):
                 "plain": self.correlated.stats.plain,
                 "keys": self.correlated.stats.keys,
                 "recounted": self.correlated.stats.recounted,
+                "scan": self.correlated.stats.scan,
+                "scan_off": None
+                if self.correlated.scanner is None
+                else self.correlated.scanner.off or False,
+                "path_ms": {k: 1e3 * v for k, v in sorted(self.correlated.stats.seconds.items())},
             },
             # per query run: [instant, rows in, SQL seconds] (``hycq calibrate --from``)
             "trace": [[t.instant, t.rows_in, t.sql_s] for t in _spread(s.trace, TRACE_LIMIT)],

@@ -71,6 +71,9 @@ COST_FIELDS = (
     "inc_group",
     "pane_fixed",
     "pane_row",
+    "scan_fixed",
+    "scan_row",
+    "scan_key",
 )
 
 

@@ -584,10 +584,10 @@ class Assembly:
                 return main.sql
             return group_sql(plan, group.operators, other, prefix).sql  # the fallback's SQL
 
-        correlated = None
+        correlated = scan = None
         if inc.incremental:  # a count per key of a kept aggregate (engines.correlated)
             from engines.sqlgen.correlated import CorrelatedSQL
-            from optimizer.ir.correlated import correlated_count
+            from optimizer.ir.correlated import correlated_count, scan_count
 
             kept = {k.op_id: k for k in inc.incremental}
             shape = correlated_count(plan, group.operators, group.top, kept, windows)
@@ -595,6 +595,7 @@ class Assembly:
                 correlated = CorrelatedSQL(
                     shape, tables[shape.window], kept[shape.inner].state_table
                 )
+                scan = scan_count(plan, shape)
         consumer = plan.consumers(group.top)[0]
         spare = registry.get(group.engine).fallback
         fallback = (lambda: pool.get(spare)) if spare is not None else None
@@ -613,6 +614,7 @@ class Assembly:
                 else None
             ),
             correlated=correlated,
+            correlated_scan=scan,
         )
         self.migs.append(mig)
         return mig

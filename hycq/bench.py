@@ -13,7 +13,9 @@ For one (query, rate, placement) a measurement is:
    because their state (panes, hash tables) is built tuple by tuple. Nothing is emitted.
    One more event-second runs untimed (``SETTLE_S``): the deferred queries run, kept
    aggregates rebuild their state, and a row operator above a MIG catches up with its whole
-   first result (a row join probing its whole window), which is not the steady state.
+   first result (a row join probing its whole window), which is not the steady state. So
+   do up to ``ADAPT_S`` more while a MIG is still timing its ways of running a slide (a
+   correlated count tries each of its paths a few times, ``engines.correlated``).
 3. **Measurement**, interleaved: every placement of a point (up to ``interleave`` at a
    time) has its own engine, warmed on the same batches. Each round generates one span of
    ``measure`` event-seconds (generation is not timed) and times every engine over it in
@@ -103,6 +105,9 @@ class BenchOptions:
 
 #: Event-seconds after the warm start that run but are not timed (see ``measure_point``).
 SETTLE_S = 1
+#: At most this many more untimed event-seconds while a MIG is still adapting
+#: (``engines.mig.MigOp.adapting``).
+ADAPT_S = 12
 
 
 def warm_seconds(plan: LogicalPlan, rate: float) -> float:
@@ -297,7 +302,7 @@ def measure_point(
     warm = warm_seconds(plan, rate)
     rounds = max(o.repeat, o.max_repeat)
     measure_s = span_seconds(plan, o.measure_seconds)
-    total = warm + SETTLE_S + rounds * measure_s
+    total = warm + SETTLE_S + ADAPT_S + rounds * measure_s
     # Files are read in batches of about one event-second at the rate (as generators
     # emit): the warm start and the spans are cut at batch starts, and a 64k-row batch is a
     # minute of data at 1k tuples/s.
@@ -361,6 +366,21 @@ def measure_point(
                 for inp, batch, tells in settle:
                     merged.tell(r.engine, tells)
                     r.engine.ingest(inp.stream.name, batch, inp.stream.time_index)
+        # Then as long as a MIG is still trying its ways of running (a correlated count
+        # times each of its paths before it settles on the fastest): not the steady state.
+        for _ in range(ADAPT_S):
+            adapting = [
+                r for r in runners if r.warm_complete and any(m.adapting for m in r.asm.migs)
+            ]
+            if not adapting:
+                break
+            for inp, batch in islice(stream, len(inputs)):
+                tells = merged.take_tells()
+                for r in runners:
+                    if r.warm_complete:
+                        merged.tell(r.engine, tells)
+                        r.engine.ingest(inp.stream.name, batch, inp.stream.time_index)
+        for r in runners:
             r.results[0] = 0  # count the measured spans' result rows only
         probe = bench_stats.LoadProbe()
         for k in range(rounds):

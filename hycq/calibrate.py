@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from cost_models.analytical import (
+    KEPT_PREFIXES,
     SQL_TERMS,
     AnalyticalCostModel,
     ColumnarConstants,
@@ -419,9 +420,9 @@ def calibrate_columnar(
     defaults = spec.costs
     values = {k: defaults.get(k, 0.0) for k in SQL_TERMS}
     values.update(dict(zip(used, coef[:-1], strict=True)))
-    # Incremental aggregates are not measured here (the queries run without them): the
-    # engine's declared constants are kept.
-    inc = {k: v for k, v in defaults.items() if k.startswith(("inc_", "pane_"))}
+    # Incremental aggregates and correlated scans are not measured here (the queries run
+    # without them): the engine's declared constants are kept.
+    inc = {k: v for k, v in defaults.items() if k.startswith(KEPT_PREFIXES)}
     consts = ColumnarConstants(**values, fixed=coef[-1], **inc)
     for k in used:
         fits[f"{engine}.{k}"] = LinearFit(

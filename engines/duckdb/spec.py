@@ -74,6 +74,13 @@ ENGINE = EngineSpec(
         # keep its MAX on the row engine, measured 0.80-0.87x of the best in three studies.
         "pane_fixed": 6.3e-3,
         "pane_row": 4.1 * NS,
+        # A correlated count recounted in Arrow (engines/correlated_scan.py), per slide:
+        # fitted (NNLS) to Q2's scans inside running MIGs on five data shapes (800 to
+        # 50,000 plugs, 1.5 M to 10.8 M rows reaching the join; issue 20, twelfth stop):
+        # within 10% at all 8 points. The fixed part is mostly the window's 300 chunks.
+        "scan_fixed": 8.0e-3,
+        "scan_row": 5.1 * NS,
+        "scan_key": 82 * NS,
     },
     calibration=Calibration(seconds=90, quick_seconds=25, version=_version),
 )

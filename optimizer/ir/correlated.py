@@ -31,8 +31,10 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from optimizer.ir.expr import ColumnRef
+from optimizer.ir.arrow_filter import arrow_filter
+from optimizer.ir.expr import ColumnRef, Expr, conjoin, remap_columns
 from optimizer.ir.plan import Aggregate, Join, LogicalPlan, Project, Select
+from optimizer.ir.types import DataType
 
 #: Above this share of changed keys a slide runs the group's plain statement: recounting
 #: most keys reads the window as the plain join does, and the deltas would come on top.
@@ -172,3 +174,144 @@ def _left_path(plan: LogicalPlan, inside: set[str], cur: str) -> tuple[tuple[str
         chain.append(cur)
         (cur,) = plan.inputs(cur)
     return tuple(chain), cur
+
+
+@dataclass(frozen=True)
+class ScanCount:
+    """A correlated count the MIG can recount in Arrow at every slide (``engines.correlated_scan``).
+
+    The kept path (module docstring) pays off when few keys change; when an AVG moves for
+    every plug touched at a slide, about half the keys change and every slide re-runs the
+    plain join of the whole window against every key. This shape lets the runtime do that
+    recount without a join: every row of the window gets a dense integer id for its key once,
+    when its chunk arrives, so a slide gathers each row's right-hand columns from an array
+    indexed by id, evaluates the residual predicate as Arrow does (``arrow_filter``: the same
+    promise the row engine's Arrow selects rely on) and counts the matches per id with one
+    ``bincount``. It applies when
+
+    * the left chain's selects have Arrow filters and its projects only pick columns;
+    * the join keys are integer columns on both sides, one left column per key;
+    * the join's other conjuncts have an Arrow filter, over columns of either side;
+    * the top groups exactly by the join's left keys and counts only ``*`` or plain columns.
+
+    Columns are positions: ``window`` columns of the MIG's input table, ``inner`` columns of
+    the kept aggregate's output (its keys ``k<j>``, then its values ``v<j>`` in the state).
+    Arrow compares NaN by IEEE rules, so the runtime checks every DOUBLE column named in
+    ``doubles`` is finite and otherwise gives the shape up (the filters assume it).
+    """
+
+    filter: Any | None
+    """The left chain's selects as one ``pyarrow.compute`` expression over window columns."""
+    left_keys: tuple[int, ...]
+    """Per key ``k<j>`` of the inner aggregate: the window column equal to it."""
+    columns: tuple[tuple[str, int], ...]
+    """The columns the predicate and counts read: ("window", column) or ("inner", column)."""
+    predicate: Any | None
+    """The join's residual over ``columns`` (positions), None: every key match counts."""
+    counts: tuple[int | None, ...]
+    """Per count of the top: None for COUNT(*), else the position in ``columns`` of its arg."""
+    key_positions: tuple[int, ...]
+    """Per output column of the top's group keys: the inner key ``j`` it holds."""
+    inner_types: tuple[DataType, ...]
+    """The inner aggregate's output types (the state's ``v<j>`` are cast to them)."""
+    doubles: tuple[tuple[str, int], ...]
+    """DOUBLE columns the filter and the predicate compare, ("window" | "inner", column):
+    each must be finite."""
+
+
+def scan_count(plan: LogicalPlan, shape: CorrelatedShape) -> ScanCount | None:
+    """The :class:`ScanCount` of a correlated group, or None when its shape or expressions
+    do not allow one (the runtime then has the kept and plain paths only)."""
+    window_schema = plan.op(shape.window).schema
+    dtypes = [f.dtype for f in window_schema]
+    cols: list[int | None] = list(range(len(window_schema)))
+    filters: list[Expr] = []
+    doubles: set[tuple[str, int]] = set()
+    for op_id in reversed(shape.left):  # from the window up to the join
+        op = plan.op(op_id)
+        if isinstance(op, Select):
+            used = {e.index for e in op.predicate.walk() if isinstance(e, ColumnRef)}
+            if any(cols[i] is None for i in used):
+                return None
+            filters.append(remap_columns(op.predicate, {i: cols[i] for i in used}))  # type: ignore[misc]
+            doubles |= {("window", cols[i]) for i in used if dtypes[cols[i]] is DataType.DOUBLE}  # type: ignore[index, misc]
+        else:
+            assert isinstance(op, Project)
+            cols = [cols[e.index] if isinstance(e, ColumnRef) else None for e in op.exprs]
+    where = conjoin(filters)
+    flt = None
+    if where is not None:
+        flt = arrow_filter(where, [True] * len(window_schema))
+        if flt is None:
+            return None
+    join = plan.op(shape.join)
+    inner = plan.op(shape.inner)
+    top = plan.op(shape.top)
+    assert isinstance(join, Join) and isinstance(inner, Aggregate) and isinstance(top, Aggregate)
+    n = len(inner.group_by)
+    pairs = join.equi_keys()
+    if len(pairs) != n or sorted(r for _, r in pairs) != list(range(n)):
+        return None
+    left_keys: list[int] = [0] * n
+    for left_col, right_col in pairs:
+        w = cols[left_col]
+        if w is None or not dtypes[w].is_integer:
+            return None
+        if not inner.schema.fields[right_col].dtype.is_integer:
+            return None
+        left_keys[right_col] = w
+    if len(top.group_by) != n or sorted(shape.key_columns) != list(range(n)):
+        return None
+    # the join's output: the left chain's columns, then the inner aggregate's
+    width = join.left_width
+    inner_types = tuple(f.dtype for f in inner.schema)
+    columns: list[tuple[str, int]] = []
+
+    def place(c: int, compared: bool = True) -> int | None:
+        if c < width:
+            w = cols[c]
+            if w is None:
+                return None
+            col, dtype = ("window", w), dtypes[w]
+        else:
+            col, dtype = ("inner", c - width), inner_types[c - width]
+        if col not in columns:
+            columns.append(col)
+        if compared and dtype is DataType.DOUBLE:
+            doubles.add(col)
+        return columns.index(col)
+
+    residual = conjoin(join.residual())
+    predicate = None
+    if residual is not None:
+        mapping: dict[int, int] = {}
+        for e in residual.walk():
+            if isinstance(e, ColumnRef):
+                at = place(e.index)
+                if at is None:
+                    return None
+                mapping[e.index] = at
+        predicate = arrow_filter(remap_columns(residual, mapping), [True] * len(columns))
+        if predicate is None:
+            return None
+    counts: list[int | None] = []
+    for call in top.aggs:
+        if call.arg is None:
+            counts.append(None)
+        elif isinstance(call.arg, ColumnRef) and (at := place(call.arg.index, False)) is not None:
+            counts.append(at)
+        else:
+            return None
+    positions = [0] * n
+    for j, p in enumerate(shape.key_columns):
+        positions[p] = j
+    return ScanCount(
+        filter=flt,
+        left_keys=tuple(left_keys),
+        columns=tuple(columns),
+        predicate=predicate,
+        counts=tuple(counts),
+        key_positions=tuple(positions),
+        inner_types=inner_types,
+        doubles=tuple(sorted(doubles)),
+    )

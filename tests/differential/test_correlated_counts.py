@@ -24,7 +24,12 @@ import optimizer.ir.incremental
 from engines import registry
 from engines.sqlgen.correlated import CorrelatedSQL
 from hycq.api import EngineSettings, execute
-from optimizer.ir.correlated import CorrelatedPrices, CorrelatedShape, correlated_count
+from optimizer.ir.correlated import (
+    CorrelatedPrices,
+    CorrelatedShape,
+    correlated_count,
+    scan_count,
+)
 from optimizer.sql import plan_query
 from optimizer.sql.catalog import load_catalog
 from tests.datagen import make_readings, small_smartplug
@@ -44,8 +49,23 @@ def every_window(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(optimizer.ir.incremental, "PANE_RATIO", 0)
     monkeypatch.setattr(optimizer.ir.incremental, "PANE_MIN_ROWS", 0)
     monkeypatch.setattr(engines.incremental.IncrementalState, "_cheaper", lambda *_a: True)
-    # and take the kept path whenever it may, even where the plain statement is faster
-    monkeypatch.setattr(engines.correlated.CorrelatedState, "_try_kept", lambda _self: True)
+    # and take the kept path whenever it may, even where another path is faster
+    monkeypatch.setattr(
+        engines.correlated.CorrelatedState, "_choose", lambda _self, paths: _first(paths, "kept")
+    )
+
+
+def _first(paths: list[str], path: str) -> str:
+    return path if path in paths else "plain"
+
+
+@pytest.fixture
+def scan_first(every_window: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As ``every_window``, but the scan path at every slide it may take (the plain
+    statement runs first: the scan casts its results to that statement's types)."""
+    monkeypatch.setattr(
+        engines.correlated.CorrelatedState, "_choose", lambda _self, paths: _first(paths, "scan")
+    )
 
 
 #: Counting shapes over a window {w} and its own per-plug aggregate.
@@ -166,16 +186,16 @@ def test_most_slides_are_kept_and_few_keys_recounted(
 
 
 @pytest.mark.usefixtures("every_window")
-def test_many_changed_keys_run_the_plain_statement() -> None:
+def test_many_changed_keys_run_another_path() -> None:
     """An AVG moves for every plug a slide touches: with the default bar the plain statement
-    runs at those slides, and the stream is the same."""
+    or the scan runs at those slides, and the stream is the same."""
     rows = [(1000 + i // 3, float((i * 37) % 23), i % 3) for i in range(3 * 120)]
     q = SHAPES["avg"].format(w="[RANGE 30 SECONDS SLIDE 1 SECOND]")
     data = make_readings(rows)
     result = _run(q, data)
     assert_same_stream(result.table, oracle(q, CATALOG, {"readings": data}))
     c = _correlated(result)
-    assert c["plain"] > 100, c
+    assert c["plain"] + c["scan"] > 100 and c["kept"] == 0, c
 
 
 @pytest.mark.usefixtures("every_window")
@@ -189,27 +209,34 @@ def test_shipped_q1_q2_keep_their_counts(name: str) -> None:
     result = _run(query, data)
     assert_same_stream(result.table, expected)
     c = _correlated(result)
-    assert c["kept"] + c["plain"] > 100, c
+    assert c["kept"] + c["plain"] + c["scan"] > 100, c
     if name == "q1":  # a MAX seldom changes
         assert c["kept"] > c["plain"], c
 
 
-def test_the_faster_path_is_taken_and_the_other_probed() -> None:
-    """The runtime's choice (engines.correlated): both paths untimed or one untimed: kept
-    (to time it); then the faster on average, and every PROBE_EVERY slides the other."""
+def test_the_fastest_path_is_taken_and_the_others_probed_in_turn() -> None:
+    """The runtime's choice (engines.correlated): each path first, WARM slides each (its
+    least time counts); then the fastest on average, and every PROBE_EVERY slides one of
+    the others, in turn."""
     spec = CorrelatedSQL(
         CorrelatedShape("top", "join", "inner", "window", (0,), 1, 1, ()), "w", "st"
     )
     state = engines.correlated.CorrelatedState(spec)
-    assert state._try_kept()
-    state.stats.plain_s = 0.010
-    assert state._try_kept()
-    state.stats.kept_s = 0.004
-    choices = [state._try_kept() for _ in range(engines.correlated.PROBE_EVERY)]
-    assert choices.count(False) == 1 and choices[-1] is False
-    state.stats.kept_s = 0.020
-    choices = [state._try_kept() for _ in range(engines.correlated.PROBE_EVERY)]
-    assert choices.count(True) == 1 and choices[-1] is True
+    state._paths = paths = ["plain", "kept", "scan"]
+    warm = engines.correlated.WARM
+    seconds = {"plain": 0.010, "kept": 0.004, "scan": 0.002}
+    for path in paths:
+        for k in range(warm):
+            assert state.adapting and state._choose(paths) == path
+            state._time(path, seconds[path] * (3 if k == 0 else 1))  # a slow first slide
+    assert not state.adapting and state.stats.seconds == seconds
+    every = engines.correlated.PROBE_EVERY
+    choices = [state._choose(paths) for _ in range(2 * every)]
+    assert choices.count("scan") == 2 * every - 2
+    assert {choices[every - 1], choices[2 * every - 1]} == {"plain", "kept"}
+    state.stats.seconds["scan"] = 0.020
+    choices = [state._choose(paths) for _ in range(every)]
+    assert choices.count("kept") == every - 1 and choices[-1] != "kept"
 
 
 def test_the_saving_grows_with_the_window_and_vanishes_with_many_changes() -> None:
@@ -222,6 +249,125 @@ def test_the_saving_grows_with_the_window_and_vanishes_with_many_changes() -> No
     assert prices.saving(300_000, 2_000, 0.004, 3) < 0
     assert prices.saving(10.8e6, 80_000, 0.6, 3) == 0.0
     assert prices.saving(10.8e6, 80_000, 0.3, 3) < big
+
+
+#: Shapes the scan path takes (``optimizer.ir.correlated.ScanCount``): comparisons without
+#: arithmetic, OR and IS NULL across the sides, COUNT(x) of either side, no residual at all,
+#: three keys (one of them negative).
+SCAN_SHAPES = {
+    "avg": SHAPES["avg"],
+    "or_null": (
+        "SELECT r.household_id, r.plug_id, COUNT(*) AS n, COUNT(r.value) AS v "
+        "FROM readings {w} AS r, (SELECT plug_id, household_id, MAX(value) AS hi "
+        "FROM readings {w} GROUP BY plug_id, household_id) AS m "
+        "WHERE r.plug_id = m.plug_id AND m.household_id = r.household_id "
+        "AND (r.value >= m.hi OR r.value IS NULL OR m.hi < 0.5) "
+        "GROUP BY r.household_id, r.plug_id"
+    ),
+    "count_inner": (
+        "SELECT r.plug_id, COUNT(m.lo) AS c, COUNT(*) AS n FROM readings {w} AS r, "
+        "(SELECT plug_id, MIN(value) AS lo FROM readings {w} GROUP BY plug_id) AS m "
+        "WHERE r.plug_id = m.plug_id AND r.value <> m.lo GROUP BY r.plug_id"
+    ),
+    "no_residual": (
+        "SELECT r.plug_id, COUNT(*) AS n FROM readings {w} AS r, "
+        "(SELECT plug_id, SUM(value) AS s FROM readings {w} GROUP BY plug_id) AS m "
+        "WHERE r.plug_id = m.plug_id AND r.value > 1.0 GROUP BY r.plug_id"
+    ),
+    "three_keys": (
+        "SELECT r.house_id, r.household_id, r.plug_id, COUNT(*) AS n FROM readings {w} AS r, "
+        "(SELECT house_id, household_id, plug_id, AVG(value) AS a FROM readings {w} "
+        "WHERE property = 1 GROUP BY house_id, household_id, plug_id) AS m "
+        "WHERE r.property = 1 AND r.house_id = m.house_id AND r.household_id = m.household_id "
+        "AND r.plug_id = m.plug_id AND r.value <= m.a "
+        "GROUP BY r.house_id, r.household_id, r.plug_id"
+    ),
+}
+
+
+@st.composite
+def keyed_streams(draw: st.DrawFn) -> list[tuple[Any, ...]]:
+    """In-order (ts, value, plug, property, household, house): both properties, negative
+    house ids. (A NULL value or key never reaches a query: the row is dead-lettered.)"""
+    n = draw(st.integers(1, 45))
+    ts, rows = 1000, []
+    for _ in range(n):
+        ts += draw(st.sampled_from([0, 0, 1, 1, 2, 11]))
+        rows.append(
+            (
+                ts,
+                draw(VALUES),
+                draw(st.integers(0, 2)),
+                draw(st.sampled_from([1, 1, 0])),
+                draw(st.integers(0, 1)),
+                draw(st.sampled_from([-3, 0, 0, 5])),
+            )
+        )
+    return rows
+
+
+@pytest.mark.usefixtures("scan_first")
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    rows=keyed_streams(), window=st.sampled_from(WINDOWS), shape=st.sampled_from(list(SCAN_SHAPES))
+)
+def test_scanned_counts_give_the_oracles_stream(
+    rows: list[tuple[Any, ...]], window: str, shape: str
+) -> None:
+    q = SCAN_SHAPES[shape].format(w=window)
+    data = make_readings(rows)
+    result = _run(q, data)
+    assert_same_stream(result.table, oracle(q, CATALOG, {"readings": data}))
+    c = _correlated(result)
+    assert c and c["scan_off"] is False, c
+    assert c["scan"] > 0 or c["plain"] + c["kept"] <= 1, c
+
+
+@pytest.mark.usefixtures("scan_first")
+def test_a_steady_stream_is_scanned_at_every_slide() -> None:
+    """Six plugs over a 30-second window: after the first slide (plain, for the result's
+    types) every slide is scanned, and the stream is the oracle's."""
+    rows = [
+        (1000 + i // 4, float((i * 37) % 23) - 3.0, i % 3, 1, (i // 3) % 2) for i in range(4 * 150)
+    ]
+    q = SCAN_SHAPES["three_keys"].format(w="[RANGE 30 SECONDS SLIDE 1 SECOND]")
+    data = make_readings(rows)
+    result = _run(q, data)
+    assert_same_stream(result.table, oracle(q, CATALOG, {"readings": data}))
+    c = _correlated(result)
+    assert c["plain"] == 1 and c["scan"] > 100, c
+
+
+@pytest.mark.usefixtures("scan_first")
+def test_a_key_beyond_the_packing_gives_the_scan_up() -> None:
+    """Three keys get 21 bits each: a house id of 2**20 cannot be packed. The scan stops for
+    the rest of the run (its metrics say why) and the SQL paths give the oracle's stream."""
+    rows = [
+        (1000 + i // 4, float((i * 37) % 23), i % 3, 1, 0, 2**20 if i > 200 else 7)
+        for i in range(4 * 100)
+    ]
+    q = SCAN_SHAPES["three_keys"].format(w="[RANGE 30 SECONDS SLIDE 1 SECOND]")
+    data = make_readings(rows)
+    result = _run(q, data)
+    assert_same_stream(result.table, oracle(q, CATALOG, {"readings": data}))
+    c = _correlated(result)
+    assert "2^20" in c["scan_off"] and c["scan"] > 10, c
+
+
+def test_the_scan_is_offered_only_where_arrow_compares_as_sql() -> None:
+    """Comparisons of columns (with OR, IS NULL, COUNT(x)) are admitted; arithmetic in the
+    residual (``0.9 * m.hi``, a division) and an extra outer key are not."""
+    w = "[RANGE 10 SECONDS]"
+    for name, sql in SCAN_SHAPES.items():
+        shape = _shape(sql.format(w=w))
+        assert shape is not None and scan_count(_plan(sql.format(w=w)), shape), name
+    for name in ("max", "min_division", "two_keys"):
+        sql = SHAPES[name].format(w=w)
+        assert scan_count(_plan(sql), _shape(sql)) is None, name
+
+
+def _plan(sql: str) -> Any:
+    return plan_query(sql, CATALOG)
 
 
 def _shape(sql: str) -> Any:
