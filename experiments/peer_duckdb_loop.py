@@ -38,7 +38,7 @@ import pyarrow.parquet as pq
 
 from engines.sources.smartplug import generate_to_file
 from hycq.api import QUERIES, load_query
-from hycq.bench import BenchOptions, bench
+from hycq.bench import ADAPT_S, SETTLE_S, BenchOptions, bench
 from hycq.bench_stats import LoadProbe, is_clean, median_ci
 
 UNIT_S = {"SECOND": 1, "SECONDS": 1, "MINUTE": 60, "MINUTES": 60, "HOUR": 3600, "HOURS": 3600}
@@ -112,7 +112,7 @@ def main() -> int:
     tmp = None if args.data_dir else tempfile.TemporaryDirectory()
     folder = args.data_dir or Path(tmp.name)  # type: ignore[union-attr]
     folder.mkdir(parents=True, exist_ok=True)
-    seconds = 302 + args.measure * max(args.repeat, args.max_repeat) + 5
+    seconds = 302 + SETTLE_S + ADAPT_S + args.measure * max(args.repeat, args.max_repeat) + 5
     try:
         for shape, plugs, share in shapes:
             for rate in rates:

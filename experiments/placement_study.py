@@ -32,7 +32,7 @@ from scipy import stats
 
 from engines.sources.smartplug import generate_to_file
 from hycq.api import load_query
-from hycq.bench import BenchOptions, bench, warm_seconds
+from hycq.bench import ADAPT_S, SETTLE_S, BenchOptions, bench, warm_seconds
 from hycq.bench_stats import hit
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -124,9 +124,11 @@ def main() -> int:
     out: dict[str, Any] = {"command": " ".join(["python", *sys.argv]), "points": [], "records": []}
     for shape, plugs, share in (s.split(":") for s in args.shapes.split(",")):
         for rate in rates:
-            # Long enough for the longest window's warm start plus the span budget.
+            # Long enough for the longest window's warm start, the untimed seconds after it
+            # and the span budget.
             longest = max(warm_seconds(load_query(p).plan, rate) for p in paths)
-            seconds = longest + args.measure * max(args.repeat, args.max_repeat) + 5
+            budget = args.measure * max(args.repeat, args.max_repeat)
+            seconds = longest + SETTLE_S + ADAPT_S + budget + 5
             path = args.data_dir / f"{shape}_{int(rate)}_{int(seconds)}.parquet"
             if not path.exists():
                 generate_to_file(
