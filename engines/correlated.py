@@ -49,7 +49,7 @@ PROBE_EVERY = 50
 #: Weight of the newest slide in each path's moving average of seconds.
 ALPHA = 0.3
 #: Slides each path runs before the fastest is chosen (its least seconds count).
-WARM = 3
+WARM = 4
 #: The window's chunks are encoded for the scan as they arrive while its average is within
 #: this factor of the fastest path's.
 FOLLOW = 1.5
@@ -96,12 +96,13 @@ class CorrelatedState:
         """Whether the last slide's paths are still being timed (``WARM`` slides each)."""
         return self._again is not None or any(self._samples.get(p, 0) < WARM for p in self._paths)
 
-    def follow(self, window: Iterable[tuple[int, pa.Table]]) -> None:
+    def follow(self, window: Iterable[tuple[int, pa.Table]], warming: bool) -> None:
         """Encode the window's chunks for the scan as they arrive (each once), so the scan
-        never meets a backlog: while it may be chosen (untimed, or within ``FOLLOW`` of the
-        fastest path). Called at every step of the MIG, the warm start's included."""
+        never meets a backlog: during a warm start, and while the last slide could scan
+        and the scan may be chosen (untimed, or within ``FOLLOW`` of the fastest path).
+        Called at every step of the MIG."""
         s = self.scanner
-        if s is None or s.off is not None:
+        if s is None or s.off is not None or not (warming or "scan" in self._paths):
             return
         times = self.stats.seconds
         if "scan" in times and times["scan"] > FOLLOW * min(times.values()):

@@ -249,7 +249,7 @@ class MigOp(RowOperator):
         if self.correlated is not None and self.correlated.scanner is not None:
             window = self._input(self.correlated.spec.window_table)
             if not window.whole:
-                self.correlated.follow(window.chunks)
+                self.correlated.follow(window.chunks, self.defer)
         if self.defer:
             self._pending = [a or b for a, b in zip(self._pending, changed, strict=True)]
             for state in self.incremental:  # rebuilt from the window when the query runs
