@@ -57,6 +57,19 @@ FOLLOW = 1.5
 PATHS = ("plain", "kept", "scan")
 
 
+@dataclass(frozen=True)
+class Slide:
+    """What one slide hands the correlated count: the inner aggregate's ``state`` (already
+    registered with the engine), the left window's live ``chunks`` (id, rows), the rows
+    that ``entered`` and ``left`` it since the last slide, and its schema."""
+
+    state: pa.Table
+    chunks: Iterable[tuple[int, pa.Table]]
+    entered: list[pa.Table]
+    left: list[pa.Table]
+    schema: pa.Schema
+
+
 @dataclass
 class CorrelatedStats:
     """What keeping the counts did: slides per path, keys recounted, seconds per path."""
@@ -127,28 +140,16 @@ class CorrelatedState:
             out.append("scan")
         return out
 
-    def query(
-        self,
-        engine: ColumnarEngine,
-        sql: str,
-        state: pa.Table,
-        window: Iterable[tuple[int, pa.Table]],
-        entered: list[pa.Table],
-        left: list[pa.Table],
-        window_schema: pa.Schema,
-    ) -> pa.Table:
+    def query(self, engine: ColumnarEngine, sql: str, slide: Slide) -> pa.Table:
         """The group's result at this slide; ``sql`` is the group's statement reading the
-        inner aggregate's ``state`` (already registered), ``window`` the left window's
-        chunks (id, rows), ``entered``/``left`` its rows since the last slide."""
+        inner aggregate's state."""
         self._paths = self.paths(sql)
         path = self._choose(self._paths)
         if path == "scan":
-            result = self._scan(engine, sql, state, window, len(entered))
-        elif path == "kept":
-            result = self._kept(engine, sql, state, window, entered, left, window_schema)
-        else:
-            result = self._plain(engine, sql, state)
-        return result
+            return self._scan(engine, sql, slide)
+        if path == "kept":
+            return self._kept(engine, sql, slide)
+        return self._plain(engine, sql, slide.state)
 
     def _choose(self, paths: list[str]) -> str:
         """The path of this slide: an untimed one, the fastest on average, or (every
@@ -180,16 +181,8 @@ class CorrelatedState:
         else:
             times[path] = (1 - ALPHA) * times[path] + ALPHA * seconds
 
-    def _kept(
-        self,
-        engine: ColumnarEngine,
-        sql: str,
-        state: pa.Table,
-        window: Iterable[tuple[int, pa.Table]],
-        entered: list[pa.Table],
-        left: list[pa.Table],
-        window_schema: pa.Schema,
-    ) -> pa.Table:
+    def _kept(self, engine: ColumnarEngine, sql: str, slide: Slide) -> pa.Table:
+        state = slide.state
         spec = self.spec
         variants = self.variants(sql)
         assert variants is not None and self.result is not None and self.previous is not None
@@ -208,7 +201,7 @@ class CorrelatedState:
             others = [p for p in self.paths(sql) if p != "kept"]
             other = min(others, key=lambda p: times.get(p, 0.0))  # an untimed one first
             if other == "scan":
-                result = self._scan(engine, sql, state, window, len(entered))
+                result = self._scan(engine, sql, slide)
             else:
                 result = self._plain(engine, sql, state)
             self._time("kept", marking + times[other if other in times else "plain"])
@@ -216,8 +209,8 @@ class CorrelatedState:
         same = rows.filter(pc.invert(flag))
         _register(engine, spec.same_table, same)
         _register(engine, spec.changed_table, changed)
-        _register(engine, spec.entered_table, _concat(entered, window_schema))
-        _register(engine, spec.left_table, _concat(left, window_schema))
+        _register(engine, spec.entered_table, _concat(slide.entered, slide.schema))
+        _register(engine, spec.left_table, _concat(slide.left, slide.schema))
         _register(engine, spec.result_table, self.result)
         merged = engine.query(spec.merge_sql(self.result.schema.names, variants))
         result = merged.cast(self.result.schema)
@@ -227,27 +220,20 @@ class CorrelatedState:
         self._time("kept", time.perf_counter() - start)
         return result
 
-    def _scan(
-        self,
-        engine: ColumnarEngine,
-        sql: str,
-        state: pa.Table,
-        window: Iterable[tuple[int, pa.Table]],
-        entering: int,
-    ) -> pa.Table:
-        """The scan path; ``entering``: the chunks that entered the window at this slide."""
+    def _scan(self, engine: ColumnarEngine, sql: str, slide: Slide) -> pa.Table:
+        """The scan path (``engines.correlated_scan``)."""
         assert self.scanner is not None and self.schema is not None
         start = time.perf_counter()
         try:
-            result = self.scanner.count(state, window, self.schema)
+            result = self.scanner.count(slide.state, slide.chunks, self.schema)
         except ScanUnavailable:  # for the rest of the run (``scanner.off`` says why)
-            return self._plain(engine, sql, state)
-        self.result, self.previous = result, state
+            return self._plain(engine, sql, slide.state)
+        self.result, self.previous = result, slide.state
         self.stats.scan += 1
         # A slide that encoded chunks which entered before it (the whole window at the
         # path's first slide, or the backlog after the others ran for a while) is no
         # measure of the next: not timed, and the scan runs again at the next slide.
-        if self.scanner.encoded > entering:
+        if self.scanner.encoded > len(slide.entered):
             self._again = "scan"
         else:
             self._time("scan", time.perf_counter() - start)

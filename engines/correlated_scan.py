@@ -24,8 +24,8 @@ chunk of a FIFO input is replaced by a slice when rows expire; it is encoded aga
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterable
+import contextlib
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -123,8 +123,7 @@ class ScanCounter:
         """Why this path ended (None: usable)."""
         self.encoded = 0
         """Chunks the last slide encoded (those that entered, or the whole window when the
-        path has not run for a while), and the seconds that took."""
-        self.encode_s = 0.0
+        path has not run for a while)."""
         self._window_cols = sorted({c for side, c in spec.columns if side == "window"})
         self._window_doubles = [c for side, c in spec.doubles if side == "window"]
         self._inner_doubles = {c for side, c in spec.doubles if side == "inner"}
@@ -145,7 +144,7 @@ class ScanCounter:
 
     def _encoded(self, chunks: Iterable[tuple[int, pa.Table]]) -> list[_Encoded]:
         live: dict[int, _Encoded] = {}
-        self.encoded, start = 0, time.perf_counter()
+        self.encoded = 0
         for cid, table in chunks:
             enc = self.chunks.get(cid)
             if enc is None or enc.source is not table:
@@ -153,18 +152,23 @@ class ScanCounter:
                 self.encoded += 1
             live[cid] = enc
         self.chunks = live
-        self.encode_s = time.perf_counter() - start
         return list(live.values())
 
-    def follow(self, chunks: Iterable[tuple[int, pa.Table]]) -> None:
-        """Encode the chunks not encoded yet (forgetting those gone), as a slide would.
-        Raises ScanUnavailable (and sets ``off``) as :meth:`count` does."""
+    @contextlib.contextmanager
+    def _giving_up(self) -> Iterator[None]:
+        """ScanUnavailable inside ends the path: ``off`` says why, the ids are dropped."""
         try:
-            self._encoded(chunks)
+            yield
         except ScanUnavailable as why:
             self.off = str(why)
             self.reset()
             raise
+
+    def follow(self, chunks: Iterable[tuple[int, pa.Table]]) -> None:
+        """Encode the chunks not encoded yet (forgetting those gone), as a slide would.
+        Raises ScanUnavailable (and sets ``off``) as :meth:`count` does."""
+        with self._giving_up():
+            self._encoded(chunks)
 
     def reset(self) -> None:
         """Forget the ids and encodings (they are rebuilt from the next slide's window)."""
@@ -179,12 +183,8 @@ class ScanCounter:
         """The group's result over the window ``chunks`` given the inner aggregate's
         ``state``, typed as ``schema`` (the plain statement's result). Raises
         ScanUnavailable (and sets ``off``) when the data breaks the path's promises."""
-        try:
+        with self._giving_up():
             return self._count(state, list(chunks), schema)
-        except ScanUnavailable as why:
-            self.off = str(why)
-            self.reset()
-            raise
 
     def _count(
         self, state: pa.Table, chunks: list[tuple[int, pa.Table]], schema: pa.Schema

@@ -38,7 +38,7 @@ import pyarrow as pa
 from engines import interrupts, registry
 from engines.arrow_types import arrow_schema
 from engines.columnar import ColumnarEngine, EngineFault
-from engines.correlated import CorrelatedState
+from engines.correlated import CorrelatedState, Slide
 from engines.incremental import IncrementalUnavailable, KeptState, state_for
 from engines.row.arrow_ops import table_of
 from engines.row.base import NO_CHANGE, Delta, RowOperator
@@ -380,15 +380,8 @@ class MigOp(RowOperator):
         ):
             c.invalidate()  # the chain breaks: the next kept slide starts a new one
             return self.engine.query(sql)
-        return c.query(
-            self.engine,
-            sql,
-            state.table,
-            window.chunks,
-            window.entered,
-            window.left,
-            window.schema,
-        )
+        slide = Slide(state.table, window.chunks, window.entered, window.left, window.schema)
+        return c.query(self.engine, sql, slide)
 
     @property
     def adapting(self) -> bool:

@@ -77,7 +77,7 @@ class _Timer:
             timer.slides[path].append(time.perf_counter() - start)
             if path == "scan" and state.scanner is not None:
                 rows = sum(len(e.ids) for e in state.scanner.chunks.values())
-                timer.scans.append((rows, args[2].num_rows))  # (engine, sql, state, ...)
+                timer.scans.append((rows, args[2].state.num_rows))  # (engine, sql, slide)
             return out
 
         return timed

@@ -339,6 +339,30 @@ def test_a_steady_stream_is_scanned_at_every_slide() -> None:
 
 
 @pytest.mark.usefixtures("scan_first")
+@pytest.mark.parametrize("seed", [3, 17])
+@pytest.mark.parametrize("left_select", ["duckdb", "row"])
+def test_shipped_q2_scanned_in_hybrid_placements(seed: int, left_select: str) -> None:
+    """Q2 on generated smart-plug data of two seeds, the scan at every slide it may take:
+    wholly on DuckDB, and with the join's left select on the row engine (an Arrow filter
+    feeding the MIG filtered chunks, as the optimizer places it on some shapes)."""
+    query = (ROOT / "queries" / "smartplug" / "q2.sql").read_text()
+    plan = plan_query(query, CATALOG)
+    kinds = ("select", "project", "join", "aggregate")
+    placement = {i: "duckdb" for i in plan.topological() if plan.op(i).kind in kinds}
+    (join,) = [i for i in placement if plan.op(i).kind == "join"]
+    placement[plan.inputs(join)[0]] = left_select  # r.property = 1
+    data = small_smartplug(200, seed=seed, rate=8.0)
+    expected = oracle(query, CATALOG, without_late(query, CATALOG, {"readings": data}))
+    result = execute(
+        plan, CATALOG, {"readings": data}, placement=placement,
+        settings=EngineSettings(incremental=True),
+    )  # fmt: skip
+    assert_same_stream(result.table, expected)
+    c = _correlated(result)
+    assert c["scan"] > 100 and c["scan_off"] is False, c
+
+
+@pytest.mark.usefixtures("scan_first")
 def test_a_key_beyond_the_packing_gives_the_scan_up() -> None:
     """Three keys get 21 bits each: a house id of 2**20 cannot be packed. The scan stops for
     the rest of the run (its metrics say why) and the SQL paths give the oracle's stream."""
