@@ -151,6 +151,12 @@ class ColumnarConstants:
     scan_fixed: float | None = None
     scan_row: float = 0.0
     scan_key: float = 0.0
+    #: The scan's work as the window's chunks arrive (each encoded once): per chunk, per
+    #: arriving row its filter reads (the left chain's selects, when they run in the MIG)
+    #: and per row passing it (keys packed and given ids).
+    scan_chunk: float = 0.0
+    scan_filter: float = 0.0
+    scan_encode: float = 0.0
     #: Per row an aggregate reads, on top of ``aggregate``, when its group table outgrows the
     #: caches (scaled by :func:`large_group_share` of the groups it outputs: nothing up to
     #: 2,000 groups, all of it from 50,000). Re-aggregating 6 M rows in DuckDB (3 keys) took
@@ -476,9 +482,13 @@ def _scan_saving(
     """Per slide, what the scan (``engines.correlated_scan``) saves: the group's statement
     (its fixed cost and the SQL of the count, the join and the selects and projects before
     it) against ``scan_fixed`` plus ``scan_row`` per row reaching the join and ``scan_key``
-    per key of the inner aggregate. 0 where the engine does not scan or the shape does not
-    allow it (``optimizer.ir.correlated.scan_count``)."""
-    if consts.scan_fixed is None or _scan_shape(estimates.plan, shape) is None:
+    per key of the inner aggregate, and the encoding of the chunks that entered
+    (``scan_chunk`` each, one per event-second; ``scan_filter`` per arriving row when the
+    left chain's selects run in the scan; ``scan_encode`` per row passing them). 0 where the
+    engine does not scan or the shape does not allow it
+    (``optimizer.ir.correlated.scan_count``)."""
+    spec = None if consts.scan_fixed is None else _scan_shape(estimates.plan, shape)
+    if spec is None or consts.scan_fixed is None:
         return 0.0
     plain = consts.fixed
     for op_id in (shape.top, shape.join, *shape.left):
@@ -486,6 +496,13 @@ def _scan_saving(
     left_rows = estimates[shape.join].input_cardinality[0].value
     keys = estimates[shape.inner].cardinality.value
     scan = consts.scan_fixed + consts.scan_row * left_rows + consts.scan_key * keys
+    window = estimates[shape.window]
+    seconds = window.slide_seconds
+    arriving = window.lambda_out.value * seconds
+    passing = estimates[shape.join].lambda_in[0].value * seconds
+    scan += consts.scan_chunk * max(1.0, seconds) + consts.scan_encode * passing
+    if spec.filter is not None:
+        scan += consts.scan_filter * arriving
     return plain - scan
 
 

@@ -74,6 +74,9 @@ COST_FIELDS = (
     "scan_fixed",
     "scan_row",
     "scan_key",
+    "scan_chunk",
+    "scan_filter",
+    "scan_encode",
 )
 
 

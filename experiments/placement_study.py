@@ -67,6 +67,17 @@ def point_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def data_file(directory: Path, shape: str, rate: float, seconds: float) -> Path:
+    """``SHAPE_RATE_SECONDS.parquet`` in ``directory``: the shortest one there of at least
+    ``seconds`` (a longer file serves: its tail is not read), else the name to generate."""
+    found = []
+    for p in directory.glob(f"{shape}_{int(rate)}_*.parquet"):
+        tail = p.stem.rsplit("_", 1)[-1]
+        if tail.isdigit() and int(tail) >= int(seconds):
+            found.append((int(tail), p))
+    return min(found)[1] if found else directory / f"{shape}_{int(rate)}_{int(seconds)}.parquet"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     ap.add_argument(
@@ -96,6 +107,13 @@ def main() -> int:
         help="wall seconds a plan's warm start may take (hycq bench --warm-limit)",
     )
     ap.add_argument("--measure", type=int, default=5, help="event seconds per timed span")
+    ap.add_argument(
+        "--preroll",
+        type=int,
+        default=0,
+        help="event seconds each plan runs untimed before each of its spans "
+        "(hycq.bench.BenchOptions.preroll)",
+    )
     ap.add_argument("--repeat", type=int, default=3, help="spans per plan at least")
     ap.add_argument("--max-repeat", type=int, default=8, help="spans per plan at most")
     ap.add_argument(
@@ -127,9 +145,9 @@ def main() -> int:
             # Long enough for the longest window's warm start, the untimed seconds after it
             # and the span budget.
             longest = max(warm_seconds(load_query(p).plan, rate) for p in paths)
-            budget = args.measure * max(args.repeat, args.max_repeat)
+            budget = (args.measure + args.preroll) * max(args.repeat, args.max_repeat)
             seconds = longest + SETTLE_S + ADAPT_S + budget + 5
-            path = args.data_dir / f"{shape}_{int(rate)}_{int(seconds)}.parquet"
+            path = data_file(args.data_dir, shape, rate, seconds)
             if not path.exists():
                 generate_to_file(
                     path, seconds, rate=rate, plugs=int(plugs), load_share=float(share)
@@ -146,6 +164,7 @@ def main() -> int:
                         precision=args.precision,
                         max_candidates=args.candidates,
                         max_warm_wall=args.warm_limit,
+                        preroll=args.preroll,
                         data={"readings": path},
                     ),
                 )

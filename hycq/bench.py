@@ -20,11 +20,14 @@ For one (query, rate, placement) a measurement is:
    time) has its own engine, warmed on the same batches. Each round generates one span of
    ``measure`` event-seconds (generation is not timed) and times every engine over it in
    turn, rotating which goes first (ABC, BCA, CAB, ...): a noisy minute of the machine hits
-   every plan, not one. Rounds continue until each plan has ``repeat`` spans and its
-   median's 95% bootstrap interval is within ``precision`` (default 3%) of it, or
-   ``max_repeat`` rounds (the span budget) were run. ``throughput`` is the median over
-   spans of tuples / wall seconds: the highest input rate the plan sustains over data of
-   that density with full windows. ``kept_up`` is ``throughput >= rate``.
+   every plan, not one. Before its span, each plan runs ``preroll`` more event-seconds
+   untimed (the round's first): the plans share one process, and the first slides after
+   another plan ran would pay for its use of the caches and the allocator. Rounds continue
+   until each plan has ``repeat`` spans and its median's 95% bootstrap interval is within
+   ``precision`` (default 3%) of it, or ``max_repeat`` rounds (the span budget) were run.
+   ``throughput`` is the median over spans of tuples / wall seconds: the highest input rate
+   the plan sustains over data of that density with full windows. ``kept_up`` is
+   ``throughput >= rate``.
    When the placements do not fit in one group, the first plan asked (``auto``) runs in
    every group beside ``interleave - 1`` others, and each other plan's spans become its
    ratios to the anchor's span of the same round times the anchor's median over all its
@@ -101,6 +104,11 @@ class BenchOptions:
     operator_metrics: bool = False
     """Also sum every operator's run metrics over the timed spans (``Measurement.operators``;
     read between spans, outside the timing)."""
+    preroll: int = 1
+    """Event-seconds each plan runs untimed just before each of its spans (rounded up to the
+    longest slide, as spans are) when several plans are measured side by side: they share
+    one process, and a plan's first slides after another plan ran pay for that plan's use of
+    the caches and the allocator. 0: none (as before issue 20's thirteenth stop)."""
 
 
 #: Event-seconds after the warm start that run but are not timed (see ``measure_point``).
@@ -108,6 +116,8 @@ SETTLE_S = 1
 #: At most this many more untimed event-seconds while a MIG is still adapting
 #: (``engines.mig.MigOp.adapting``).
 ADAPT_S = 12
+#: Wall seconds a plan's untimed lead-in before a span (``BenchOptions.preroll``) may take.
+PREROLL_WALL_S = 1.0
 
 
 def warm_seconds(plan: LogicalPlan, rate: float) -> float:
@@ -302,7 +312,8 @@ def measure_point(
     warm = warm_seconds(plan, rate)
     rounds = max(o.repeat, o.max_repeat)
     measure_s = span_seconds(plan, o.measure_seconds)
-    total = warm + SETTLE_S + ADAPT_S + rounds * measure_s
+    preroll_s = span_seconds(plan, o.preroll) if o.preroll > 0 and len(placements) > 1 else 0
+    total = warm + SETTLE_S + ADAPT_S + rounds * (preroll_s + measure_s)
     # Files are read in batches of about one event-second at the rate (as generators
     # emit): the warm start and the spans are cut at batch starts, and a 64k-row batch is a
     # minute of data at 1k tuples/s.
@@ -386,14 +397,24 @@ def measure_point(
         for k in range(rounds):
             # Batches of this span, generated before timing.
             # (each with the progress the merge reported on reading it, told before it)
-            need = measure_s * len(inputs)
+            need = (preroll_s + measure_s) * len(inputs)
             span: list[tuple[Any, Any, Any]] = []
             for inp, batch in islice(stream, need):
                 span.append((inp, batch, merged.take_tells()))
+            lead, span = span[: preroll_s * len(inputs)], span[preroll_s * len(inputs) :]
             if not span:
                 break
             for j in range(len(runners)):
                 r = runners[(k + j) % len(runners)]
+                t = time.perf_counter()
+                results = r.results[0]
+                for inp, batch, tells in lead:  # untimed: this plan's caches warm again
+                    merged.tell(r.engine, tells)
+                    if batch.num_rows:
+                        r.engine.ingest(inp.stream.name, batch, inp.stream.time_index)
+                    if time.perf_counter() - t > PREROLL_WALL_S:
+                        break  # a plan this slow is warm long before its span starts
+                r.results[0] = results  # the measured spans' result rows only
                 n = 0
                 before = r.asm.operator_metrics(r.engine) if o.operator_metrics else None
                 probe.start()

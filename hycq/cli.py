@@ -684,6 +684,7 @@ def _bench(args: argparse.Namespace) -> int:
         plans=plans,
         column_engine=args.column_engine,
         measure_seconds=args.measure,
+        preroll=args.preroll,
         repeat=args.repeat,
         max_repeat=args.max_repeat,
         precision=args.precision,

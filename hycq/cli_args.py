@@ -547,6 +547,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="event-seconds per timed span (default: 10)",
     )
     bn.add_argument(
+        "--preroll",
+        type=_non_negative_int,
+        default=1,
+        metavar="S",
+        help="event-seconds each plan runs untimed just before each of its timed spans when "
+        "plans are measured side by side, so it does not pay for the caches the plan before "
+        "it used (default: 1; 0: none)",
+    )
+    bn.add_argument(
         "--repeat",
         type=_positive_int,
         default=3,

@@ -323,3 +323,54 @@ def test_placements_in_several_groups_are_measured_against_the_same_anchor(
             continue
         assert len(scaled) <= 3 and m["ci95"][0] <= m["throughput"] <= m["ci95"][1]
         assert m["throughput"] == pytest.approx(statistics.median(scaled))
+
+
+@pytest.mark.parametrize("preroll", [0, 2])
+def test_each_plan_runs_its_preroll_untimed_before_every_span(
+    smartplug, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, preroll: int
+) -> None:
+    """``BenchOptions.preroll``: side by side, every plan ingests ``preroll`` more
+    event-seconds before each of its spans; they are neither timed nor counted (tuples,
+    result rows, operator metrics). A plan measured alone has none."""
+    from hycq import bench as hb
+    from hycq.api import load_query
+
+    fed: list[list[int]] = []
+    make_engine = Assembly.make_engine
+
+    def counting(self: Assembly, emit: Any) -> Any:
+        engine = make_engine(self, emit)
+        seen = [0]
+        fed.append(seen)
+        ingest = engine.ingest
+
+        def counted(stream: str, batch: Any, ts: int) -> Any:
+            seen[0] += batch.num_rows
+            return ingest(stream, batch, ts)
+
+        engine.ingest = counted
+        return engine
+
+    monkeypatch.setattr(Assembly, "make_engine", counting)
+    q = tmp_path / "q.sql"
+    q.write_text(PER_PLUG_MAX)
+    (tmp_path / "catalog.toml").write_text((QUERIES / "smartplug" / "catalog.toml").read_text())
+    loaded = load_query(q)
+    plan = loaded.plan
+    placements = [
+        complete_placement(plan, resolve_placement(plan, p, "duckdb")) for p in ("row", "column")
+    ]
+    o = hb.BenchOptions(
+        rates=[500.0], measure_seconds=2, repeat=3, max_repeat=3, preroll=preroll,
+        operator_metrics=True,
+    )  # fmt: skip
+    row, col = hb.measure_point(loaded, plan, placements, 500.0, o)
+    untimed = (row.warm_s + hb.SETTLE_S) * 500
+    assert row.tuples_measured == col.tuples_measured == 3 * 2 * 500
+    assert fed[0][0] == fed[1][0] == untimed + 3 * (preroll + 2) * 500
+    assert row.results == col.results > 0
+    windows = [i for i in plan.topological() if plan.op(i).kind == "window"]
+    assert [col.operators[w]["tuples_out"] for w in windows] == [col.tuples_measured]
+    fed.clear()
+    hb.measure_point(loaded, plan, placements[:1], 500.0, o)
+    assert fed[0][0] == untimed + 3 * 2 * 500

@@ -277,3 +277,37 @@ def test_a_duckdb_group_keeping_its_averages_costs_the_changes_not_the_window(ra
         assert kept == full
         return
     assert kept < full / 2
+
+
+def test_the_scan_pays_for_filtering_and_encoding_its_chunks_as_they_arrive() -> None:
+    """Q2's group under the scan (``_scan_saving``): the encoding of each entering chunk is
+    part of the scan's price, and the left select's Arrow filter is charged per arriving
+    row only when it runs in the scan (before, a select moved into the MIG cost nothing
+    there, while on the row engine it was charged as an Arrow filter)."""
+    from dataclasses import replace
+
+    from hycq.api import QUERIES, load_query
+    from optimizer.estimate import estimate
+    from optimizer.ir.placement import groups, uniform_placement
+    from optimizer.statistics import SampleStatistics
+
+    q = load_query(QUERIES / "smartplug" / "q2.sql")
+    plan = q.plan
+    whole = uniform_placement(plan, "duckdb")
+    selects_on_row = {k: ("row" if plan.op(k).kind == "select" else v) for k, v in whole.items()}
+    key = ("readings", tuple(sorted(("house_id", "household_id", "plug_id"))))
+    stats = SampleStatistics({"property = 1": 0.5}, {key: 1_677.0})
+    est = estimate(plan, q.catalog, rates=10_000.0, sample=stats)
+    model = AnalyticalCostModel().with_engines(registry.cost_defaults())
+    consts = model.engines["duckdb"]
+    assert consts.scan_fixed is not None and consts.scan_filter > 0 and consts.scan_encode > 0
+    free = replace(model, engines={"duckdb": replace(consts, scan_chunk=0.0, scan_filter=0.0,
+                                                     scan_encode=0.0)})  # fmt: skip
+    costs = {}
+    for name, placement in (("whole", whole), ("selects on row", selects_on_row)):
+        group = next(g for g in groups(plan, placement) if g.engine == "duckdb")
+        costs[name] = model.group_cost(group, est) - free.group_cost(group, est)
+    arriving, passing = 10_000.0, 5_000.0  # per 1-second slide; property = 1 passes half
+    encode = consts.scan_chunk + consts.scan_encode * passing
+    assert costs["selects on row"] == pytest.approx(encode)
+    assert costs["whole"] == pytest.approx(encode + consts.scan_filter * arriving)
