@@ -76,7 +76,7 @@ class _Timer:
             out = fn(state, *args, **kwargs)
             timer.slides[path].append(time.perf_counter() - start)
             if path == "scan" and state.scanner is not None:
-                rows = sum(len(e.ids) for e in state.scanner.chunks.values())
+                rows = state.scanner.rows
                 timer.scans.append((rows, args[2].state.num_rows))  # (engine, sql, slide)
             return out
 

@@ -69,7 +69,8 @@ def point_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 def data_file(directory: Path, shape: str, rate: float, seconds: float) -> Path:
     """``SHAPE_RATE_SECONDS.parquet`` in ``directory``: the shortest one there of at least
-    ``seconds`` (a longer file serves: its tail is not read), else the name to generate."""
+    ``seconds`` (a longer file serves: its tail is not read; earlier studies' files are
+    measured again that way), else one that does not exist."""
     found = []
     for p in directory.glob(f"{shape}_{int(rate)}_*.parquet"):
         tail = p.stem.rsplit("_", 1)[-1]
@@ -110,7 +111,7 @@ def main() -> int:
     ap.add_argument(
         "--preroll",
         type=int,
-        default=0,
+        default=1,
         help="event seconds each plan runs untimed before each of its spans "
         "(hycq.bench.BenchOptions.preroll)",
     )
@@ -146,11 +147,12 @@ def main() -> int:
             # and the span budget.
             longest = max(warm_seconds(load_query(p).plan, rate) for p in paths)
             budget = (args.measure + args.preroll) * max(args.repeat, args.max_repeat)
-            seconds = longest + SETTLE_S + ADAPT_S + budget + 5
+            seconds = longest + SETTLE_S + ADAPT_S + budget
             path = data_file(args.data_dir, shape, rate, seconds)
             if not path.exists():
+                path = args.data_dir / f"{shape}_{int(rate)}_{int(seconds + 5)}.parquet"
                 generate_to_file(
-                    path, seconds, rate=rate, plugs=int(plugs), load_share=float(share)
+                    path, seconds + 5, rate=rate, plugs=int(plugs), load_share=float(share)
                 )
             for qp in paths:
                 records = bench(
@@ -170,6 +172,7 @@ def main() -> int:
                 )
                 for r in records:
                     r["shape"] = shape
+                    r["data"] = str(path)
                 summary = {"shape": shape, **point_summary(records)}
                 out["points"].append(summary)
                 out["records"].extend(records)

@@ -102,7 +102,10 @@ def main() -> int:
         for r in json.loads(study.read_text())["records"]:
             by.setdefault((r["query"], r["rate"], r.get("shape", "few")), []).append(r)
         for (query, rate, shape), records in by.items():
-            data = _data_file(args.data_dir, study, query, shape, rate)
+            recorded = records[0].get("data")  # placement_study.py records it since v14
+            data = (
+                Path(recorded) if recorded else _data_file(args.data_dir, study, query, shape, rate)
+            )
             if not data.exists():
                 missing += 1
                 continue

@@ -76,20 +76,21 @@ ENGINE = EngineSpec(
         "pane_row": 4.1 * NS,
         # A correlated count recounted in Arrow (engines/correlated_scan.py), per slide:
         # fitted (NNLS) to Q2's scans inside running MIGs on five data shapes at 10k and
-        # 40k (800 to 50,000 plugs, 0.6 M to 10.8 M rows reaching the join; issue 20,
-        # twelfth stop, experiments/correlated_paths.py): within 6% at all 10 points. The
-        # fixed part is mostly the window's 300 chunks.
-        "scan_fixed": 8.6e-3,
-        "scan_row": 4.86 * NS,
-        "scan_key": 79 * NS,
-        # Its encoding of each chunk as it enters (a one-event-second batch): fitted (NNLS)
-        # to ScanCounter on the same ten files, with the selects in the scan and before it
-        # (issue 20, thirteenth stop, experiments/scan_arrivals.py): 0.17-2.3 ms a chunk.
-        # Unpriced before, it made the selects free inside the MIG, where they cost the
-        # row engine 0.1-0.25 us per arrival as Arrow filters.
-        "scan_chunk": 166e-6,
-        "scan_filter": 19 * NS,
-        "scan_encode": 33 * NS,
+        # 40k (800 to 50,000 plugs, 0.6 M to 10.8 M rows reaching the join;
+        # experiments/correlated_paths.py): within 14% at all 10 points. With the window's
+        # encoded chunks merged into blocks of 16 (issue 20, thirteenth stop) the fixed part
+        # fell from 8.6 ms (300 chunks through Acero and take) to 1.5.
+        "scan_fixed": 1.5e-3,
+        "scan_row": 5.29 * NS,
+        "scan_key": 141 * NS,
+        # Its encoding of each chunk as it enters (a one-event-second batch) and, every 16,
+        # a block's merge: fitted (NNLS) to ScanCounter on the same ten files, with the
+        # selects in the scan and before it (experiments/scan_arrivals.py): 0.2-3 ms a
+        # chunk. Unpriced before, it made the selects free inside the MIG, where they cost
+        # the row engine 0.1-0.25 us per arrival as Arrow filters.
+        "scan_chunk": 147e-6,
+        "scan_filter": 22.6 * NS,
+        "scan_encode": 39.8 * NS,
     },
     calibration=Calibration(seconds=90, quick_seconds=25, version=_version),
 )
