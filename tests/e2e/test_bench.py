@@ -172,6 +172,13 @@ def _per_plug_max(tmp_path: Path, plan_name: str) -> tuple[Path, Any, dict[str, 
     return q, loaded, complete_placement(plan, resolve_placement(plan, plan_name, "duckdb"))
 
 
+def _row_and_column(tmp_path: Path) -> tuple[Any, list[dict[str, str]]]:
+    """PER_PLUG_MAX loaded (``_per_plug_max``) with its row and column placements."""
+    _q, loaded, row = _per_plug_max(tmp_path, "row")
+    _q, _loaded, column = _per_plug_max(tmp_path, "column")
+    return loaded, [row, column]
+
+
 def test_measured_spans_process_every_tuple(smartplug, tmp_path: Path) -> None:
     """Each span's batches are read ahead of timing; the progress the merge reported while
     reading them is told batch by batch, so no tuple of a span arrives behind its own
@@ -204,18 +211,11 @@ def test_interleaved_plans_see_the_same_spans_and_stop_at_the_precision(
     """Two placements measured side by side get the same batches (so the same result rows
     and tuple counts); a loose --precision stops at --repeat spans, an unreachable one runs
     the whole span budget."""
-    from hycq.api import load_query
     from hycq.bench import BenchOptions, measure_point
     from hycq.bench_stats import is_clean
 
-    q = tmp_path / "q.sql"
-    q.write_text(PER_PLUG_MAX)
-    (tmp_path / "catalog.toml").write_text((QUERIES / "smartplug" / "catalog.toml").read_text())
-    loaded = load_query(q)
+    loaded, placements = _row_and_column(tmp_path)
     plan = loaded.plan
-    placements = [
-        complete_placement(plan, resolve_placement(plan, p, "duckdb")) for p in ("row", "column")
-    ]
     loose = BenchOptions(rates=[500.0], measure_seconds=2, repeat=2, max_repeat=6, precision=10)
     row, col = measure_point(loaded, plan, placements, 500.0, loose)
     disturbed = not all(is_clean(c) for c in row.other_cores + col.other_cores)
@@ -333,7 +333,6 @@ def test_each_plan_runs_its_preroll_untimed_before_every_span(
     event-seconds before each of its spans; they are neither timed nor counted (tuples,
     result rows, operator metrics). A plan measured alone has none."""
     from hycq import bench as hb
-    from hycq.api import load_query
 
     fed: list[list[int]] = []
     make_engine = Assembly.make_engine
@@ -352,14 +351,8 @@ def test_each_plan_runs_its_preroll_untimed_before_every_span(
         return engine
 
     monkeypatch.setattr(Assembly, "make_engine", counting)
-    q = tmp_path / "q.sql"
-    q.write_text(PER_PLUG_MAX)
-    (tmp_path / "catalog.toml").write_text((QUERIES / "smartplug" / "catalog.toml").read_text())
-    loaded = load_query(q)
+    loaded, placements = _row_and_column(tmp_path)
     plan = loaded.plan
-    placements = [
-        complete_placement(plan, resolve_placement(plan, p, "duckdb")) for p in ("row", "column")
-    ]
     o = hb.BenchOptions(
         rates=[500.0], measure_seconds=2, repeat=3, max_repeat=3, preroll=preroll,
         operator_metrics=True,
