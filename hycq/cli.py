@@ -689,6 +689,7 @@ def _bench(args: argparse.Namespace) -> int:
         max_repeat=args.max_repeat,
         precision=args.precision,
         interleave=args.interleave,
+        runoff=not args.no_runoff,
         optimizer=api.OptimizerOptions(
             cost_model=args.cost_model,
             row_core=args.row_core,

@@ -587,6 +587,12 @@ def build_parser() -> argparse.ArgumentParser:
         "every group and the others scaled by their ratio to it round by round",
     )
     bn.add_argument(
+        "--no-runoff",
+        action="store_true",
+        help="with placements in several groups, do not measure the fastest of them once "
+        "more side by side in one group of their own (the run-off)",
+    )
+    bn.add_argument(
         "--data",
         action="append",
         default=[],

@@ -325,6 +325,55 @@ def test_placements_in_several_groups_are_measured_against_the_same_anchor(
         assert m["throughput"] == pytest.approx(statistics.median(scaled))
 
 
+def test_the_runoff_measures_the_fastest_again_in_one_group_of_their_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``BenchOptions.runoff``: after the groups, the anchor and the plans that could be the
+    best run once more side by side; their records then come from that group alone (ratios
+    to the anchor's spans in it), and say what their first group measured."""
+    from hycq import bench as hb
+    from hycq.api import load_query
+
+    chosen: list[list[Any]] = []
+    runoff = hb._runoff
+
+    def forced(runs: list[Any], done: dict[Any, Any], size: int) -> list[Any]:
+        # which plans come near the best is the machine's to say: when none would run
+        # off, take one plan from each of two groups so the merge is always exercised
+        picked = runoff(runs, done, size) or [runs[0][0][0], runs[0][0][1], runs[1][0][1]]
+        chosen.append(picked)
+        return picked
+
+    monkeypatch.setattr(hb, "_runoff", forced)
+    q = tmp_path / "q.sql"
+    q.write_text(PER_PLUG_MAX)
+    (tmp_path / "catalog.toml").write_text((QUERIES / "smartplug" / "catalog.toml").read_text())
+    o = hb.BenchOptions(
+        rates=[1000.0],
+        plans=["auto", "row", "column", "all"],
+        measure_seconds=2,
+        repeat=3,
+        max_repeat=3,
+        interleave=3,
+    )
+    records = hb.bench([load_query(q)], o)
+    distinct = {json.dumps(x["placement"], sort_keys=True): x for x in records}
+    groups = -(-(len(distinct) - 1) // 2)  # the anchor beside two others per group
+    assert groups >= 2 and len(chosen) == 1
+    auto = next(x for x in records if x["plan"] == "auto")
+    assert auto["measured"]["runoff"] and len(auto["measured"]["spans"]) == 3 * (groups + 1)
+    others = [x for x in distinct.values() if x["placement"] != auto["placement"]]
+    ran = [x for x in others if x["measured"]["runoff"]]
+    assert 1 <= len(ran) == len(chosen[0]) - 1 <= 2
+    for x in others:
+        m = x["measured"]
+        assert (m["first_group_throughput"] is not None) == (x in ran)
+        if x in ran:
+            assert len(m["spans"]) == 3  # the run-off's spans, not its group's
+            if m["anchored_spans"] is not None:
+                assert m["throughput"] == pytest.approx(statistics.median(m["anchored_spans"]))
+
+
 @pytest.mark.parametrize("preroll", [0, 2])
 def test_each_plan_runs_its_preroll_untimed_before_every_span(
     smartplug, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, preroll: int

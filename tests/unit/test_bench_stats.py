@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from hycq.bench import Measurement
 from hycq.bench_stats import LoadProbe, _family_cpu, hit, is_clean, judge, median_ci
 
 SPIN = "import time\nt = time.time()\nwhile time.time() - t < {s}: pass\n"
@@ -89,3 +90,46 @@ def test_groups_put_the_first_placement_in_every_group_when_they_do_not_fit() ->
     assert _groups(list("abcdefg"), 4) == [list("abcd"), list("aefg")]
     assert _groups(list("abcde"), 3) == [list("abc"), list("ade")]
     assert _groups(list("abc"), 1) == [["a"], ["b"], ["c"]]  # nothing to pair with
+
+
+def _m(spans: list[float]) -> Measurement:
+    m = Measurement(0.0, spans, 0.0, 0.0, 0, 0, None, other_cores=[0.0] * len(spans))
+    m.throughput, lo, hi = median_ci(spans)
+    m.ci = (lo, hi)
+    return m
+
+
+def test_the_runoff_takes_the_plans_near_the_best_unless_a_group_held_exactly_them() -> None:
+    """The regression of issue 20's fourteenth stop: the anchor measured half as fast in the
+    group beside two plans 50x slower, and a hybrid as fast as the anchor came out 1.6x
+    faster when anchored to those spans. The run-off takes the anchor and the plans within
+    ``RUNOFF_WITHIN`` of the best (up to ``size - 1``) into one group of their own."""
+    from hycq.bench import _anchor, _runoff
+
+    a1, b, c = _m([700.0, 720.0, 740.0]), _m([650.0] * 3), _m([660.0, 670.0, 680.0])
+    a2, hybrid, slow1, slow2 = (
+        _m([350.0, 360.0, 370.0]),
+        _m([560.0, 580.0, 600.0]),
+        _m([8.0] * 3),
+        _m([9.0] * 3),
+    )
+    d = _m([300.0] * 3)  # within the group of a1 but below RUNOFF_WITHIN of the best
+    runs = [
+        (["a", "b", "c", "d"], [a1, b, c, d]),
+        (["a", "h", "s1", "s2"], [a2, hybrid, slow1, slow2]),
+    ]
+    done = {"a": a1, "b": b, "c": c, "d": d, "h": hybrid, "s1": slow1, "s2": slow2}
+    _anchor(runs, done)
+    assert done["h"].throughput > 1.5 * done["a"].throughput  # the artefact
+    assert _runoff(runs, done, 4) == ["a", "h", "c", "b"]  # fastest first, slow ones out
+    assert _runoff(runs, done, 2) == ["a", "h"]
+    # a group that held exactly the anchor and the near plans compared them directly
+    near_only = [(["a", "b", "c"], [a1, b, c]), (["a", "s1", "s2"], [a2, slow1, slow2])]
+    done = {"a": a1, "b": b, "c": c, "s1": slow1, "s2": slow2}
+    _anchor(near_only, done)
+    assert _runoff(near_only, done, 3) is None
+    # nothing near the anchor: nothing to run off
+    far = [(["a", "s1"], [a1, slow1]), (["a", "s2"], [a2, slow2])]
+    done = {"a": a1, "s1": slow1, "s2": slow2}
+    _anchor(far, done)
+    assert _runoff(far, done, 2) is None
