@@ -653,14 +653,15 @@ def _runoff(
     """The run-off's group, or None when none is needed.
 
     Anchoring assumes that what slows a group slows all its plans alike. It does not always:
-    Q2 wholly on DuckDB over 1,677 plugs at 40k tuples/s measured 317-421k in the group
-    with two all-but-row plans 50x slower and 575-759k in the others, while the hybrid
-    beside it there held 438-778k; anchored to that group's slow spans, the hybrid came out
-    at 810k, 1.22x the anchor (issue 20, fourteenth stop). So the plans that could be the
-    best (within ``RUNOFF_WITHIN`` of it, up to ``size - 1`` besides the anchor) are timed
-    once more side by side with nothing else, and their measurements replace those from
-    their groups. None when a group already held exactly the anchor and these plans (then
-    they were compared directly) or when no plan comes near the anchor."""
+    Q2 wholly on DuckDB over 1,677 plugs at 40k tuples/s had a median span of 385k in the
+    group with two plans 50x slower and 710k and 733k in its other two groups; the hybrid
+    beside it there had a median span of 488k, and anchored to that group's slow spans it
+    came out at 810k, 1.22x the anchor's pooled 663k (issue 20, fourteenth stop). So the
+    plans that could be the best (within ``RUNOFF_WITHIN`` of it, up to ``size - 1``
+    besides the anchor) are timed once more side by side with nothing else, and their
+    measurements replace those from their groups. None when a group already held exactly
+    the anchor and these plans (then they were compared directly) or when no plan comes
+    near the anchor."""
     head = runs[0][0][0]
     best = max(m.throughput for m in done.values())
     near = sorted(

@@ -287,26 +287,32 @@ def test_operator_metrics_are_summed_over_the_timed_spans_only(tmp_path: Path) -
     assert plain.operators == {}
 
 
-def test_placements_in_several_groups_are_measured_against_the_same_anchor(
-    tmp_path: Path,
-) -> None:
-    """With more placements than --interleave, the auto plan runs in every group and the
-    others' throughputs are their ratios to it, round by round (``bench_stats.anchored``)."""
+def _bench_every_placement(tmp_path: Path, interleave: int) -> list[dict[str, Any]]:
+    """``hycq bench --plans auto,row,column,all`` of the per-plug MAX at 1k tuples/s, three
+    2-second spans per plan, ``interleave`` plans side by side."""
+    from hycq import bench as hb
     from hycq.api import load_query
-    from hycq.bench import BenchOptions, bench
 
     q = tmp_path / "q.sql"
     q.write_text(PER_PLUG_MAX)
     (tmp_path / "catalog.toml").write_text((QUERIES / "smartplug" / "catalog.toml").read_text())
-    o = BenchOptions(
+    o = hb.BenchOptions(
         rates=[1000.0],
         plans=["auto", "row", "column", "all"],
         measure_seconds=2,
         repeat=3,
         max_repeat=3,
-        interleave=2,
+        interleave=interleave,
     )
-    records = bench([load_query(q)], o)
+    return hb.bench([load_query(q)], o)
+
+
+def test_placements_in_several_groups_are_measured_against_the_same_anchor(
+    tmp_path: Path,
+) -> None:
+    """With more placements than --interleave, the auto plan runs in every group and the
+    others' throughputs are their ratios to it, round by round (``bench_stats.anchored``)."""
+    records = _bench_every_placement(tmp_path, interleave=2)
     distinct = {json.dumps(x["placement"], sort_keys=True): x for x in records}
     assert len(distinct) >= 3  # more placements than one group holds
     auto = next(x for x in records if x["plan"] == "auto")
@@ -332,7 +338,6 @@ def test_the_runoff_measures_the_fastest_again_in_one_group_of_their_own(
     best run once more side by side; their records then come from that group alone (ratios
     to the anchor's spans in it), and say what their first group measured."""
     from hycq import bench as hb
-    from hycq.api import load_query
 
     chosen: list[list[Any]] = []
     runoff = hb._runoff
@@ -345,18 +350,7 @@ def test_the_runoff_measures_the_fastest_again_in_one_group_of_their_own(
         return picked
 
     monkeypatch.setattr(hb, "_runoff", forced)
-    q = tmp_path / "q.sql"
-    q.write_text(PER_PLUG_MAX)
-    (tmp_path / "catalog.toml").write_text((QUERIES / "smartplug" / "catalog.toml").read_text())
-    o = hb.BenchOptions(
-        rates=[1000.0],
-        plans=["auto", "row", "column", "all"],
-        measure_seconds=2,
-        repeat=3,
-        max_repeat=3,
-        interleave=3,
-    )
-    records = hb.bench([load_query(q)], o)
+    records = _bench_every_placement(tmp_path, interleave=3)
     distinct = {json.dumps(x["placement"], sort_keys=True): x for x in records}
     groups = -(-(len(distinct) - 1) // 2)  # the anchor beside two others per group
     assert groups >= 2 and len(chosen) == 1
