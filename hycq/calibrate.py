@@ -243,10 +243,12 @@ def calibrate_row(settings: Settings, fits: dict[str, LinearFit]) -> dict[str, f
         return [(o, n, m, max(0.0, b - per_touch * m)) for o, n, m, b in rows]
 
     per_call = {}
-    for name, calls in (("avg", 1), ("count_sum_avg", 3)):
+    # (query, its calls, the calls priced per tuple: COUNT(*) is not, cost_models.analytical
+    # .count_star)
+    for name, calls, priced in (("avg", 1, 1), ("count_sum_avg", 3, 2)):
         rows = net(_busy(name, settings), calls)
         fits[f"row.aggregate.{name}"] = _per_tuple(rows, "aggregate")
-        per_call[calls] = fits[f"row.aggregate.{name}"].slope
+        per_call[priced] = fits[f"row.aggregate.{name}"].slope
     inc = fit_linear(list(per_call), list(per_call.values()))
     fits["row.aggregate.calls"] = inc
     p["agg_incremental"] = inc.slope

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cost_models.analytical import AnalyticalCostModel, sql_terms, transfer_rows
+from cost_models.analytical import AnalyticalCostModel, count_star, sql_terms, transfer_rows
 from cost_models.refit import SQL_PREFIX, Observation
 from optimizer.ir.errors import OptionError, UserError
 from optimizer.ir.plan import Aggregate, LogicalPlan, Window, WindowKind
@@ -245,9 +245,10 @@ def _row_op(
         op = plan.op(op_id)
         if not isinstance(op, Aggregate):
             return None
-        inc = sum(1 for c in op.aggs if c.incremental and c.func not in ("MIN", "MAX"))
+        stars = sum(1 for c in op.aggs if count_star(c))  # no cost of their own
+        inc = sum(1 for c in op.aggs if c.incremental and c.func not in ("MIN", "MAX")) - stars
         mm = sum(1 for c in op.aggs if c.func in ("MIN", "MAX"))
-        if inc + mm != len(op.aggs):  # MEDIAN-like calls rescan the window: not fitted here
+        if inc + mm + stars != len(op.aggs):  # MEDIAN-like calls rescan the window
             return None
         terms = {"agg_base": n_in, "agg_incremental": inc * n_in, "agg_minmax": mm * n_in}
         # The groups its slides touched: a changed group emits a delete and an insert. The

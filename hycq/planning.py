@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hycq.sample_eval import subplan_keys
 from optimizer.costmodel import PlanCoster, with_buffering
 from optimizer.estimate import estimate
 from optimizer.ir.cost import Cost
@@ -279,7 +280,7 @@ def optimize(
                 "earlier sample"
             )
     elif samples is not None:
-        stats = measure(q.plan, samples)
+        stats = measure(q.plan, samples, evaluate=subplan_keys)
         note = "sample of the given input tables"
     elif measured is not None:
         note = f"measured at run time over {measured.seconds:g} event-seconds"
@@ -290,7 +291,7 @@ def optimize(
             note = f"none: could not sample the input ({err.message})"
         else:
             samples = {s: t.slice(0, SAMPLE_ROWS) for s, t in wide.items()}
-            stats = measure(q.plan, samples, wide=wide)
+            stats = measure(q.plan, samples, wide=wide, evaluate=subplan_keys)
             where = re.sub(
                 r"(\d+) rows of",
                 lambda m: f"{min(int(m[1]), SAMPLE_ROWS)} rows (static groups: {m[1]}) of",
