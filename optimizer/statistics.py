@@ -541,6 +541,29 @@ def _described(op: Any) -> str:
 #: on 50,000 plugs a 100,000-row sample holds two per plug, where a 5-minute window holds
 #: hundreds. The wide sample (a million rows) is used when there is one.
 REACHING_ROWS_PER_KEY = 10
+#: The subplan runs over a prefix of each sample holding about this many tuples per key of
+#: the aggregate's stream (every stream cut to the same fraction): a join of whole samples
+#: over few keys has 10^8 rows (the keyed templates: 100 keys, 100,000 rows a stream) and
+#: took 1-2 s an aggregate; the prefix, milliseconds.
+REACHING_SAMPLE_PER_KEY = 30
+
+
+def reaching_samples(
+    samples: Mapping[str, pa.Table], shape: DerivedShape
+) -> tuple[dict[str, pa.Table], float] | None:
+    """The samples a reaching share of ``shape`` is measured on (a prefix of each, see
+    :data:`REACHING_SAMPLE_PER_KEY`) and the key's distinct values in the prefix of its
+    stream's; None when the samples hold too few tuples per key
+    (:data:`REACHING_ROWS_PER_KEY`) or lack the key."""
+    sample = samples.get(shape.stream)
+    if sample is None or any(c not in sample.column_names for c in shape.keys):
+        return None
+    total = _distinct(sample, shape.keys)
+    if total <= 0 or sample.num_rows < REACHING_ROWS_PER_KEY * total:
+        return None  # too few tuples per key to stand for a window's (see the constant)
+    share = min(1.0, REACHING_SAMPLE_PER_KEY * total / sample.num_rows)
+    cut = {s: t.slice(0, math.ceil(share * t.num_rows)) for s, t in samples.items()}
+    return cut, _distinct(cut[shape.stream], shape.keys)
 
 
 def _measure_reaching(
@@ -553,12 +576,9 @@ def _measure_reaching(
         shape = derived_signature(plan, op.id)
         if shape is None or shape.key in stats.reaching:
             continue
-        sample = samples.get(shape.stream)
-        if sample is None or any(c not in sample.column_names for c in shape.keys):
+        cut = reaching_samples(samples, shape)
+        if cut is None or cut[1] <= 0:
             continue
-        total = _distinct(sample, shape.keys)
-        if total <= 0 or sample.num_rows < REACHING_ROWS_PER_KEY * total:
-            continue  # too few tuples per key to stand for a window's (see the constant)
-        reached = evaluate(plan, list(shape.operators), list(shape.columns), samples)
+        reached = evaluate(plan, list(shape.operators), list(shape.columns), cut[0])
         if reached is not None:
-            stats.reaching[shape.key] = min(1.0, reached / total)
+            stats.reaching[shape.key] = min(1.0, reached / cut[1])

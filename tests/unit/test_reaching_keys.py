@@ -18,7 +18,13 @@ from optimizer.estimate import estimate
 from optimizer.ir.catalog import Catalog
 from optimizer.ir.plan import Aggregate
 from optimizer.sql import plan_query
-from optimizer.statistics import REACHING_ROWS_PER_KEY, _described, derived_signature, measure
+from optimizer.statistics import (
+    REACHING_ROWS_PER_KEY,
+    _described,
+    derived_signature,
+    measure,
+    reaching_samples,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 Q1 = (ROOT / "queries" / "smartplug" / "q1.sql").read_text()
@@ -55,7 +61,12 @@ def test_the_keys_reaching_the_count_over_the_join_are_those_of_the_oracle(
     top = [o for o in plan.topological() if isinstance(plan.op(o), Aggregate)][-1]
     shape = derived_signature(plan, top)
     assert shape is not None and shape.stream == "readings"
-    reached, total = _above(sample, share), _plugs(sample)
+    cut = reaching_samples({"readings": sample}, shape)
+    assert cut is not None
+    prefix = cut[0]["readings"]
+    assert prefix.num_rows < sample.num_rows  # about 30 tuples per plug, not 40 s of them
+    reached, total = _above(prefix, share), _plugs(prefix)
+    assert cut[1] == total == _plugs(sample)
     assert 0 < reached < total  # idle plugs (always 0 W) never pass: a real share
     assert stats.reaching[shape.key] == pytest.approx(reached / total)
     # The estimator: as many groups as keys reach the count, no more touched per slide.
@@ -80,7 +91,12 @@ def test_a_sample_with_too_few_tuples_per_key_measures_no_share(smartplug: Catal
     wide = gen.table(60.0)  # a longer sample (the wide one) is used when given
     stats = measure(plan, {"readings": sample}, wide={"readings": wide}, evaluate=subplan_keys)
     (share,) = stats.reaching.values()
-    assert share == pytest.approx(_above(wide, None) / _plugs(wide))
+    shape = derived_signature(plan, "aggregate2")
+    assert shape is not None
+    cut = reaching_samples({"readings": wide}, shape)
+    assert cut is not None
+    prefix = cut[0]["readings"]
+    assert share == pytest.approx(_above(prefix, None) / _plugs(prefix))
 
 
 def test_the_signature_does_not_depend_on_the_order_a_join_was_written_in(
