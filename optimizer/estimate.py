@@ -612,9 +612,10 @@ def _aggregate(est: _Estimator, op_id: str, op: Aggregate, ins: list[OpEstimate]
             # (independent sets) is what the slide touches. A derived input (a join or an
             # aggregate over windows) changes because tuples of its windows' stream arrived
             # or expired, so its deltas carry those keys too: no more groups than that
-            # union, nor than its deltas touch by balls into bins (Q1's count over the
-            # join touched a median 103 of 800 plugs per slide at 10k, balls into bins
-            # said 794; issue 20, fifteenth stop).
+            # union, nor than its deltas touch by balls into bins. (Q1's count over the
+            # join touched a median 103 of 800 plugs per slide at 10k; balls into bins
+            # said 794, this union with the reaching share 261: still high, since a slide
+            # carries the keys of every arrival, not only of those passing the join.)
             d = min(g, d_s * share * max(slide, 1.0), lam_in[0].value * slide)
             union = min(g, 2.0 * d - d * d / g)
             touched = union if fed else min(touched, union)
