@@ -12,12 +12,14 @@ import pytest
 
 import hycq.sample_eval as sample_eval
 from cost_models.analytical import AnalyticalCostModel, count_star
+from engines.sources.keyed import KeyedGenerator, KeyedStream
 from engines.sources.smartplug import SmartPlugGenerator
 from hycq.sample_eval import subplan_keys
 from optimizer.estimate import estimate
 from optimizer.ir.catalog import Catalog
 from optimizer.ir.plan import Aggregate
 from optimizer.sql import plan_query
+from optimizer.sql.catalog import load_catalog
 from optimizer.statistics import (
     REACHING_ROWS_PER_KEY,
     _described,
@@ -161,3 +163,41 @@ def test_count_star_adds_nothing_per_tuple_to_a_row_aggregate(smartplug: Catalog
     # A further call adds its per-group share, and COUNT(*) nothing per tuple.
     both, _ = prices["COUNT(*) AS n, SUM(value)"]
     assert both > total
+
+
+KEYED = load_catalog(ROOT / "queries" / "keyed" / "catalog.toml")
+
+
+@pytest.mark.parametrize(("r_keys", "s_keys", "bound"), [(100, 100, 30), (60, 200, 45)])
+def test_the_keys_reaching_a_count_over_a_two_stream_join_are_those_of_the_oracle(
+    r_keys: int, s_keys: int, bound: int
+) -> None:
+    """The key is r's; only keys that s also holds, below ``bound``, pass the equi-join. The
+    prefix cuts both samples at the same share of their span; the oracle intersects the
+    keys of the two prefixes in pyarrow, with no window and no SQL."""
+    query = (
+        "SELECT r.k, COUNT(*) AS pairs FROM r [RANGE 10 SECONDS SLIDE 1 SECOND] AS r, "
+        f"s [RANGE 10 SECONDS SLIDE 1 SECOND] AS s WHERE r.k = s.k AND s.k < {bound} "
+        "GROUP BY r.k"
+    )
+    plan = plan_query(query, KEYED)
+    samples = {
+        "r": KeyedGenerator(KeyedStream("r", rate=50, keys=r_keys), seed=3).table(400.0),
+        "s": KeyedGenerator(KeyedStream("s", rate=50, keys=s_keys), seed=4).table(400.0),
+    }
+    stats = measure(plan, samples, evaluate=subplan_keys)
+    top = [o for o in plan.topological() if isinstance(plan.op(o), Aggregate)][-1]
+    shape = derived_signature(plan, top)
+    assert shape is not None and shape.stream == "r" and shape.keys == ("k",)
+    cut = reaching_samples(samples, shape)
+    assert cut is not None
+    r, s = cut[0]["r"], cut[0]["s"]
+    assert r.num_rows < samples["r"].num_rows and s.num_rows < samples["s"].num_rows
+    r_set = set(pc.unique(r["k"]).to_pylist())
+    s_set = {k for k in pc.unique(s["k"]).to_pylist() if k < bound}
+    reached = len(r_set & s_set)
+    assert cut[1] == len(r_set)
+    assert 0 < reached < len(r_set)
+    assert stats.reaching[shape.key] == pytest.approx(reached / len(r_set))
+    est = estimate(plan, KEYED, rates={"r": 50, "s": 50}, sample=stats)[top]
+    assert est.groups is not None and est.groups.value == pytest.approx(reached)
