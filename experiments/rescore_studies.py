@@ -17,12 +17,19 @@ constants (a TOML file over ``analytical``) without touching the code.
         --data-dir /tmp/study --json rescored.json
 
 Points whose data file is missing are skipped (and counted).
+
+A point (query, shape, rate) measured by several studies counts once per study in the
+totals. The newest view (printed last, ``newest`` in the JSON) keeps one per point: that
+of the study with the highest version (``_vN`` in its name; later on the command line
+breaks ties) among those that measured the model's choice. Old studies ran older code and
+an older bench: the newest view is what the working tree's model is judged by.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import sys
 from concurrent.futures import ProcessPoolExecutor
@@ -83,6 +90,35 @@ def score_point(
     return out
 
 
+def _version(study: str) -> int:
+    """The study's version (``..._v14.json``, ``..._v9_anchored.json``), 0 without one."""
+    found = re.findall(r"_v(\d+)", study)
+    return int(found[-1]) if found else 0
+
+
+def newest(points: list[dict[str, Any]], order: list[str]) -> list[dict[str, Any]]:
+    """One point per (query, shape, rate): the newest study's that measured the model's
+    choice, else the newest study's (see the module docstring)."""
+    rank = {name: i for i, name in enumerate(order)}
+
+    def age(p: dict[str, Any]) -> tuple[bool, int, int]:
+        return bool(p["measured"]), _version(p["study"]), rank.get(p["study"], -1)
+
+    best: dict[tuple[str, str, float], dict[str, Any]] = {}
+    for p in points:
+        key = (p["query"], p["shape"], p["rate"])
+        if key not in best or age(p) > age(best[key]):
+            best[key] = p
+    return [best[k] for k in sorted(best)]
+
+
+def _summary(points: list[dict[str, Any]]) -> dict[str, Any]:
+    rhos = [p["spearman"] for p in points if p["spearman"] is not None]
+    return {"points": len(points), "hits": sum(bool(p.get("hit")) for p in points),
+            "measured": sum(p["measured"] for p in points),
+            "median_spearman": statistics.median(rhos) if rhos else None}  # fmt: skip
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     ap.add_argument("studies", type=Path, nargs="+", help="placement_study.py JSON files")
@@ -132,16 +168,27 @@ def main() -> int:
         rho = "-" if row["median_spearman"] is None else f"{row['median_spearman']:.2f}"
         print(f"  {shape:10s} {int(rate):6d}: {row['hits']}/{row['points']} hits "
               f"({row['measured']} measured), median Spearman {rho}")  # fmt: skip
-    rhos = [p["spearman"] for p in points if p["spearman"] is not None]
-    total = {"points": len(points), "hits": sum(bool(p.get("hit")) for p in points),
-             "measured": sum(p["measured"] for p in points),
-             "median_spearman": statistics.median(rhos) if rhos else None,
-             "skipped_no_data": missing}  # fmt: skip
+    total = {**_summary(points), "skipped_no_data": missing}
     med = "-" if total["median_spearman"] is None else f"{total['median_spearman']:.3f}"
     print(f"TOTAL {total['hits']}/{total['points']} hits ({total['measured']} measured), "
           f"median Spearman {med}; {missing} points without data")  # fmt: skip
+    latest = newest(points, [s.name for s in args.studies])
+    by_shape: dict[str, list[dict[str, Any]]] = {}
+    for p in latest:
+        by_shape.setdefault(p["shape"], []).append(p)
+    shapes = {s: _summary(ps) for s, ps in sorted(by_shape.items())}
+    n = _summary(latest)
+    fresh = {"total": n, "shapes": shapes, "misses": [p for p in latest if not p.get("hit")]}
+    for shape, row in shapes.items():
+        rho = "-" if row["median_spearman"] is None else f"{row['median_spearman']:.2f}"
+        print(f"  newest {shape:10s}: {row['hits']}/{row['points']} hits "
+              f"({row['measured']} measured), median Spearman {rho}")  # fmt: skip
+    med = "-" if n["median_spearman"] is None else f"{n['median_spearman']:.3f}"
+    print(f"NEWEST {n['hits']}/{n['points']} hits ({n['measured']} measured), "
+          f"median Spearman {med}")  # fmt: skip
     if args.json:
-        doc = {"command": " ".join(sys.argv), "total": total, "groups": summary, "points": points}
+        doc = {"command": " ".join(sys.argv), "total": total, "groups": summary,
+               "newest": fresh, "points": points}  # fmt: skip
         args.json.write_text(json.dumps(doc, indent=1) + "\n")
     return 0
 
