@@ -45,8 +45,8 @@ Row engine (tuple-at-a-time, one Python thread), seconds per input tuple:
 * Arrow at the gateway (``PlanCoster.columnar_cost``, with a shared row core): a window
   feeding a columnar group keeps Arrow chunks, 0.02 us per tuple (``arrow_window``) instead
   of the row window's 0.04; a row select over a window whose only consumer is in a group
-  runs as an Arrow filter, 0.15 us per arrival (``arrow_select``: the filter and its
-  window's bookkeeping of filtered chunks) instead of ``select``;
+  runs as an Arrow filter, 0.19 us per row it passes (``arrow_select``: the filtered
+  chunk and its window's bookkeeping of it) instead of ``select``;
 * a group's query runs on the row thread (a MIG waits for it), so with a shared row core
   its u adds to the row core's load (``PlanCoster.columnar_cost``);
 * gateway operators: window 0.04 us per tuple (insert and evict, the conversion aside);
@@ -235,17 +235,21 @@ class AnalyticalCostModel:
     """Per tuple of a window that keeps Arrow chunks because its consumer is a columnar
     group (or an Arrow select feeding one): appending and expiring chunk references.
     Charged instead of ``window`` by ``PlanCoster.columnar_cost`` with a shared row core."""
-    arrow_select: float = 0.15 * US
-    """Per arriving tuple a row select filters as Arrow (``optimizer.ir.arrow_filter``: a
-    select over a window feeding only a columnar group). Measured side by side (issue 20):
-    Q4 on 800 plugs at 40k, all-DuckDB 2.04 M tuples/s against 1.73 M with its 1-minute
-    window's select as an Arrow filter, 0.088 us more per arrival (pyarrow's filter alone
-    takes 12-44 ns per row in batches of 10,000 and 1,000 rows; the window's bookkeeping
-    of filtered chunks is the rest); per-operator busy times of Q3 with one select as an
-    Arrow filter (800 and 1,677 plugs, 1k-40k) put the filter and its window at 0.1-0.25 us
-    per arrival (issue 20, ninth stop). Charged instead of ``select`` by
-    ``PlanCoster.columnar_cost`` with a shared row core; its rows reach the group as Arrow
-    (``ship_arrow``), not as tuples."""
+    arrow_select: float = 0.19 * US
+    """Per row a row select filtering as Arrow passes (``optimizer.ir.arrow_filter``: a
+    select over a window feeding only a columnar group): the filtered chunk's copy and its
+    window's bookkeeping of it. The mask over the arrivals costs next to nothing beside
+    them. Per-operator busy times of Q4 at 40k (issue 20, sixteenth stop): the select and
+    its window took 0.0042-0.0053 s per second on 800 plugs with half the readings loads
+    (20,000 rows passed per second) and 0.0018-0.0024 on 20,000 plugs with a fifth
+    (8,000 passed): with ``arrow_window``'s 0.02 us per arrival beside it, 0.17-0.20 us per
+    passed row (0.05-0.13 per arrival). It was 0.15 us
+    per *arrival*, from side-by-side runs on 800 and 1,677 plugs (half the readings pass):
+    right there, 3x too much where a fifth pass, so the optimizer kept the selects of Q4
+    in DuckDB on 20,000 plugs at 40k, where running them as Arrow filters measured 1.27x
+    faster. ``arrow_window`` (per arrival) is charged beside it. Charged instead of
+    ``select`` by ``PlanCoster.columnar_cost`` with a shared row core; its rows reach the
+    group as Arrow (``ship_arrow``), not as tuples."""
     ingest: float = 0.40 * US
     """Per arriving tuple of a stream any row operator reads through a window: the
     gateway's Arrow -> tuple conversion of its batches (once, whatever the number of row

@@ -73,7 +73,7 @@ class CorrectedModel:
 
     @property
     def arrow_select(self) -> float | None:
-        """An Arrow select's per-arrival cost: gateway work (its window's), scaled with it."""
+        """An Arrow select's cost per row it passes: gateway work (its window's), scaled with it."""
         base = getattr(self.base, "arrow_select", None)
         return None if base is None else float(base) * self.row_factor(GATEWAY)
 

@@ -227,7 +227,7 @@ class PlanCoster:
         charged without knowing its consumer's engine: a window feeding the group keeps
         Arrow chunks (``arrow_window`` per tuple, not ``window``), and a row select the
         row engine runs as an Arrow filter (``optimizer.ir.arrow_filter.arrow_selected``)
-        costs ``arrow_select`` per arrival, not its row u and its share of the gateway's
+        costs ``arrow_select`` per row it passes, not its row u and its share of the gateway's
         conversion.
 
         ``top`` may be given when the caller knows it (the search does: its root)."""
@@ -255,8 +255,8 @@ class PlanCoster:
         """What the row costs overcharge for the group's inputs that run as Arrow, per class
         of work (``optimizer.ir.costing.factor_key``): a window feeding the group, or an
         Arrow select's window, keeps Arrow chunks (the model's ``arrow_window`` per tuple,
-        not its ``window``), and an Arrow select filters them (``arrow_select`` per
-        arrival, not its row u and its share of the conversion); an R2S operator the group
+        not its ``window``), and an Arrow select filters them (``arrow_select`` per row
+        it passes, not its row u and its share of the conversion); an R2S operator the group
         feeds takes the result as Arrow (:meth:`_arrow_outputs`), not as tuples.
         Subtracted from the group's u with a shared row core (:meth:`columnar_cost`), and
         from these classes where a plan's work is reported per class or engine. Empty for
@@ -274,12 +274,12 @@ class PlanCoster:
         gateway = factor_key(ROW, GATEWAY)
         for select, window in self._arrow_inputs(group):
             if select is not None:
-                lam = self.estimates[select].total_in.value
+                passed = self.estimates[select].lambda_out.value
                 add(
                     select,
                     operator_utilization(self.model, self.plan.op(select), self.estimates[select]),
                 )
-                credits[gateway] = credits.get(gateway, 0.0) - float(per_select) * lam
+                credits[gateway] = credits.get(gateway, 0.0) - float(per_select) * passed
             if window is not None:
                 lam = self.estimates[window].total_in.value
                 op = self.plan.op(window)
@@ -322,7 +322,7 @@ class PlanCoster:
             group = Group(engine, tuple(ops), ops[-1])
             for select, window in self._arrow_inputs(group):
                 if select is not None:
-                    out[select] = float(per_select) * self.estimates[select].total_in.value
+                    out[select] = float(per_select) * self.estimates[select].lambda_out.value
                 if window is not None:
                     lam = self.estimates[window].total_in.value
                     out[window] = float(per_window) * lam + self._ingest(window)

@@ -92,7 +92,8 @@ def test_an_arrow_select_costs_its_filter_and_ships_arrow() -> None:
         + MODEL.arrow_window * lam
         - coster.row_cost(r2s).utilization
     )
-    expected = gateway + MODEL.arrow_select * lam + group_utilization(MODEL, g, est)
+    passed = est[select].lambda_out.value  # an Arrow select is priced per row it passes
+    expected = gateway + MODEL.arrow_select * passed + group_utilization(MODEL, g, est)
     assert coster.placement_cost(placement).bottleneck == pytest.approx(expected)
     # the same select in the group: no row select, no conversion; the window ships Arrow
     members = (select, inner, outer)
