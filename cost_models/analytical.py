@@ -238,16 +238,15 @@ class AnalyticalCostModel:
     arrow_select: float = 0.19 * US
     """Per row a row select filtering as Arrow passes (``optimizer.ir.arrow_filter``: a
     select over a window feeding only a columnar group): the filtered chunk's copy and its
-    window's bookkeeping of it. The mask over the arrivals costs next to nothing beside
-    them. Per-operator busy times of Q4 at 40k (issue 20, sixteenth stop): the select and
-    its window took 0.0042-0.0053 s per second on 800 plugs with half the readings loads
-    (20,000 rows passed per second) and 0.0018-0.0024 on 20,000 plugs with a fifth
-    (8,000 passed): with ``arrow_window``'s 0.02 us per arrival beside it, 0.17-0.20 us per
-    passed row (0.05-0.13 per arrival). It was 0.15 us
-    per *arrival*, from side-by-side runs on 800 and 1,677 plugs (half the readings pass):
-    right there, 3x too much where a fifth pass, so the optimizer kept the selects of Q4
-    in DuckDB on 20,000 plugs at 40k, where running them as Arrow filters measured 1.27x
-    faster. ``arrow_window`` (per arrival) is charged beside it. Charged instead of
+    window's bookkeeping of it; the mask over the arrivals costs next to nothing beside
+    them. ``arrow_window`` (0.02 us per arrival) is charged beside it. Per-operator busy
+    times of Q4 at 40k (issue 20, sixteenth stop): the select and its window took
+    0.0042-0.0053 s per second on 800 plugs with half the readings loads (20,000 rows
+    passed per second) and 0.0018-0.0024 on 20,000 plugs with a fifth (8,000 passed):
+    0.17-0.20 us per passed row once ``arrow_window`` is taken out. It was 0.15 us per
+    *arrival*, fitted side by side on 800 and 1,677 plugs, where half the readings pass:
+    3x too much where a fifth pass, so the optimizer kept Q4's selects in DuckDB on
+    20,000 plugs at 40k, where Arrow filters measured 1.27x faster. Charged instead of
     ``select`` by ``PlanCoster.columnar_cost`` with a shared row core; its rows reach the
     group as Arrow (``ship_arrow``), not as tuples."""
     ingest: float = 0.40 * US
