@@ -352,6 +352,7 @@ def run_plan(
         metrics["live_sources"] = live
     if sink.publisher is not None:
         metrics["published_messages"] = sink.publisher.messages
+        metrics["mqtt_output"] = sink.publisher.metrics()
     if ckpt is not None:
         metrics["checkpoint"] = ckpt.metrics()
         if loaded is not None:
