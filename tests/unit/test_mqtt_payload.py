@@ -21,7 +21,10 @@ COLUMNS = [("a", "a"), ("b", "b")]
 
 
 def test_doctests() -> None:
+    from engines.runtime import sinks  # an instant's results split into messages that fit
+
     assert doctest.testmod(mqtt_payload).failed == 0
+    assert doctest.testmod(sinks).failed == 0
 
 
 def _arrow_rows(data: bytes) -> list[str]:
@@ -88,3 +91,18 @@ def test_values_become_raw_cells() -> None:
     assert found.lines == [b"true,"]
     found = payload_lines(b'[{"a": "x,y", "b": 1.5}]', COLUMNS)
     assert found.lines == [b'"x,y",1.5'] and not _open_quote(found.lines[0])
+
+
+def test_published_batches_fit_a_message() -> None:
+    """``hycq data publish --batch N``: a batch whose payload would pass the message limit
+    is sent as halves, each a message the stream takes whole, every row once, in order."""
+    from hycq.publish import _payload, _payloads
+
+    rows = pa.table({"a": list(range(1000)), "b": [f"x{k}" for k in range(1000)]})
+    whole = _payload(rows, "csv")
+    parts = list(_payloads(rows, "csv", limit=len(whole) // 5))
+    assert len(parts) > 5 and all(len(p) <= len(whole) // 5 for p in parts)
+    assert b"".join(parts) == whole
+    assert list(_payloads(rows, "csv")) == [whole]
+    one = list(_payloads(rows.slice(0, 1), "json", limit=1))  # one row over the limit: alone
+    assert len(one) == 1 and payload_lines(one[0], [("a", "a"), ("b", "b")]).lines == [b"0,x0"]
