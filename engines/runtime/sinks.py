@@ -217,11 +217,15 @@ class ResultSink:
 
     def sync(self) -> int | None:
         """Write out what is buffered and return the output file's committed size in bytes
-        (None: not a file; stdout and MQTT were written as each instant fired)."""
+        (None: not a file; stdout and MQTT were written as each instant fired, and MQTT's
+        messages are acknowledged when this returns: a checkpoint never counts a result the
+        broker may not have)."""
         self.flush()
         if self._out is None:
             if self._fh is not None:
                 self._fh.flush()
+            if self.publisher is not None:
+                self.publisher.flush()
             return None
         return self._out.sync()
 

@@ -35,9 +35,10 @@ was queued but not yet processed (``--checkpoint`` bounds it).
 
 Output (``--output mqtt://HOST:PORT/TOPIC``): :class:`MqttPublisher` publishes each
 instant's results as one message of JSON lines (``_ts`` included), QoS 1. It holds what the
-broker has not acknowledged, at most :data:`OUTPUT_BUFFER_MESSAGES` messages and
-:data:`OUTPUT_BUFFER_BYTES` bytes; across an outage of the broker, paho reconnects with the
-same backoff and sends them again (at least once: one in flight when the broker died may
+broker has not acknowledged: while connected at most :data:`PUBLISH_WINDOW` messages, while
+the broker is unreachable at most :data:`OUTPUT_BUFFER_MESSAGES` messages and
+:data:`OUTPUT_BUFFER_BYTES` bytes; paho reconnects with the same backoff and sends them
+again (at least once: one in flight when the broker died may
 arrive twice). A full buffer makes the run wait for the broker, and so does the run's end
 (every message acknowledged before it reports success); once the broker has been
 unreachable for :data:`OUTPUT_OUTAGE_S` seconds, the wait ends with exit 2 naming the broker
@@ -81,8 +82,11 @@ QUEUE_BYTES = 64 << 20
 QUIET_S = 0.01
 #: Seconds to wait for the broker's CONNACK (and SUBACK) before giving up with exit 2.
 CONNECT_TIMEOUT_S = 10.0
-#: Result messages, and their bytes, the publisher holds until the broker acknowledges them:
-#: what carries a run across an outage of the output broker.
+#: Unacknowledged messages the publisher lets paho hold while connected before it waits (flow
+#: control: the broker takes them as fast as it acknowledges).
+PUBLISH_WINDOW = 256
+#: Result messages, and their bytes, the publisher holds until the broker acknowledges them
+#: while it is unreachable: what carries a run across an outage of the output broker.
 OUTPUT_BUFFER_MESSAGES = 10_000
 OUTPUT_BUFFER_BYTES = 256 << 20
 #: How long (seconds) a run waits for an unreachable output broker when the buffer is full
@@ -532,21 +536,30 @@ class MqttPublisher:
                 self._unacked_bytes -= size
 
     def _has_room(self, size: int) -> bool:
+        """Whether one more message of ``size`` bytes fits: the window while connected, the
+        buffer while the broker is unreachable."""
         self._take_acks()
-        if len(self._unacked) >= self.buffer_messages:
+        connected = self.link.down_for() is None
+        limit = min(PUBLISH_WINDOW, self.buffer_messages) if connected else self.buffer_messages
+        if len(self._unacked) >= limit:
             return False
         return not self._unacked or self._unacked_bytes + size <= self.buffer_bytes
 
     def _wait(self, why: str, stop: bool) -> None:
         """Wait a moment for acknowledgements; a DataError once the broker has been
-        unreachable for ``outage_s`` (``stop``: a stop request ends the wait too)."""
+        unreachable for ``outage_s``, or at once when it is and a stop was requested (a
+        signal is not kept waiting on a broker that is gone). ``stop``: a stop request ends
+        the wait with StopRequested instead (the run loop's graceful stop)."""
         down = self.link.down_for()
-        if down is not None and down >= self.outage_s:
+        stopping = not stop and interrupts.stop_requested()
+        if stopping and down is not None and down < self.outage_s:
+            why = "the run was stopped by a signal"
+        if down is not None and (down >= self.outage_s or stopping):
             held = len(self._unacked)
             raise DataError(
                 f"{self.option} {self.url}: the MQTT broker at {self.url.host}:{self.url.port} "
-                f"has been unreachable for {down:.0f} s and {why}: {held:,} result message(s) "
-                f"({self._unacked_bytes:,} bytes) it did not acknowledge are lost",
+                f"has been unreachable for {down:.0f} s and {why}: the {held:,} result "
+                f"message(s) ({self._unacked_bytes:,} bytes) it did not acknowledge are lost",
                 hint=f"keep the broker up; hycq holds up to {self.buffer_messages:,} messages "
                 f"and waits {self.outage_s:g} s for it (docs/live.md)",
             )
@@ -564,14 +577,18 @@ class MqttPublisher:
             **self.link.metrics(),
         }
 
+    def flush(self, why: str = "a checkpoint waits for it") -> None:
+        """Wait until the broker acknowledged every message published so far (a stop
+        request does not cut this short: it is a commit)."""
+        while self._unacked or self._acked:
+            self._take_acks()
+            if self._unacked:
+                self._wait(why, stop=False)
+
     def close(self) -> None:
-        """Wait until the broker acknowledged every message (a stop request does not cut
-        this short: it is the run's commit), then disconnect."""
+        """Wait until the broker acknowledged every message, then disconnect."""
         try:
-            while self._unacked or self._acked:
-                self._take_acks()
-                if self._unacked:
-                    self._wait("the run has ended", stop=False)
+            self.flush("the run has ended")
         finally:
             self._closing = True
             self.client.disconnect()

@@ -515,8 +515,9 @@ def _reap(p: subprocess.Popen[str] | None) -> None:
             pipe.close()
 
 
-def _subscriber(b: Broker, topic: str, got: list[bytes]) -> Any:
-    """A persistent QoS 1 subscription (kept by the broker across its restart)."""
+def _subscriber(port: int, topic: str, got: list[bytes]) -> Any:
+    """A persistent QoS 1 subscription on the broker at ``port`` (kept by the broker across
+    its restart)."""
     import paho.mqtt.client as mqtt
 
     ready = threading.Event()
@@ -529,7 +530,7 @@ def _subscriber(b: Broker, topic: str, got: list[bytes]) -> Any:
     c.on_subscribe = lambda *a: ready.set()
     c.on_message = lambda client, u, m: got.append(bytes(m.payload))
     c.reconnect_delay_set(0.2, 1)
-    c.connect("127.0.0.1", b.port)
+    c.connect("127.0.0.1", port)
     c.loop_start()
     assert ready.wait(10)
     return c
@@ -597,7 +598,7 @@ def test_output_broker_killed_and_restarted_mid_run_loses_no_result(
 
     out_broker = Broker(tmp_path / "out-broker")
     got: list[bytes] = []
-    sub = _subscriber(out_broker, "results", got)
+    sub = _subscriber(out_broker.port, "results", got)
     p = None
     try:
         table = readings[1]
@@ -660,8 +661,9 @@ def test_a_full_output_buffer_waits_for_the_broker_then_stops_naming_it(tmp_path
 
     b = Broker(tmp_path / "broker")
     url = MqttUrl.parse(b.url("results"), "--output")
-    publisher = MqttPublisher(url, buffer_messages=3, outage_s=1.0)
+    publisher = None
     try:
+        publisher = MqttPublisher(url, buffer_messages=3, outage_s=1.0)
         publisher.publish(b"acknowledged")
         b.kill()
         deadline = time.monotonic() + 10
@@ -677,9 +679,10 @@ def test_a_full_output_buffer_waits_for_the_broker_then_stops_naming_it(tmp_path
         assert 0.9 <= waited < 10, waited
         text = str(caught.value)
         assert text.startswith(f"--output {url}: the MQTT broker at 127.0.0.1:{b.port} ")
-        assert "the buffer of unacknowledged results is full: 3 result message(s)" in text, text
+        assert "the buffer of unacknowledged results is full: the 3 result message(s)" in text
     finally:
-        publisher.abort()
+        if publisher is not None:
+            publisher.abort()
         b.stop()
 
 
@@ -779,3 +782,129 @@ def test_a_live_source_is_judged_by_lag(
         assert m["live_lag_s"] <= 1.0 and "live source, kept up: lag grew by at most" in summary
     else:
         assert m["live_lag_s"] > 1.0 and "live source, did NOT keep up: fell" in summary
+
+
+def _readme_live_example() -> str:
+    """The shell block of the README's "Live streams" section, as a user pastes it."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("\n## Live streams", 1)[1].split("\n## ", 1)[0]
+    return section.split("```bash\n", 1)[1].split("\n```", 1)[0] + "\n"
+
+
+def _daemons(port: int) -> list[int]:
+    """Ids of the ``mosquitto -p PORT -d`` processes (the example's broker)."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError):
+            args = (proc / "cmdline").read_bytes().split(b"\0")
+            if Path(args[0].decode()).name == "mosquitto" and args[1:4] == [
+                b"-p",
+                str(port).encode(),
+                b"-d",
+            ]:
+                found.append(int(proc.name))
+    return found
+
+
+def test_the_readme_live_example_runs_as_written(
+    tmp_path: Path, readings: tuple[Path, pa.Table]
+) -> None:
+    """The README's live example, pasted into a shell as written, on a free port instead of
+    1883 and over 4 event-seconds instead of 360: every result of the readings it publishes
+    reaches the results topic (none published before the query subscribed is lost), and the
+    run's summary says it kept up with the live source."""
+    import os
+    import stat
+
+    from engines.runtime import RunOptions
+    from hycq.flags import CLI_OPTION_NAMES
+    from hycq.publish import stream_batches
+    from tests.mqtt import BINARY, free_port
+
+    if BINARY is None:
+        pytest.skip("mosquitto is not installed (apt-get install -y mosquitto)")
+    script = _readme_live_example()
+    assert script.count("1883") >= 4 and "--duration 360" in script, script
+    port = free_port()
+    script = script.replace("1883", str(port)).replace("--duration 360", "--duration 4")
+    shim = tmp_path / "bin" / "hycq"  # `hycq` as installed, from this checkout
+    shim.parent.mkdir()
+    shim.write_text(f'#!/bin/sh\nexec {sys.executable} -m hycq.cli "$@"\n')
+    shim.chmod(shim.stat().st_mode | stat.S_IEXEC)
+    (tmp_path / "queries").symlink_to(ROOT / "queries")
+    path = os.pathsep.join([str(shim.parent), str(Path(BINARY).parent), os.environ["PATH"]])
+    env = {**os.environ, "PATH": path, "PYTHONPATH": str(ROOT)}
+    got: list[bytes] = []
+    shell = subprocess.Popen(
+        ["bash", "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=tmp_path, env=env,
+    )  # fmt: skip
+    sub = None
+    try:
+        deadline = time.monotonic() + 20
+        while sub is None:  # the example's broker: subscribe as soon as it listens
+            try:
+                sub = _subscriber(port, "results", got)
+            except OSError:
+                assert time.monotonic() < deadline, "the example's broker did not start"
+                time.sleep(0.05)
+        out, err = shell.communicate(timeout=180)
+        assert shell.returncode == 0, out + err
+        _settled(got, quiet_s=1.0)
+    finally:
+        if shell.poll() is None:
+            shell.kill()
+            shell.communicate()
+        if sub is not None:
+            sub.disconnect()
+            sub.loop_stop()
+        for pid in _daemons(port):
+            os.kill(pid, signal.SIGTERM)
+    assert "note: stream 'readings' subscribed to" in out, out + err
+    summary = next(line for line in out.splitlines() if " tuples in " in line)
+    assert "live source, kept up" in summary and "error" not in out + err, out + err
+    options = RunOptions(rate=2000, duration=4, names=CLI_OPTION_NAMES)
+    _, batches, _ = stream_batches(QUERIES / "q2.sql", None, None, options)
+    published = pa.Table.from_batches(list(batches)).select(SCHEMA.names).cast(SCHEMA)
+    rows = [json.loads(line) for msg in dict.fromkeys(got) for line in msg.decode().splitlines()]
+    expected = _expected("q2", published)
+    assert_same_stream(pa.Table.from_pylist(rows).select(expected.column_names), expected)
+
+
+def test_a_stop_is_not_kept_waiting_on_a_dead_output_broker(
+    broker: Broker, readings: tuple[Path, pa.Table], tmp_path: Path
+) -> None:
+    """SIGINT while the output broker is down and results wait for it: the run does not
+    wait the outage limit; it stops at once with exit 2 saying what is lost."""
+    out_broker = Broker(tmp_path / "out-broker")
+    p = None
+    try:
+        path, _ = readings
+        topic = _topic("stop")
+        url = out_broker.url("results")
+        p = _start_run("q1", broker.url(topic), "--output", url)
+        err = _Lines(p.stderr)
+        lines = path.read_bytes().splitlines(keepends=True)
+        half = len(lines) // 2
+        c = _publisher(broker)
+        try:
+            _send(c, topic, [b"".join(lines[:half])])
+            time.sleep(1.0)  # its results are published
+            out_broker.kill()
+            err.wait_for("warning: --output", "lost the connection", timeout=10)
+            _send(c, topic, [b"".join(lines[half:])])  # results held for the broker
+        finally:
+            c.disconnect()
+            c.loop_stop()
+        time.sleep(1.0)
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        code = p.wait(timeout=30)
+        assert time.monotonic() - t0 < 10
+        text = err.text()
+    finally:
+        _reap(p)
+        out_broker.stop()
+    assert code == 2, text
+    assert f"error: --output {url}: the MQTT broker at 127.0.0.1:{out_broker.port} " in text
+    assert "the run was stopped by a signal" in text and "Traceback" not in text
