@@ -319,7 +319,11 @@ class MqttFeed:
         # an oversize message is a dead letter: only its head is kept (engines/sources/
         # mqtt_payload.py), so the queue's memory stays bounded
         kept = bytes(payload[:HEAD_BYTES]) if size > MAX_MESSAGE_BYTES else bytes(payload)
-        item = (str(msg.topic), kept, size)
+        try:
+            topic = str(msg.topic)
+        except UnicodeDecodeError:  # brokers refuse such topics; never end paho's thread
+            topic = self.url.topic
+        item = (topic, kept, size)
         if self._inbox.put(item, 0):
             return
         # backpressure: wait for the plan, the broker keeps the rest
