@@ -64,6 +64,7 @@ from engines.sources.files.csv_reader import IDLE
 from engines.sources.mqtt_link import RECONNECT_MAX_S, RECONNECT_MIN_S, Link
 from engines.sources.mqtt_payload import (
     HEAD_BYTES,
+    MAX_LINE_BYTES,
     MAX_MESSAGE_BYTES,
     payload_lines,
 )
@@ -256,6 +257,7 @@ class MqttFeed:
         self._starts: list[int] = []
         self._where: list[tuple[str, int]] = []
         self._lines = 0
+        self._max_line = MAX_LINE_BYTES
         self.messages = 0
         self.bad_messages = 0
         self.rejected = 0
@@ -348,6 +350,8 @@ class MqttFeed:
         """Complete lines of the messages that have arrived, at most about ``block`` bytes at
         a time (``QUIET_S``); ends at the end-of-stream message."""
         last: float | None = None  # when the last chunk (or IDLE) was handed out
+        # a line must fit the reader's block (Arrow cannot parse one that straddles two)
+        self._max_line = min(MAX_LINE_BYTES, block // 2)
         while not self._ended:
             self.link.tick()
             item = self._next(0.1)
@@ -383,7 +387,7 @@ class MqttFeed:
             return b""
         self.messages += 1
         number = self.messages
-        found = payload_lines(payload, self.columns, size)
+        found = payload_lines(payload, self.columns, size, self._max_line)
         self._ended = found.end
         if found.rejected:
             self.bad_messages += 1

@@ -69,12 +69,16 @@ def is_end_of_stream(doc: object) -> bool:
 
 
 def payload_lines(
-    payload: bytes, columns: Sequence[tuple[str, str]], size: int | None = None
+    payload: bytes,
+    columns: Sequence[tuple[str, str]],
+    size: int | None = None,
+    max_line: int = MAX_LINE_BYTES,
 ) -> Payload:
     """The rows of one message as raw CSV lines, and what in it is not rows (module
     docstring). ``columns``: per column of a raw line, its catalog name and its raw-format
     name (a JSON object may use either). ``size``: the message's real size when ``payload``
-    holds only its head (an oversize message is not kept whole)."""
+    holds only its head (an oversize message is not kept whole). ``max_line``: the longest
+    line (a reader with small blocks takes less than :data:`MAX_LINE_BYTES`)."""
     size = len(payload) if size is None else size
     if size > MAX_MESSAGE_BYTES:
         reason = f"{size:,} bytes, over the limit of {MAX_MESSAGE_BYTES:,} bytes per message"
@@ -83,27 +87,31 @@ def payload_lines(
     if not text:
         return Payload(rejected=[Rejected(_text(payload), "empty message (no rows)")])
     if text[:1] in (b"{", b"["):
-        return _json_payload(text, columns)
-    return _csv_payload(text)
+        return _json_payload(text, columns, max_line)
+    return _csv_payload(text, max_line)
 
 
-def _csv_payload(text: bytes) -> Payload:
+def _too_long(line: bytes, max_line: int) -> str | None:
+    if len(line) <= max_line:
+        return None
+    return f"{len(line):,} bytes, over the limit of {max_line:,} bytes per line"
+
+
+def _csv_payload(text: bytes, max_line: int) -> Payload:
     """Raw lines (blank ones dropped); a line too long, not UTF-8 or with an open quote is
     rejected on its own. The checks cost nothing on a message that passes them whole."""
     out = Payload()
     whole_utf8 = _utf8_error(text) is None
-    short = len(text) <= MAX_LINE_BYTES
+    short = len(text) <= max_line
     quotes = b'"' in text
     for number, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
         if not line:
             continue
-        why = None
-        if not short and len(line) > MAX_LINE_BYTES:
-            why = f"{len(line):,} bytes, over the limit of {MAX_LINE_BYTES:,} bytes per line"
-        elif not whole_utf8 and (bad := _utf8_error(line)) is not None:
-            why = bad
-        elif quotes and _open_quote(line):
+        why = None if short else _too_long(line, max_line)
+        if why is None and not whole_utf8:
+            why = _utf8_error(line)
+        if why is None and quotes and _open_quote(line):
             why = "unterminated quote"
         if why is None:
             out.lines.append(line)
@@ -112,7 +120,7 @@ def _csv_payload(text: bytes) -> Payload:
     return out
 
 
-def _json_payload(text: bytes, columns: Sequence[tuple[str, str]]) -> Payload:
+def _json_payload(text: bytes, columns: Sequence[tuple[str, str]], max_line: int) -> Payload:
     """An object or an array of objects as raw lines, in the raw format's column order."""
     try:
         doc = json.loads(text)
@@ -127,6 +135,8 @@ def _json_payload(text: bytes, columns: Sequence[tuple[str, str]]) -> Payload:
     for k, obj in enumerate(objects):
         where = f"object {k + 1}: " if isinstance(doc, list) else ""
         line, why = _object_line(obj, columns)
+        if why is None:
+            why = _too_long(line, max_line)
         if why is None:
             out.lines.append(line)
         else:

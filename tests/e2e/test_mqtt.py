@@ -441,6 +441,7 @@ def test_hostile_payloads_are_dead_letters_and_the_run_goes_on(
                 *take(1),
             ]
         ).encode(),
+        lambda: json.dumps(bad(id="9" * 4 * MAX_LINE_BYTES)).encode(),  # a line too long
         lambda: b'{"id": 1, "ts": ' + b"7" * 5000 + b"}",  # an integer the decoder refuses
         lambda: json.dumps({"end_of_stream": 1}).encode(),  # not the end: a bad object
         lambda: b"1\x00,2,3,4,5,6,7",  # a NUL byte

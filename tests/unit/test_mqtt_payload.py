@@ -106,3 +106,18 @@ def test_published_batches_fit_a_message() -> None:
     assert list(_payloads(rows, "csv")) == [whole]
     one = list(_payloads(rows.slice(0, 1), "json", limit=1))  # one row over the limit: alone
     assert len(one) == 1 and payload_lines(one[0], [("a", "a"), ("b", "b")]).lines == [b"0,x0"]
+
+
+def test_a_json_object_too_long_for_a_line_is_rejected() -> None:
+    """A JSON value can make a line as long as the message: the line limit applies to the
+    line an object becomes (the reader's block must hold it), whatever ``max_line``."""
+    big = "v" * 5000
+    found = payload_lines(
+        f'[{{"a": 1, "b": "{big}"}}, {{"a": 2, "b": 3}}]'.encode(), COLUMNS, None, 4096
+    )
+    assert found.lines == [b"2,3"]
+    assert (
+        found.rejected[0].reason == "object 1: 5,002 bytes, over the limit of 4,096 bytes per line"
+    )
+    csv_found = payload_lines(b"1,2\n" + b"3" * 5000 + b"\n", COLUMNS, None, 4096)
+    assert csv_found.lines == [b"1,2"] and "per line" in csv_found.rejected[0].reason
