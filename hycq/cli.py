@@ -260,6 +260,17 @@ def _checkpoint_options(args: argparse.Namespace) -> Any:
     return None
 
 
+def _kept_up(m: dict[str, Any]) -> str:
+    """The summary's verdict: a live source by its lag (engines/runtime/live_lag.py), any
+    other input by its rate."""
+    verdict = "kept up" if m["kept_up"] else "did NOT keep up"
+    if m.get("kept_up_rule") == "lag":
+        lag = m["live_lag_s"]
+        how = f"lag grew by at most {lag:.2g} s" if m["kept_up"] else f"fell {lag:.3g} s behind"
+        return f"live source, {verdict}: {how}"
+    return f"rate {m['rate']:,.4g}/s, {verdict}"
+
+
 def _parse_data(specs: list[str]) -> dict[str, Path | MqttUrl]:
     from engines.sources.mqtt import MqttUrl, is_mqtt
 
@@ -422,7 +433,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.output != "-":
         sys.stderr.write(
             f"{m['tuples_in']} tuples in {m['wall_s']:.2f} s ({m['throughput']:,.0f} tuples/s, "
-            f"rate {m['rate']:,.4g}/s, {'kept up' if m['kept_up'] else 'did NOT keep up'}); "
+            f"{_kept_up(m)}); "
             f"{m['results']} result rows over {m['instants']} instants; "
             f"{m['dead_letter']} rows dead-lettered\n"
         )

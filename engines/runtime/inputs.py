@@ -329,7 +329,14 @@ def _mqtt_input(
     if options.checkpoint is not None:  # one persistent session across crash and resume
         key = f"{options.checkpoint.directory.resolve()}|{name}".encode()
         client_id = f"hycq-ckpt-{hashlib.sha256(key).hexdigest()[:16]}"
-    feed = MqttFeed(url, columns, on_message, options.names.data, client_id=client_id)
+    feed = MqttFeed(
+        url,
+        columns,
+        on_message,
+        options.names.data,
+        client_id=client_id,
+        label=f"stream '{name}' ({url})",
+    )
     feed.idle_s = options.idle_timeout
     # what a publisher (or a test) waits for: messages published before are not delivered
     print(f"note: stream '{name}' subscribed to {url}", file=sys.stderr, flush=True)

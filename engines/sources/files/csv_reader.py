@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from engines import interrupts
+from engines.input_wait import waiting
 from engines.sources.files.columns import ReaderState
 from engines.sources.files.formats import SNIFF_BYTES, first_line
 
@@ -54,10 +55,11 @@ class Pipe:
         """Read what is there, waiting up to ``timeout`` (None: until something comes);
         False if nothing came in time."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        while not select.select([self._fd], [], [], 0.1)[0]:
-            interrupts.check_stop()
-            if deadline is not None and time.monotonic() >= deadline:
-                return False
+        with waiting():  # a live run's lag leaves out the time the source kept it waiting
+            while not select.select([self._fd], [], [], 0.1)[0]:
+                interrupts.check_stop()
+                if deadline is not None and time.monotonic() >= deadline:
+                    return False
         data = os.read(self._fd, 1 << 16)
         if data:
             self._buf += data
