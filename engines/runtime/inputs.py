@@ -20,7 +20,7 @@ from engines.defaults import DEFAULT_DURATION_S
 from engines.disorder.kslack import KSlackBuffer, paced, released
 from engines.disorder.policies import make_policy
 from engines.disorder.spec import DisorderSpec
-from engines.runtime.dead_letters import DeadLetters, validate
+from engines.runtime.dead_letters import NO_ROWS_HINT, DeadLetters, validate
 from engines.runtime.engine import PlanExecutor
 from engines.runtime.options import OptionNames, RunOptions
 from engines.sources.mqtt import MqttUrl
@@ -50,6 +50,9 @@ class StreamInput:
     #: a resumed run (``--resume``) can read it again from its start and skip what the
     #: checkpoint holds: a file or generator, not a pipe, stdin or MQTT
     rereadable: bool = True
+    #: a data file, FIFO or stdin: one without any row (valid or bad) is an error, since a
+    #: run over nothing has nothing to say (``check_rejections``)
+    data_file: bool = False
 
 
 def ticks_per_second(stream: StreamDef) -> int:
@@ -259,7 +262,7 @@ def _file_input(
     options: RunOptions,
     dead: DeadLetters | None = None,
 ) -> StreamInput:
-    from engines.sources.files import OnBad, detect_format, read_batches
+    from engines.sources.files import OnBad, detect_format, empty_reason, read_batches
 
     if not path.exists():
         raise DataError(
@@ -291,6 +294,10 @@ def _file_input(
         on_bad=on_bad,
         idle_s=options.idle_timeout,  # a pipe (stdin) quiet this long: its stream is idle
     )
+    if fmt is not None and path.is_file():  # its header checked, has it rows?
+        empty = empty_reason(path, fmt)
+        if empty is not None:  # said before the run (a pipe's is told at its end)
+            raise DataError(f"file {path} has no rows: {empty}", hint=NO_ROWS_HINT)
     t_index = stream.time_index
     batches = _in_range(batches, t_index, stream.name, dead, path.name)
     if options.rate is not None:
@@ -303,6 +310,7 @@ def _file_input(
         f"file {path}",
         measured=options.rate is None,
         rereadable=path.is_file(),
+        data_file=True,
     )
 
 

@@ -9,6 +9,7 @@
   wait for its data; ``/dev/null`` is an empty file (exit 2).
 * A bad line costs that line only, in a file, on stdin or a FIFO: an unterminated quote, a
   line over the 1 MiB limit (found in linear time; a stop ends its read at once).
+* A data file or stream without rows (a header only, a 0-row Parquet file) is exit 2.
 * Timestamps near the INT64 limits are dead-lettered (exit 2 when nothing else is left); a
   ``--rate`` that would push replayed timestamps out of range is refused.
 * The metrics' ``rate`` of a file replayed as it is is its real density.
@@ -513,6 +514,53 @@ def test_a_stop_ends_the_read_of_a_long_line_at_once(work: Path, via: str) -> No
             proc.kill()
     assert proc.returncode == 128 + signal.SIGTERM.value, err
     assert json.loads((work / "m.json").read_text())["tuples_in"] == 20
+
+
+# -- inputs without rows -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("h.csv", "id,ts,value,property,plug_id,household_id,house_id\n"),
+        ("hb.csv", "id,ts,value,property,plug_id,household_id,house_id\r\n\r\n\n\n"),
+        ("p.parquet", None),
+    ],
+    ids=["header only", "header and blank lines", "0-row parquet"],
+)
+def test_an_input_without_rows_is_an_error(
+    capsys: pytest.CaptureFixture[str], work: Path, name: str, content: str | None
+) -> None:
+    if content is None:
+        pq.write_table(SCHEMA.empty_table(), work / name)
+    else:
+        (work / name).write_text(content)
+    code, _, err = run_main(
+        capsys, "run", "count.sql", "--data", f"readings={name}", "--output", "o.csv"
+    )
+    assert_one_error(code, err, f"{name} has no rows", "hint:")
+    assert "tuples in" not in err and not (work / "o.csv").exists()
+
+
+@pytest.mark.parametrize("via", ["stdin", "fifo"])
+def test_a_stream_without_rows_is_an_error(work: Path, via: str) -> None:
+    data = b"id,ts,value,property,plug_id,household_id,house_id\n\n"
+    done = _run_streamed(work, via, data, "--output", "o.csv")
+    assert_one_error(done.returncode, done.stderr, "has no rows", "hint:")
+    assert not (work / "o.csv").exists()
+
+
+def test_a_catalog_file_without_rows_is_an_error(
+    capsys: pytest.CaptureFixture[str], work: Path
+) -> None:
+    (work / "h.csv").write_text("id,ts,value,property,plug_id,household_id,house_id\n")
+    text = CATALOG.read_text()
+    start = text.index("[streams.readings.source]")
+    (work / "catalog.toml").write_text(
+        text[:start] + '[streams.readings.source]\nkind = "file"\npath = "h.csv"\n'
+    )
+    code, _, err = run_main(capsys, "run", "count.sql")
+    assert_one_error(code, err, "h.csv has no rows")
 
 
 # -- timestamps at the limits -----------------------------------------------------------------

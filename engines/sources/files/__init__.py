@@ -66,6 +66,7 @@ from engines.sources.files.formats import (
     FormatProfile,
     OnBad,
     detect_format,
+    empty_reason,
     looks_like_header,
     profile_for,
 )
@@ -78,6 +79,7 @@ __all__ = [
     "FormatProfile",
     "OnBad",
     "detect_format",
+    "empty_reason",
     "looks_like_header",
     "profile_for",
     "read_batches",
