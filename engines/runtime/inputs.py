@@ -85,20 +85,12 @@ def open_inputs(
     """The input of every stream the plan reads (but those named in ``skip``), from the
     ``data`` files or the catalog's source.
 
+    A ``data`` stream the catalog does not have is an OptionError; one of the catalog's
+    that the plan does not read is ignored (the CLI warns of it: :func:`unread_data`).
     Bad rows of data files go to ``dead`` (and are skipped); without it they raise DataError.
     """
-    names: list[str] = []
-    for op_id in plan.sources:
-        op = plan.op(op_id)
-        assert isinstance(op, SourceOp)
-        names.append(op.stream)
-    known = {n.lower() for n in names}
-    for given in options.data:
-        if given.lower() not in known:
-            raise OptionError(
-                f"{options.names.data} names stream '{given}', which the query does not read",
-                hint=f"the query reads: {', '.join(names)}",
-            )
+    names = _streams_read(plan)
+    check_data_streams(catalog, [plan], options.data, options.names.data)
     data = {k.lower(): v for k, v in options.data.items()}
     inputs = []
     for name in names:
@@ -108,6 +100,38 @@ def open_inputs(
         assert stream is not None
         inputs.append(open_stream(stream, options, dead, data.get(name.lower())))
     return inputs
+
+
+def _streams_read(plan: LogicalPlan) -> list[str]:
+    """The streams the plan reads, in the order of its sources."""
+    names: list[str] = []
+    for op_id in plan.sources:
+        op = plan.op(op_id)
+        assert isinstance(op, SourceOp)
+        names.append(op.stream)
+    return names
+
+
+def check_data_streams(
+    catalog: Catalog, plans: Collection[LogicalPlan], data: Collection[str], option: str
+) -> None:
+    """OptionError for a ``data`` stream the catalog does not have (``option``: how
+    messages name the data option)."""
+    for given in data:
+        if catalog.get(given) is None:
+            read = sorted({n for plan in plans for n in _streams_read(plan)})
+            raise OptionError(
+                f"{option} names stream '{given}', which the catalog does not have",
+                hint=f"the catalog's streams: {', '.join(sorted(catalog.streams))}; "
+                f"the query reads: {', '.join(read)}",
+            )
+
+
+def unread_data(plans: Collection[LogicalPlan], data: Collection[str]) -> list[str]:
+    """The ``data`` streams that none of ``plans`` reads, in the given order (open_inputs
+    ignores them; the CLI warns of each)."""
+    read = {name.lower() for plan in plans for name in _streams_read(plan)}
+    return [given for given in data if given.lower() not in read]
 
 
 def open_stream(
