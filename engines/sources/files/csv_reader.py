@@ -23,13 +23,13 @@ from engines.sources.files.formats import first_line
 from engines.sources.files.lines import (
     IDLE,
     MAX_LINE_BYTES,
+    Chunk,
     FileLines,
     IdleChunk,
     LongLine,
     Pipe,
-    first_line_end,
 )
-from engines.sources.files.quotes import last_line_open, line_count, mask_open_quotes
+from engines.sources.files.quotes import LineCounter, last_line_open, mask_open_quotes
 from optimizer.ir.errors import DataError
 
 __all__ = ["IDLE", "IDLE_BATCH", "CsvSource", "IdleChunk", "Pipe"]
@@ -76,6 +76,7 @@ class CsvSource(ReaderState):
         self._chunk_invalid: list[tuple[int, str, str]] = []
         self._masked: dict[int, bytes] = {}
         self._raise_after: DataError | None = None
+        self._line_count = LineCounter()
         pieces: Iterator[Any]
         if self.pipe is None:
             pieces = FileLines(self.path, block).chunks()  # opened when first iterated
@@ -103,56 +104,60 @@ class CsvSource(ReaderState):
                 if self._raise_after is not None:
                     raise self._raise_after
                 continue
-            chunk = piece
+            chunk = piece if isinstance(piece, Chunk) else Chunk(piece)  # bytes: a pipe's
             if header:
-                end = first_line_end(chunk)
-                if end >= 0 and chunk[end : end + 2] == b"\r\n":
-                    end += 1
-                chunk = chunk[end + 1 :] if end >= 0 else b""
+                chunk = chunk.after_first_line()
                 self._line_offset, header = header, 0
             yield from self._parse_chunk(chunk)
             if self._raise_after is not None:  # without on_bad: the first bad line
                 raise self._raise_after
 
-    def _parse_chunk(self, chunk: bytes) -> list[pa.RecordBatch]:
+    def _parse_chunk(self, chunk: Chunk) -> list[pa.RecordBatch]:
         """One chunk of whole lines as raw batches (text columns); its bad lines noted for
         the reports and the line numbering moved past it. Parsed once; again only when it
         holds a quote left open (engines/sources/files/quotes.py)."""
-        if not chunk:
+        if not len(chunk):
             return []
-        quoted = b'"' in chunk
+        quoted = chunk.has(b'"')
         batches: list[pa.RecordBatch] | None
         try:
-            batches = self._read(chunk)
+            batches = self._read(chunk.arrow())
         except pa.ArrowInvalid:
             if not quoted or self.on_bad is not None:
                 raise
             batches = None  # without on_bad: perhaps a value that ran on into the next lines
-        if quoted and (
-            batches is None
-            or sum(b.num_rows for b in batches) + len(self._chunk_invalid) < line_count(chunk)
-            or last_line_open(chunk)
-        ):
-            masked = mask_open_quotes(chunk, len(self._file_names))
+        if quoted and (batches is None or self._ran_on(batches, chunk)):
+            text = chunk.bytes()
+            masked = mask_open_quotes(text, len(self._file_names))
             if masked.lines and self.on_bad is None:  # the rows before it, then the error
                 self._raise_after = DataError(
                     f"{self.path}: row {self._line_offset + min(masked.lines)}: "
                     f"{UNTERMINATED_QUOTE}",
                     hint="close the quote on its line, or remove it",
                 )
-                batches = self._read(chunk[: masked.first_at]) if masked.first_at else []
+                before = text[: masked.first_at]
+                batches = self._read(pa.py_buffer(before)) if before else []
             elif masked.lines:
-                batches = self._read(masked.chunk, masked.lines)
+                batches = self._read(pa.py_buffer(masked.chunk), masked.lines)
             elif batches is None:
-                batches = self._read(chunk)  # raises the parser's own error
+                batches = self._read(pa.py_buffer(text))  # raises the parser's own error
         assert batches is not None
-        for number, text, reason in self._chunk_invalid:
+        for number, line, reason in self._chunk_invalid:
             self._invalid_lines.append(number)
-            self._invalid.append((number, text, reason))
+            self._invalid.append((number, line, reason))
         self._line_offset += sum(b.num_rows for b in batches) + len(self._chunk_invalid)
         return [b for b in batches if b.num_rows]
 
-    def _read(self, chunk: bytes, masked: dict[int, bytes] | None = None) -> list[pa.RecordBatch]:
+    def _ran_on(self, batches: list[pa.RecordBatch], chunk: Chunk) -> bool:
+        """Whether a quoted value of the chunk may have run past a line end: the parser
+        returned fewer rows than the chunk has lines (or it has blank lines), or its last
+        line leaves a quote open."""
+        rows = sum(b.num_rows for b in batches) + len(self._chunk_invalid)
+        return rows < self._line_count(chunk) or last_line_open(chunk)
+
+    def _read(
+        self, chunk: pa.Buffer, masked: dict[int, bytes] | None = None
+    ) -> list[pa.RecordBatch]:
         """Parse a chunk from memory in one block (its lines are at most MAX_LINE_BYTES),
         with Arrow's streaming reader (faster than ``read_csv`` for one block); ``masked``:
         the lines :func:`mask_open_quotes` replaced, by row number."""
@@ -160,11 +165,11 @@ class CsvSource(ReaderState):
         self._masked = masked or {}
         read_options = pacsv.ReadOptions(
             column_names=self._file_names,
-            block_size=len(chunk) + 1,
+            block_size=chunk.size + 1,
             use_threads=self.on_bad is None,  # the row numbers of skipped rows need one thread
         )
         reader = pacsv.open_csv(
-            pa.BufferReader(pa.py_buffer(chunk)),
+            pa.BufferReader(chunk),
             read_options=read_options,
             parse_options=self._csv_parse,
             convert_options=self._csv_convert,

@@ -19,6 +19,8 @@ from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow as pa
+
 from engines import interrupts
 from engines.sources.files.formats import SNIFF_BYTES
 
@@ -61,8 +63,51 @@ class IdleChunk(bytes):
 #: the one idle chunk
 IDLE = IdleChunk()
 
+
+class Chunk:
+    """Whole lines: ``data[start:end]``. ``data`` may be a buffer its source reads the next
+    chunk into: the view is valid until the next chunk is asked for, and :meth:`arrow`
+    copies it into Arrow's memory pool for the parser (which then keeps nothing of it)."""
+
+    __slots__ = ("data", "end", "start")
+
+    def __init__(self, data: bytes | bytearray, start: int = 0, end: int | None = None):
+        self.data = data
+        self.start = start
+        self.end = len(data) if end is None else end
+
+    def __len__(self) -> int:
+        return self.end - self.start
+
+    def has(self, sub: bytes) -> bool:
+        """Whether the lines hold ``sub`` (a memchr-speed search, no copy)."""
+        return self.data.find(sub, self.start, self.end) >= 0
+
+    def after_first_line(self) -> Chunk:
+        """The lines but the first (a header), an empty chunk if there is no other."""
+        end = first_line_end(self.data, self.start, True, self.end)
+        if end < 0:
+            return Chunk(b"")
+        if self.data[end : end + 2] == b"\r\n":
+            end += 1
+        return Chunk(self.data, end + 1, self.end)
+
+    def bytes(self) -> bytes:
+        """A copy of the lines (for the rare paths that look at every line in Python)."""
+        return bytes(memoryview(self.data)[self.start : self.end])
+
+    def arrow(self) -> pa.Buffer:
+        """The lines as an Arrow buffer: zero-copy from immutable bytes, else a copy in
+        Arrow's pool (which reuses its memory: no fresh pages per chunk)."""
+        if isinstance(self.data, bytes):
+            return pa.py_buffer(self.data).slice(self.start, len(self))
+        out = pa.allocate_buffer(len(self))
+        memoryview(out).cast("B")[:] = memoryview(self.data)[self.start : self.end]
+        return out
+
+
 #: what a chunk source yields: whole lines, a skipped long line, or IDLE (pipes)
-Piece = bytes | LongLine
+Piece = Chunk | bytes | LongLine
 
 
 def last_line_end(buf: bytes | bytearray, start: int, end: int, cr: bool = True) -> int:
@@ -72,19 +117,27 @@ def last_line_end(buf: bytes | bytearray, start: int, end: int, cr: bool = True)
     return max(nl, buf.rfind(b"\r", start, end)) if cr else nl
 
 
-def first_line_end(buf: bytes | bytearray, start: int = 0, cr: bool = True) -> int:
-    """Offset of the first line end (``\\n``, or ``\\r`` when ``cr``) in ``buf[start:]``, or -1."""
-    nl = buf.find(b"\n", start)
+def first_line_end(
+    buf: bytes | bytearray, start: int = 0, cr: bool = True, end: int | None = None
+) -> int:
+    """Offset of the first line end (``\\n``, or ``\\r`` when ``cr``) in ``buf[start:end]``,
+    or -1."""
+    stop = len(buf) if end is None else end
+    nl = buf.find(b"\n", start, stop)
     if not cr:
         return nl
-    r = buf.find(b"\r", start)
+    r = buf.find(b"\r", start, stop)
     return nl if r < 0 else r if nl < 0 else min(nl, r)
 
 
 def long_line_at(
-    buf: bytes | bytearray, start: int, limit: int = MAX_LINE_BYTES, cr: bool = True
+    buf: bytes | bytearray,
+    start: int,
+    limit: int = MAX_LINE_BYTES,
+    cr: bool = True,
+    end: int | None = None,
 ) -> tuple[int | None, int]:
-    """Where the first line longer than ``limit`` bytes starts in ``buf[start:]`` (which
+    """Where the first line longer than ``limit`` bytes starts in ``buf[start:end]`` (which
     starts a line; the last line may be incomplete), or None; and where a later check of
     the same buffer, grown, can start (a line start).
 
@@ -95,19 +148,20 @@ def long_line_at(
         >>> long_line_at(b"ab\\ncdefg\\nhi", 0, 4), long_line_at(b"ab\\ncd\\nefgh", 0, 4)
         ((3, 3), (None, 6))
     """
+    stop = len(buf) if end is None else end
     pos = start
-    while len(buf) - pos > limit:
-        end = last_line_end(buf, pos, pos + limit + 1, cr)
-        if end < 0:
+    while stop - pos > limit:
+        line_end = last_line_end(buf, pos, pos + limit + 1, cr)
+        if line_end < 0:
             return pos, pos
-        pos = end + 1
+        pos = line_end + 1
     return None, pos
 
 
 class FileLines:
     """A regular file as whole-line chunks of about ``block`` bytes and LongLines, in file
-    order. Each read is a fresh ``os.pread`` from where the last whole line ended (the part
-    of a line cut by a read is read again with the next one: nothing is concatenated). The
+    order. Every read goes into one buffer, from where the last whole line ended (the part
+    of a line cut by a read is read again with the next one): no allocation per chunk. The
     file is open while the chunks are iterated."""
 
     def __init__(self, path: Path, block: int, limit: int = MAX_LINE_BYTES) -> None:
@@ -115,10 +169,12 @@ class FileLines:
         self.limit = limit
         #: a full read always holds a line end or a line over the limit
         self.block = max(block, 2 * (limit + 1))
+        self._buf = bytearray(self.block)
         self._fd = -1
 
-    def chunks(self) -> Iterator[Piece]:
-        """The file's lines (module docstring); the last one may lack its line end."""
+    def chunks(self) -> Iterator[Chunk | LongLine]:
+        """The file's lines (module docstring); the last one may lack its line end. A chunk
+        is a view of the buffer: valid until the next is asked for."""
         self._fd = os.open(self.path, os.O_RDONLY)
         try:
             yield from self._chunks()
@@ -126,53 +182,58 @@ class FileLines:
             os.close(self._fd)
             self._fd = -1
 
-    def _chunks(self) -> Iterator[Piece]:
+    def _read(self, pos: int) -> int:
+        """Read the buffer full from file offset ``pos`` (less at the end of the file)."""
+        interrupts.check_stop()
+        return os.preadv(self._fd, [self._buf], pos)
+
+    def _chunks(self) -> Iterator[Chunk | LongLine]:
+        buf = self._buf
         pos = 0
         while True:
-            interrupts.check_stop()
-            data = os.pread(self._fd, self.block, pos)
-            if not data:
+            n = self._read(pos)
+            if not n:
                 return
-            cr = b"\r" in data
-            long, _ = long_line_at(data, 0, self.limit, cr)
+            cr = buf.find(b"\r", 0, n) >= 0
+            long, _ = long_line_at(buf, 0, self.limit, cr, n)
             if long is None:
-                end = len(data)
-                if end == self.block:  # not the end of the file: up to the last line end
-                    end = last_line_end(data, 0, end, cr) + 1
-                yield data if end == len(data) else data[:end]
+                end = n
+                if n == self.block:  # not the end of the file: up to the last line end
+                    end = last_line_end(buf, 0, n, cr) + 1
+                yield Chunk(buf, 0, end)
                 pos += end
                 continue
             if long:
-                yield data[:long]
-            after = yield from self._skip(data, long, pos, cr)
+                yield Chunk(buf, 0, long)
+            after = yield from self._skip(long, n, pos, cr)
             if after is None:
                 return
             pos = after
 
     def _skip(
-        self, data: bytes, start: int, pos: int, cr: bool
-    ) -> Generator[Piece, None, int | None]:
-        """Skip the long line at ``data[start:]`` (``data`` read at ``pos``), yielding its
-        LongLine; returns the file offset after its line end (None: it ended the file)."""
-        head = data[start : start + LONG_LINE_HEAD]
-        end = first_line_end(data, start, cr)
+        self, start: int, n: int, pos: int, cr: bool
+    ) -> Generator[Chunk | LongLine, None, int | None]:
+        """Skip the long line at ``buf[start:n]`` (read from file offset ``pos``), yielding
+        its LongLine; returns the file offset after its line end (None: the end of file)."""
+        buf = self._buf
+        head = bytes(buf[start : start + LONG_LINE_HEAD])
+        end = first_line_end(buf, start, cr, n)
         if end >= 0:
             yield LongLine(head, end - start)
             return pos + end + 1
-        length = len(data) - start
-        at = pos + len(data)
+        length = n - start
+        at = pos + n
         while True:
-            interrupts.check_stop()
-            piece = os.pread(self._fd, self.block, at)
-            if not piece:
+            got = self._read(at)
+            if not got:
                 yield LongLine(head, length)
                 return None
-            end = first_line_end(piece)
+            end = first_line_end(buf, 0, True, got)
             if end >= 0:
                 yield LongLine(head, length + end)
                 return at + end + 1
-            length += len(piece)
-            at += len(piece)
+            length += got
+            at += got
 
 
 class Pipe:
