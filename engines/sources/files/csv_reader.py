@@ -27,6 +27,7 @@ from engines.sources.files.lines import (
     FileLines,
     IdleChunk,
     LongLine,
+    Piece,
     Pipe,
 )
 from engines.sources.files.quotes import LineCounter, last_line_open, mask_open_quotes
@@ -77,14 +78,14 @@ class CsvSource(ReaderState):
         self._masked: dict[int, bytes] = {}
         self._raise_after: DataError | None = None
         self._line_count = LineCounter()
-        pieces: Iterator[Any]
+        pieces: Iterator[Piece]
         if self.pipe is None:
             pieces = FileLines(self.path, block).chunks()  # opened when first iterated
         else:
             pieces = self.pipe.chunks(block)
         self._source = self._batches(pieces)
 
-    def _batches(self, pieces: Iterator[Any]) -> Iterator[pa.RecordBatch]:
+    def _batches(self, pieces: Iterator[Piece]) -> Iterator[pa.RecordBatch]:
         """Raw batches (every column as text) of the chunks, in order; the header (if any)
         taken off the first; long lines and open quotes become bad rows."""
         header = self._header_lines

@@ -106,7 +106,8 @@ class Chunk:
         return out
 
 
-#: what a chunk source yields: whole lines, a skipped long line, or IDLE (pipes)
+#: what a chunk source yields: whole lines (a pipe's and MQTT's as bytes), a skipped long
+#: line, or IDLE (pipes)
 Piece = Chunk | bytes | LongLine
 
 
