@@ -909,3 +909,21 @@ def test_a_stop_is_not_kept_waiting_on_a_dead_output_broker(
     assert code == 2, text
     assert f"error: --output {url}: the MQTT broker at 127.0.0.1:{out_broker.port} " in text
     assert "the run was stopped by a signal" in text and "Traceback" not in text
+
+
+def test_publish_of_a_file_with_an_unterminated_quote_loses_only_that_line(
+    broker: Broker, tmp_path: Path
+) -> None:
+    """``hycq data publish FILE`` reads the file as ``run`` does: an unterminated quote on
+    line 51 of 20,000 costs that line, not the 19,950 after it."""
+    lines = [f"{i},{1377986401 + i // 50},{i * 0.5},1,{i % 7},0,0" for i in range(20000)]
+    lines[50] = lines[50].replace(",", ',"', 1)
+    path = tmp_path / "q.csv"
+    path.write_text("\n".join(lines) + "\n")
+    r = subprocess.run(
+        [sys.executable, "-m", "hycq.cli", "data", "publish", str(path),
+         "--to", broker.url(_topic("quote")), "--batch", "5000"],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "published 19,999 rows" in r.stdout, (r.stdout, r.stderr)
