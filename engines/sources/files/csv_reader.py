@@ -30,7 +30,13 @@ from engines.sources.files.lines import (
     Piece,
     Pipe,
 )
-from engines.sources.files.quotes import LineCounter, last_line_open, mask_open_quotes
+from engines.sources.files.quotes import (
+    LineCounter,
+    is_utf8,
+    last_line_open,
+    mask_open_quotes,
+    mask_undecodable,
+)
 from optimizer.ir.errors import DataError
 
 __all__ = ["IDLE", "IDLE_BATCH", "CsvSource", "IdleChunk", "Pipe"]
@@ -38,6 +44,8 @@ __all__ = ["IDLE", "IDLE_BATCH", "CsvSource", "IdleChunk", "Pipe"]
 #: the raw batch a pipe's IDLE chunk becomes (BatchReader yields an empty conformed batch)
 IDLE_BATCH = pa.record_batch({"idle": pa.array([], pa.int8())})
 
+#: why a line that is not UTF-8 text is a bad row
+NOT_UTF8 = "not UTF-8 text"
 #: why a line that leaves a quoted value open is a bad row
 UNTERMINATED_QUOTE = (
     "unterminated quote: a quoted value runs past the end of its line (a row is one line)"
@@ -76,6 +84,8 @@ class CsvSource(ReaderState):
         )
         self._chunk_invalid: list[tuple[int, str, str]] = []
         self._masked: dict[int, bytes] = {}
+        #: the chunk's lines that are not UTF-8 (masked like open quotes), by row number
+        self._undecodable: dict[int, bytes] = {}
         self._raise_after: DataError | None = None
         self._line_count = LineCounter()
         pieces: Iterator[Piece]
@@ -119,6 +129,21 @@ class CsvSource(ReaderState):
         holds a quote left open (engines/sources/files/quotes.py)."""
         if not len(chunk):
             return []
+        self._undecodable = {}
+        if not is_utf8(memoryview(chunk.data)[chunk.start : chunk.end]):
+            masked_text = mask_undecodable(chunk.bytes(), len(self._file_names))
+            if self.on_bad is None:  # the rows before the first such line, then the error
+                self._raise_after = DataError(
+                    f"{self.path}: row {self._line_offset + min(masked_text.lines)}: {NOT_UTF8}",
+                    hint="the file must be UTF-8 text (or pass --dead-letter PATH to set such "
+                    "lines aside and go on)",
+                )
+                chunk = Chunk(masked_text.chunk[: masked_text.first_at])
+            else:
+                self._undecodable = masked_text.lines
+                chunk = Chunk(masked_text.chunk)
+            if not len(chunk):
+                return []
         quoted = chunk.has(b'"')
         batches: list[pa.RecordBatch] | None
         try:
@@ -164,6 +189,8 @@ class CsvSource(ReaderState):
         the lines :func:`mask_open_quotes` replaced, by row number."""
         self._chunk_invalid = []
         self._masked = masked or {}
+        for row, text in self._undecodable.items():
+            self._masked.setdefault(row, text)
         read_options = pacsv.ReadOptions(
             column_names=self._file_names,
             block_size=chunk.size + 1,
@@ -198,7 +225,8 @@ class CsvSource(ReaderState):
         number = local + self._line_offset  # lines before the chunk
         text = self._masked.get(local)
         if text is not None:
-            line = (number, text.decode("utf-8", "replace"), UNTERMINATED_QUOTE)
+            reason = NOT_UTF8 if local in self._undecodable else UNTERMINATED_QUOTE
+            line = (number, text.decode("utf-8", "replace"), reason)
         else:
             found = f"expected {row.expected_columns} fields, found {row.actual_columns}"
             line = (number, row.text, found)

@@ -19,6 +19,7 @@ anywhere else is a character.
 
 from __future__ import annotations
 
+import codecs
 from dataclasses import dataclass
 
 import numpy as np
@@ -117,6 +118,32 @@ def mask_open_quotes(chunk: bytes, width: int) -> Masked:
     pieces = chunk.splitlines(keepends=True)  # \n, \r\n and \r, as the parser ends lines
     bare = [p.rstrip(b"\r\n") for p in pieces]
     bad = open_quote_lines(pa.array(bare, pa.binary())).to_numpy()
+    return _mask(chunk, pieces, bare, bad, width)
+
+
+def is_utf8(chunk: bytes | bytearray | memoryview) -> bool:
+    """Whether the lines are UTF-8 text (the parser must not see a line that is not: it
+    decodes a bad row's text for its handler, and fails there)."""
+    try:
+        codecs.utf_8_decode(chunk, "strict", True)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def mask_undecodable(chunk: bytes, width: int) -> Masked:
+    """``chunk`` with every line that is not UTF-8 replaced by ``width + 1`` empty fields,
+    as :func:`mask_open_quotes` replaces lines (only for chunks :func:`is_utf8` refuses)."""
+    pieces = chunk.splitlines(keepends=True)
+    bare = [p.rstrip(b"\r\n") for p in pieces]
+    bad = np.array([i for i, b in enumerate(bare) if not is_utf8(b)], dtype=np.int64)
+    return _mask(chunk, pieces, bare, bad, width)
+
+
+def _mask(
+    chunk: bytes, pieces: list[bytes], bare: list[bytes], bad: np.ndarray, width: int
+) -> Masked:
+    """``chunk`` with the lines ``bad`` (indices into ``pieces``) replaced by a marker row."""
     if not len(bad):
         return Masked(chunk, {}, -1)
     sizes = np.fromiter((len(b) for b in bare), dtype=np.int64, count=len(bare))
