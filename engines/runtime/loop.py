@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engines import interrupts
 from engines.interrupts import GracefulStop, StopRequested
 from engines.output_files import check_distinct, check_writable, write_bytes
 from engines.runtime.checkpoint import (
@@ -123,16 +124,18 @@ def run_plan(
     def emit(instant: int, rows: Rows | pa.Table) -> None:
         if resume_floor is not None and instant <= resume_floor:
             return  # emitted before the checkpoint a resumed run replayed
-        sink.write(instant, rows)
-        now = time.perf_counter()
-        latency = (now - arrival[0]) * 1e3
-        latencies.append(latency)
-        if merged is not None and merged.buffers:
-            needed = merged.arrived_when_past(instant)
-            if needed is not None:
-                event_lags.append(max(0, needed - instant))
-        timeline.emitted(instant, len(rows), latency, now)
-        last_instant[0] = instant
+        # An instant is written whole or not at all: a stop inside waits for its end.
+        with interrupts.held():
+            sink.write(instant, rows)
+            now = time.perf_counter()
+            latency = (now - arrival[0]) * 1e3
+            latencies.append(latency)
+            if merged is not None and merged.buffers:
+                needed = merged.arrived_when_past(instant)
+                if needed is not None:
+                    event_lags.append(max(0, needed - instant))
+            timeline.emitted(instant, len(rows), latency, now)
+            last_instant[0] = instant
         if stop.requested:  # checked at every instant: one input batch may fire millions
             raise StopRequested
 
@@ -141,11 +144,13 @@ def run_plan(
     def on_late(stream: str, row: tuple[Any, ...], reason: str) -> None:
         if recorder is not None and recorder.replaying:
             return  # set aside before the checkpoint: the dead-letter file holds it
-        if merged is not None:
-            if stream in merged.buffers:
-                merged.buffers[stream].stats.late_dropped += 1
-            reason += merged.late_note(stream)
-        dead.add(stream, dict(zip(columns.get(stream, []), row, strict=False)), reason, "late")
+        with interrupts.held():  # a dead letter is written whole
+            if merged is not None:
+                if stream in merged.buffers:
+                    merged.buffers[stream].stats.late_dropped += 1
+                reason += merged.late_note(stream)
+            row_dict = dict(zip(columns.get(stream, []), row, strict=False))
+            dead.add(stream, row_dict, reason, "late")
 
     engine: PlanExecutor
     recorder: Recorder | None = None
@@ -157,6 +162,7 @@ def run_plan(
         stop.restore()
         sink.abort()
         raise
+    engine = _Stoppable(engine)
     if ckpt is not None:
         recorder = Recorder(engine)
         engine = recorder
@@ -483,6 +489,35 @@ def _until_stopped(
         except (StopIteration, StopRequested):
             return
         yield item
+
+
+class _Stoppable:
+    """The engine as the run loop calls it: each call is an instant's work that a stop
+    request interrupts where it is (engines.interrupts.interruptible), not only at the next
+    instant; the engine is not used after that."""
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+
+    def ingest(self, stream: str, batch: pa.RecordBatch, time_column: int) -> int:
+        with interrupts.interruptible():
+            taken: int = self.engine.ingest(stream, batch, time_column)
+            return taken
+
+    def advance_stream(self, stream: str, ts: int) -> None:
+        with interrupts.interruptible():
+            self.engine.advance_stream(stream, ts)
+
+    def end_stream(self, stream: str) -> None:
+        with interrupts.interruptible():
+            self.engine.end_stream(stream)
+
+    def finish(self) -> None:
+        with interrupts.interruptible():
+            self.engine.finish()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.engine, name)
 
 
 class _Idle:

@@ -268,11 +268,20 @@ class SparkEngine(ColumnarEngine):
         from pyspark.errors import ArithmeticException, NumberFormatException
 
         try:
-            return self.spark.sql(sql).toArrow()
+            with interrupts.native(self._cancel_jobs):  # a stop request cancels the job
+                return self.spark.sql(sql).toArrow()
         except (ArithmeticException, NumberFormatException) as err:  # ANSI: the data's fault
             raise query_data_error(self.name, err) from None
         except _errors() as err:
             raise EngineFault(f"spark query failed: {err}") from err
+
+    def _cancel_jobs(self) -> None:
+        """Cancel the running Spark jobs, from a helper thread: called by a signal handler
+        while this thread waits inside a Py4J call, whose connection it must not reuse."""
+        context = self.spark.sparkContext
+        threading.Thread(
+            target=context.cancelAllJobs, name="hycq-spark-cancel", daemon=True
+        ).start()
 
     def restart(self) -> None:
         """Start a new session (and JVM, if the old one died) and re-create every input.
