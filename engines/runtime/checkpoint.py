@@ -67,7 +67,10 @@ from optimizer.ir.plan import LogicalPlan, WindowKind
 from optimizer.ir.plan import Source as SourceOp
 from optimizer.ir.plan import Window as WindowOp
 
-FORMAT = 1
+#: 2: the interval the run was started with
+FORMAT = 2
+#: ``--checkpoint-every`` when none is given (a resumed run keeps its run's interval)
+DEFAULT_EVERY_S = 10.0
 #: manifests kept: the newest, and the one before in case the newest is damaged
 KEEP = 2
 OUTPUT_PARTIAL = "output.partial"
@@ -85,8 +88,9 @@ class CheckpointOptions:
     """``--checkpoint DIR``, ``--checkpoint-every S`` and ``--resume DIR``."""
 
     directory: Path
-    #: wall seconds between checkpoints (one is also written when a run is interrupted)
-    every_s: float = 10.0
+    #: wall seconds between checkpoints (one is also written when a run is interrupted);
+    #: None: DEFAULT_EVERY_S, or for a resumed run the interval its run was started with
+    every_s: float | None = None
     #: continue the run checkpointed in ``directory`` (else start a new one there)
     resume: bool = False
     #: a checkpoint after every this many loop steps instead of by the clock (tests: the
@@ -178,6 +182,11 @@ class Recorder:
     def finish(self) -> None:
         self.engine.finish()
 
+    @property
+    def pending(self) -> bool:
+        """Whether anything was recorded since the last checkpoint."""
+        return bool(self.events)
+
     def take(self) -> tuple[list[Event], dict[str, list[pa.RecordBatch]]]:
         """The events recorded since the last call, taken away."""
         taken = (self.events, self.batches)
@@ -206,6 +215,11 @@ class Loaded:
     def last_instant(self) -> int | None:
         value = self.manifest["last_instant"]
         return None if value is None else int(value)
+
+    @property
+    def every_s(self) -> float:
+        """The interval the checkpointed run was started with."""
+        return float(self.manifest["every_s"])
 
     def events(self) -> Iterator[tuple[str, str, Any]]:
         """The log to replay, cut to what can still matter: ``("i", stream, batch)``,
@@ -265,6 +279,11 @@ class Checkpointer:
         self.writes: list[tuple[float, int, int]] = []
         self._last = time.perf_counter()
         self._steps = 0
+        #: wall seconds between checkpoints (set below for a resumed run)
+        self.every_s = DEFAULT_EVERY_S if options.every_s is None else options.every_s
+        #: the last instant, output sizes and dead letters the newest checkpoint recorded
+        #: (to skip writing an unchanged one)
+        self._written: tuple[Any, ...] | None = None
         if options.resume and _nothing_yet(self.directory):
             # killed before its first checkpoint (the folder made, nothing in it): nothing
             # was committed, so the run starts from the beginning
@@ -281,6 +300,8 @@ class Checkpointer:
             self.prefix = m["prefix"]
             self.number = self.loaded.number
             self.delivered_before = {k: int(v) for k, v in m["delivered"].items()}
+            if options.every_s is None:  # the run's own interval unless a new one is given
+                self.every_s = self.loaded.every_s
         else:
             _check_fresh(self.directory)
 
@@ -292,12 +313,31 @@ class Checkpointer:
     def partial_dead_letter(self) -> Path:
         return self.directory / DEAD_LETTER_PARTIAL
 
-    def due(self) -> bool:
-        """Whether a checkpoint is due after this loop step."""
-        self._steps += 1
-        if self.options.every_batches is not None:
-            return self._steps % self.options.every_batches == 0
-        return time.perf_counter() - self._last >= self.options.every_s
+    def due(self, step: bool = True) -> bool:
+        """Whether a checkpoint is due after this loop step (``step`` False: while the loop
+        waits, for input or for the wall clock; only the clock counts then)."""
+        if step:
+            self._steps += 1
+            if self.options.every_batches is not None:
+                return self._steps % self.options.every_batches == 0
+        elif self.options.every_batches is not None:
+            return False
+        return time.perf_counter() - self._last >= self.every_s
+
+    @property
+    def next_due(self) -> float:
+        """When (``perf_counter``) the next checkpoint is due by the clock."""
+        return self._last + self.every_s
+
+    def unchanged(self, recorder: Recorder, state: tuple[Any, ...]) -> bool:
+        """Whether a checkpoint now would record what the newest one does: nothing was
+        delivered since, and ``state`` (last instant, file sizes, dead letters) is the
+        same. It is then not written again."""
+        return not recorder.pending and self._written == state
+
+    def skip(self) -> None:
+        """Count an unchanged checkpoint as written (the clock starts again)."""
+        self._last = time.perf_counter()
 
     def write(
         self,
@@ -335,6 +375,7 @@ class Checkpointer:
             "prefix": self.prefix,
             "segments": self.segments,
             "delivered": delivered,
+            "every_s": self.every_s,
             "sizes": sizes,
             "results": results,
             "dead": {
@@ -354,6 +395,7 @@ class Checkpointer:
         needed = len(data) + sum(f["size"] for s in self.segments for f in s["files"].values())
         self.writes.append(((time.perf_counter() - start) * 1e3, written, needed))
         self._last = time.perf_counter()
+        self._written = (last_instant, dict(sizes), dead.count)
 
     def finished(self) -> None:
         """Mark the run as finished: ``--resume`` refuses it."""
@@ -363,7 +405,7 @@ class Checkpointer:
         ms = sorted(w[0] for w in self.writes)
         out: dict[str, Any] = {
             "dir": str(self.directory),
-            "every_s": self.options.every_s,
+            "every_s": self.every_s,
             "written": len(self.writes),
             "write_ms": {
                 "p50": ms[len(ms) // 2] if ms else None,

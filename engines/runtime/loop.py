@@ -204,17 +204,29 @@ def run_plan(
     gc.disable()
     skipped = 0
     replay: dict[str, Any] = {}
+
+    def checkpoint(step: bool = True) -> None:
+        """Write a checkpoint if one is due (``step`` False: by the clock alone, while the
+        loop waits for input or for the wall clock); the run stands between two pieces."""
+        if ckpt is not None and not stop.requested and ckpt.due(step):
+            _write_checkpoint(ckpt, recorder, last_instant[0], sink, dead)
+
     try:
         if loaded is not None:
             assert recorder is not None
             replay = _replay(loaded, recorder, {i.stream.name: i.stream.time_index for i in inputs})
         elif ckpt is not None:  # an empty first one: a crash before the next is resumable too
             _write_checkpoint(ckpt, recorder, last_instant[0], sink, dead)
+        # While a live source is quiet, its wait gives the loop its turn (a checkpoint).
+        on_wait = (lambda: checkpoint(step=False)) if ckpt is not None else None
+        # Pieces of at most this many rows: checkpoints follow the wall clock, whatever the
+        # size of the batches a source delivers (a generator's second at a high rate).
+        limit = options.read_batch_rows if ckpt is not None else None
         # One slice at a time, read from the sources only when the engine has taken the
         # previous one (at most one pending batch per stream): there is no queue, so a plan
         # that cannot keep up slows the reading down (backpressure) instead of buffering a
         # backlog (at realtime pace it falls behind the wall clock: kept_up false).
-        for inp, whole in _until_stopped(iter(merged), stop):
+        for inp, whole in _until_stopped(iter(merged), stop, on_wait):
             if stop.requested:
                 break
             name = inp.stream.name
@@ -235,10 +247,7 @@ def run_plan(
                 skip[name] = 0
                 skipped += k
             valid[name] = valid.get(name, 0) + whole.num_rows
-            # Realtime replays event time against the wall clock one event-second at a time
-            # (file batches span many seconds).
-            pieces = _by_second(whole, t_index, tps) if realtime else iter((whole,))
-            for batch in pieces:
+            for batch in _pieces(whole, t_index, tps, realtime, limit):
                 lo = int(pc.min(batch.column(t_index)).as_py())
                 hi = int(pc.max(batch.column(t_index)).as_py())
                 if min_ts is None:
@@ -247,7 +256,7 @@ def run_plan(
                     due = wall_start + (lo - min_ts) / tps
                     now = time.perf_counter()
                     if due > now:
-                        stop.sleep_until(due)
+                        _sleep_until(stop, due, ckpt, lambda: checkpoint(step=False))
                     else:
                         lag_max = max(lag_max, now - due)
                 if stop.requested:
@@ -277,8 +286,7 @@ def run_plan(
                     next_sample += sample_every * tps
                 memory.check(tuples_in)
                 timeline.step_done(time.perf_counter())
-            if ckpt is not None and ckpt.due() and not stop.requested:
-                _write_checkpoint(ckpt, recorder, last_instant[0], sink, dead)
+                checkpoint()
         if ckpt is not None and stop.requested:  # interrupted: resume from here
             _write_checkpoint(ckpt, recorder, last_instant[0], sink, dead)
         if not stop.requested:
@@ -454,9 +462,24 @@ def _write_checkpoint(
     sink: ResultSink,
     dead: DeadLetters,
 ) -> None:
+    """A checkpoint of the run as it stands (none if nothing changed since the newest)."""
     assert recorder is not None
     sizes = {"output": sink.sync(), "dead_letter": dead.sync()}
+    if ckpt.number and ckpt.unchanged(recorder, (last_instant, sizes, dead.count)):
+        ckpt.skip()
+        return
     ckpt.write(recorder, last_instant, sizes, dead, sink.rows)
+
+
+def _sleep_until(
+    stop: GracefulStop, due: float, ckpt: Checkpointer | None, checkpoint: Callable[[], None]
+) -> None:
+    """Wait for the wall clock to reach ``due`` (realtime pace), writing the checkpoints that
+    come due meanwhile; a stop request ends the wait."""
+    while ckpt is not None and not stop.requested and ckpt.next_due < due:
+        stop.sleep_until(ckpt.next_due)
+        checkpoint()
+    stop.sleep_until(due)
 
 
 def _live(inp: StreamInput) -> bool:
@@ -479,13 +502,17 @@ def _density(
 
 
 def _until_stopped(
-    items: Iterator[tuple[StreamInput, pa.RecordBatch]], stop: GracefulStop
+    items: Iterator[tuple[StreamInput, pa.RecordBatch]],
+    stop: GracefulStop,
+    on_wait: Callable[[], None] | None = None,
 ) -> Iterator[tuple[StreamInput, pa.RecordBatch]]:
     """``items`` until a stop is requested (checked before each is read; a reader waiting
-    on a pipe raises StopRequested, which ends the items too)."""
+    on a pipe raises StopRequested, which ends the items too). While a reader waits (it
+    polls for stop requests), ``on_wait`` runs at each poll."""
     while not stop.requested:
         try:
-            item = next(items)
+            with interrupts.waiting_for_input(on_wait):
+                item = next(items)
         except (StopIteration, StopRequested):
             return
         yield item
@@ -537,6 +564,21 @@ class _Idle:
 
     def operator_metrics(self) -> dict[str, dict[str, Any]]:
         return {}
+
+
+def _pieces(
+    batch: pa.RecordBatch, t: int, tps: int, realtime: bool, limit: int | None
+) -> Iterator[pa.RecordBatch]:
+    """The slices of ``batch`` the loop gives the engine one at a time: one per event-second
+    at realtime pace (a file's batch spans many seconds), each at most ``limit`` rows (None:
+    no limit); the whole batch otherwise."""
+    pieces = _by_second(batch, t, tps) if realtime else iter((batch,))
+    for piece in pieces:
+        if limit is None or piece.num_rows <= limit:
+            yield piece
+            continue
+        for start in range(0, piece.num_rows, limit):
+            yield piece.slice(start, limit)
 
 
 def _by_second(batch: pa.RecordBatch, t: int, tps: int) -> Iterator[pa.RecordBatch]:

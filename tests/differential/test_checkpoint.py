@@ -264,3 +264,25 @@ def test_resume_before_the_first_checkpoint_starts_over(
     text = (SMARTPLUG / "q4.sql").read_text()
     expected = oracle(text, CATALOG, without_late(text, CATALOG, {"readings": table}))
     assert_same_stream(_read_jsonl(tmp_path / "out.jsonl", expected.schema), expected)
+
+
+@pytest.mark.parametrize(("given", "kept"), [(None, 7.5), (3.0, 3.0)])
+def test_a_resumed_run_keeps_its_interval_unless_given_anew(
+    readings: tuple[Path, pa.Table],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    given: float | None,
+    kept: float,
+) -> None:
+    path, _ = readings
+    q = api.load_query(str(SMARTPLUG / "q4.sql"), None)
+    opts = _options(tmp_path, {"readings": path}, resume=False)
+    opts.checkpoint = CheckpointOptions(tmp_path / "ckpt", every_s=7.5, every_batches=3)
+    with monkeypatch.context() as m:
+        _crash_at(m, 7)
+        with pytest.raises(Crash):
+            api.run(q, opts, "row")
+    assert json.loads(max((tmp_path / "ckpt").glob("ckpt-*.json")).read_text())["every_s"] == 7.5
+    opts.checkpoint = CheckpointOptions(tmp_path / "ckpt", every_s=given, resume=True)
+    result = api.run(q, opts, "row")
+    assert result.metrics["checkpoint"]["every_s"] == kept
