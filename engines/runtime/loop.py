@@ -22,6 +22,7 @@ from engines.runtime.checkpoint import (
     Checkpointer,
     Loaded,
     Recorder,
+    Reread,
     check_output,
     restore_partial,
 )
@@ -78,7 +79,7 @@ def run_plan(
     for option, path in outputs[1:]:
         if path is not None:
             check_writable(path, option)
-    ckpt = _checkpointer(plan, placement, options)
+    ckpt = _checkpointer(plan, placement, options, catalog)
     loaded = ckpt.loaded if ckpt is not None else None
     resume_floor = loaded.last_instant if loaded is not None else None
     file_output = options.output not in (None, "-") and not is_mqtt(options.output)
@@ -90,13 +91,11 @@ def run_plan(
         dead.restore(loaded.manifest["dead"])
     if inputs is None:
         inputs = open_inputs(plan, catalog, options, dead)
-    #: per stream, rows a resumed run re-reads and skips (those the checkpoint's log holds)
-    skip: dict[str, int] = {}
+    #: the inputs a resumed run reads again from their start (files, generators)
+    rereads = {i.stream.name: i.description for i in inputs if not _live(i)}
     if loaded is not None:
-        rereads = {i.stream.name for i in inputs if not _live(i)}
         before = loaded.manifest["dead"]["by_stream"]
         dead.mute = {s: int(n) for s, n in before.items() if s in rereads}
-        skip = {s: n for s, n in ckpt.delivered_before.items() if s in rereads}  # type: ignore[union-attr]
     stop = GracefulStop(options.stop_on_signal)
     try:
         sink = ResultSink(
@@ -154,6 +153,7 @@ def run_plan(
 
     engine: PlanExecutor
     recorder: Recorder | None = None
+    reread: Reread | None = None
     try:
         engine = make_engine(emit, on_late)
     except StopRequested:  # stopped while the engines started (Spark): nothing read or emitted
@@ -166,6 +166,10 @@ def run_plan(
     if ckpt is not None:
         recorder = Recorder(engine)
         engine = recorder
+        if loaded is not None:
+            reread = Reread(loaded, recorder, rereads)
+        else:
+            recorder.digest(sorted(rereads))
     try:
         merged = MergedInputs(
             plan,
@@ -209,7 +213,7 @@ def run_plan(
         """Write a checkpoint if one is due (``step`` False: by the clock alone, while the
         loop waits for input or for the wall clock); the run stands between two pieces."""
         if ckpt is not None and not stop.requested and ckpt.due(step):
-            _write_checkpoint(ckpt, recorder, last_instant[0], sink, dead)
+            _write_checkpoint(ckpt, recorder, last_instant[0], sink, dead, reread)
 
     try:
         if loaded is not None:
@@ -235,17 +239,15 @@ def run_plan(
                 with contextlib.suppress(StopRequested):
                     merged.tell(engine)
                 continue
-            if skip.get(name):  # a resumed run: rows the replayed log already held
-                k = skip[name]
-                valid[name] = valid.get(name, 0) + min(k, whole.num_rows)
-                if whole.num_rows <= k:
-                    skip[name] = k - whole.num_rows
-                    skipped += whole.num_rows
+            if reread is not None and reread.skipping(name):  # rows the replayed log held
+                rest = reread.take(name, whole)
+                taken = whole.num_rows - (0 if rest is None else rest.num_rows)
+                valid[name] = valid.get(name, 0) + taken
+                skipped += taken
+                if rest is None:
                     merged.take_tells()  # told to the engine in the replay
                     continue
-                whole = whole.slice(k)
-                skip[name] = 0
-                skipped += k
+                whole = rest
             valid[name] = valid.get(name, 0) + whole.num_rows
             for batch in _pieces(whole, t_index, tps, realtime, limit):
                 lo = int(pc.min(batch.column(t_index)).as_py())
@@ -288,7 +290,9 @@ def run_plan(
                 timeline.step_done(time.perf_counter())
                 checkpoint()
         if ckpt is not None and stop.requested:  # interrupted: resume from here
-            _write_checkpoint(ckpt, recorder, last_instant[0], sink, dead)
+            _write_checkpoint(ckpt, recorder, last_instant[0], sink, dead, reread)
+        if reread is not None and not stop.requested:
+            reread.finish()  # every skipped row was there (a shorter input is refused)
         if not stop.requested:
             arrival[0] = time.perf_counter()
             # End of input: fire the remaining instants. An interrupted run skips this: the
@@ -412,7 +416,7 @@ def run_plan(
 
 
 def _checkpointer(
-    plan: LogicalPlan, placement: dict[str, str], options: RunOptions
+    plan: LogicalPlan, placement: dict[str, str], options: RunOptions, catalog: Catalog
 ) -> Checkpointer | None:
     """The run's checkpointer (None without ``--checkpoint``); a resumed one has loaded
     its checkpoint and restored the partial output files."""
@@ -425,7 +429,7 @@ def _checkpointer(
             "K-slack buffers' contents are not part of a checkpoint",
             hint="drop --disorder (late tuples then follow --late), or drop --checkpoint",
         )
-    ckpt = Checkpointer(options.checkpoint, plan, placement, options, plan_time_unit(plan))
+    ckpt = Checkpointer(options.checkpoint, plan, placement, options, plan_time_unit(plan), catalog)
     if ckpt.loaded is not None:
         sizes = ckpt.loaded.manifest["sizes"]
         restore_partial(ckpt.partial_output, options.output, sizes.get("output"), "output")
@@ -461,6 +465,7 @@ def _write_checkpoint(
     last_instant: int | None,
     sink: ResultSink,
     dead: DeadLetters,
+    reread: Reread | None = None,
 ) -> None:
     """A checkpoint of the run as it stands (none if nothing changed since the newest)."""
     assert recorder is not None
@@ -468,7 +473,11 @@ def _write_checkpoint(
     if ckpt.number and ckpt.unchanged(recorder, (last_instant, sizes, dead.count)):
         ckpt.skip()
         return
-    ckpt.write(recorder, last_instant, sizes, dead, sink.rows)
+    if reread is not None:
+        digests = reread.digests()
+    else:
+        digests = {s: d.hexdigest() for s, d in recorder.digests.items()}
+    ckpt.write(recorder, last_instant, sizes, dead, sink.rows, digests)
 
 
 def _sleep_until(

@@ -13,6 +13,7 @@ batch) replayed in real time, and standard input that goes quiet, are checkpoint
 from __future__ import annotations
 
 import json
+import os
 import random
 import subprocess
 import sys
@@ -161,6 +162,22 @@ def test_a_small_realtime_file_is_checkpointed_by_the_clock(tmp_path: Path) -> N
     m = _manifest(ckpt)
     assert m is not None and m["number"] >= 3, m
     assert m["delivered"]["readings"] > 0 and m["last_instant"] is not None
+    # the file's rows changed since (a value of the part already read): refused, exit 2
+    original, st = data.read_bytes(), data.stat()
+    first, rest = original.split(b"\n", 1)
+    fields = first.split(b",")
+    fields[2] = fields[2][:-1] + (b"1" if fields[2][-1:] != b"1" else b"2")
+    data.write_bytes(b",".join(fields) + b"\n" + rest)
+    refused = subprocess.run(
+        [*base, "--output", str(out), "--resume", str(ckpt)],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert refused.returncode == 2, refused.stderr
+    error, hint = refused.stderr.strip().splitlines()
+    assert error.startswith("error: --resume: the input of stream 'readings' changed"), error
+    assert str(data) in error and "modified" in error and hint.lstrip().startswith("hint: ")
+    data.write_bytes(original)
+    os.utime(data, ns=(st.st_atime_ns, st.st_mtime_ns))
     resumed = subprocess.run(
         [*base, "--output", str(out), "--resume", str(ckpt)],
         capture_output=True, text=True, timeout=300, cwd=tmp_path,
