@@ -86,7 +86,7 @@ from optimizer.ir.plan import LogicalPlan, WindowKind
 from optimizer.ir.plan import Source as SourceOp
 from optimizer.ir.plan import Window as WindowOp
 
-#: 2: fingerprints with the inputs, digests of the delivered rows, the interval
+#: 2: fingerprints with the inputs, digests of the delivered rows, the interval, instants
 FORMAT = 2
 #: ``--checkpoint-every`` when none is given (a resumed run keeps its run's interval)
 DEFAULT_EVERY_S = 10.0
@@ -487,8 +487,9 @@ class Checkpointer:
         self._steps = 0
         #: wall seconds between checkpoints (set below for a resumed run)
         self.every_s = DEFAULT_EVERY_S if options.every_s is None else options.every_s
-        #: the last instant, output sizes and dead letters the newest checkpoint recorded
-        #: (to skip writing an unchanged one)
+        #: instants emitted before this process (a resumed run's), and the last instant
+        #: and output size the newest checkpoint recorded (to skip writing an unchanged one)
+        self.instants_before = 0
         self._written: tuple[Any, ...] | None = None
         if options.resume and _nothing_yet(self.directory):
             # killed before its first checkpoint (the folder made, nothing in it): nothing
@@ -506,6 +507,7 @@ class Checkpointer:
             self.prefix = m["prefix"]
             self.number = self.loaded.number
             self.delivered_before = {k: int(v) for k, v in m["delivered"].items()}
+            self.instants_before = int(m["instants"])
             if options.every_s is None:  # the run's own interval unless a new one is given
                 self.every_s = self.loaded.every_s
         else:
@@ -552,11 +554,12 @@ class Checkpointer:
         sizes: dict[str, int | None],
         dead: Any,
         results: int,
+        instants: int = 0,
         digests: dict[str, str] | None = None,
     ) -> None:
         """Write a checkpoint of the run as it stands between two batches: the log since the
-        previous one as a new segment, then the manifest. ``digests``: per stream read again
-        on resume, of its delivered rows."""
+        previous one as a new segment, then the manifest. ``instants``: emitted by this
+        process; ``digests``: per stream read again on resume, of its delivered rows."""
         start = time.perf_counter()
         self.directory.mkdir(parents=True, exist_ok=True)
         number = self.number + 1
@@ -585,6 +588,7 @@ class Checkpointer:
             "delivered": delivered,
             "digests": dict(sorted((digests or {}).items())),
             "every_s": self.every_s,
+            "instants": self.instants_before + instants,
             "sizes": sizes,
             "results": results,
             "dead": {

@@ -191,6 +191,7 @@ def run_plan(
     progress = progress_bar(options, total_expected)
     tuples_in = 0
     valid: dict[str, int] = {}  # rows per stream that passed validation (and the cut)
+    fresh: dict[str, int] = {}  # of those, the rows this process ingested (not skipped)
     spans: dict[str, tuple[int, int]] = {}  # (min, max) timestamp per stream
     min_ts: int | None = None
     max_ts: int | None = None
@@ -213,7 +214,7 @@ def run_plan(
         """Write a checkpoint if one is due (``step`` False: by the clock alone, while the
         loop waits for input or for the wall clock); the run stands between two pieces."""
         if ckpt is not None and not stop.requested and ckpt.due(step):
-            _write_checkpoint(ckpt, recorder, last_instant[0], sink, dead, reread)
+            _write_checkpoint(ckpt, recorder, last_instant[0], sink, dead, len(latencies), reread)
 
     try:
         if loaded is not None:
@@ -249,6 +250,7 @@ def run_plan(
                     continue
                 whole = rest
             valid[name] = valid.get(name, 0) + whole.num_rows
+            fresh[name] = fresh.get(name, 0) + whole.num_rows
             for batch in _pieces(whole, t_index, tps, realtime, limit):
                 lo = int(pc.min(batch.column(t_index)).as_py())
                 hi = int(pc.max(batch.column(t_index)).as_py())
@@ -290,7 +292,7 @@ def run_plan(
                 timeline.step_done(time.perf_counter())
                 checkpoint()
         if ckpt is not None and stop.requested:  # interrupted: resume from here
-            _write_checkpoint(ckpt, recorder, last_instant[0], sink, dead, reread)
+            _write_checkpoint(ckpt, recorder, last_instant[0], sink, dead, len(latencies), reread)
         if reread is not None and not stop.requested:
             reread.finish()  # every skipped row was there (a shorter input is refused)
         if not stop.requested:
@@ -305,7 +307,7 @@ def run_plan(
         timeline.step_done(wall_end)
         wall_s = wall_end - wall_start
         if not stop.requested:
-            check_rejections(inputs, valid, tuples_in, dead, names)
+            check_rejections(inputs, valid, tuples_in + skipped, dead, names)
         table = sink.close()
         dead.close()
         if ckpt is not None and not stop.requested:
@@ -331,7 +333,8 @@ def run_plan(
             progress.stop()
 
     event_s = (max_ts - min_ts + 1) / tps if min_ts is not None and max_ts is not None else 0.0
-    rate = sum(_density(i, valid, spans, tps) for i in inputs)
+    # this process's part: a resumed run's skipped rows are not in ``spans``
+    rate = sum(_density(i, fresh, spans, tps) for i in inputs)
     throughput = tuples_in / wall_s if wall_s > 0 else 0.0
     ops = operator_metrics(engine) if operator_metrics is not None else {}
     for op_id, m in ops.items():
@@ -346,8 +349,8 @@ def run_plan(
         "throughput": throughput,
         "rate": rate,
         "kept_up": bool(kept_up),
-        "results": sink.rows,
-        "instants": len(latencies),
+        "results": sink.rows,  # the output's: a resumed run's include those written before
+        "instants": len(latencies) + (ckpt.instants_before if ckpt is not None else 0),
         "event_seconds": event_s,
         "latency_ms": {
             "p50": float(np.percentile(latencies, 50)) if latencies else None,
@@ -378,6 +381,11 @@ def run_plan(
                 "instant": loaded.last_instant,
                 "refused": loaded.refused,
                 "skipped_rows": skipped,
+                # what the run had done before this process: tuples_in, wall_s, throughput
+                # and rate describe this process's part, results and instants the whole
+                "tuples_before": sum(ckpt.delivered_before.values()),
+                "instants_before": ckpt.instants_before,
+                "results_before": int(loaded.manifest["results"]),
                 **replay,
             }
     disorder = merged.disorder_metrics()
@@ -465,6 +473,7 @@ def _write_checkpoint(
     last_instant: int | None,
     sink: ResultSink,
     dead: DeadLetters,
+    instants: int = 0,
     reread: Reread | None = None,
 ) -> None:
     """A checkpoint of the run as it stands (none if nothing changed since the newest)."""
@@ -477,7 +486,7 @@ def _write_checkpoint(
         digests = reread.digests()
     else:
         digests = {s: d.hexdigest() for s, d in recorder.digests.items()}
-    ckpt.write(recorder, last_instant, sizes, dead, sink.rows, digests)
+    ckpt.write(recorder, last_instant, sizes, dead, sink.rows, instants, digests)
 
 
 def _sleep_until(

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import time
@@ -183,6 +184,7 @@ def test_a_small_realtime_file_is_checkpointed_by_the_clock(tmp_path: Path) -> N
         capture_output=True, text=True, timeout=300, cwd=tmp_path,
     )  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr
+    assert "resumed from ckpt-" in resumed.stderr
     whole = tmp_path / "whole.jsonl"
     plain = subprocess.run(
         [*base, "--output", str(whole)], capture_output=True, text=True, timeout=300,
@@ -190,6 +192,12 @@ def test_a_small_realtime_file_is_checkpointed_by_the_clock(tmp_path: Path) -> N
     )  # fmt: skip
     assert plain.returncode == 0, plain.stderr
     assert out.read_bytes() == whole.read_bytes()
+    # the resumed run's summary: its rate is the data's, its counts say what they cover
+    rate = re.compile(r"rate ([\d,.]+)/s")
+    assert rate.findall(resumed.stderr) == rate.findall(plain.stderr) != []
+    totals = re.search(r"(\d+) result rows over (\d+) instants", plain.stderr)
+    assert totals is not None
+    assert f"whole stream: {table.num_rows} tuples, {totals.group(0)}" in resumed.stderr
 
 
 def test_quiet_stdin_is_checkpointed_by_the_clock(tmp_path: Path) -> None:
