@@ -36,7 +36,7 @@ run whose fingerprint differs is refused, naming what changed. A change the file
 time do not show (an edit within the same second, a restored time stamp) is caught as the
 resumed run skips the rows the checkpoint already holds: their digest must be the one
 recorded (:class:`Reread`). The digest costs one SHA-256 pass over the rows as they are
-delivered (about 0.1 s per million rows), not a re-read of the file.
+delivered (0.04 s of CPU for 1.5 M smart-plug rows), not a re-read of the file.
 
 What is kept of the log
 -----------------------
