@@ -561,6 +561,11 @@ class _Stoppable:
         with interrupts.interruptible():
             self.engine.finish()
 
+    def saw_range(self, stream: str, lo: int, hi: int) -> None:
+        """(A shared run's executors, hycq/shared_run.py.)"""
+        with interrupts.interruptible():
+            self.engine.saw_range(stream, lo, hi)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self.engine, name)
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -241,6 +242,35 @@ def test_a_stop_inside_a_slow_instant_is_honoured_at_once(
     got = read_output(out)
     assert got.num_rows == m["results"]
     # every instant before the burst's, each whole: the uninterrupted run's prefix
+    assert sorted(set(got.column("_ts").to_pylist())) == list(range(T0, BURST_AT))
+    assert_prefix(got, CROSS_SQL, burst / "burst.csv")
+
+
+def test_a_stop_inside_a_slow_instant_of_a_shared_run_is_honoured_at_once(
+    burst: Path, tmp_path: Path
+) -> None:
+    """Two queries over the stream run together (hycq/shared_run.py), one of them slow."""
+    (tmp_path / "count.sql").write_text(COUNT_SQL)
+    (tmp_path / "catalog.toml").write_text(CATALOG_PATH.read_text())
+    shutil.copy(burst / "q.sql", tmp_path / "cross.sql")
+    proc = start(
+        "run", "count.sql", "cross.sql", "--data", f"readings={burst / 'burst.csv'}",
+        "--output-dir", "out", "--placement", "row", cwd=tmp_path,
+    )  # fmt: skip
+    wait_for(proc, tmp_path / "out", ".cross.jsonl.*.tmp")
+    time.sleep(4.0)
+    assert proc.poll() is None, proc.communicate()
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    try:
+        _, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the stop waited for the instant's end")
+    took = time.monotonic() - sent
+    assert took < STOP_BOUND_S + SLACK_S, f"the stop took {took:.1f} s"
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err and "internal error" not in err, err
+    got = read_output(tmp_path / "out" / "cross.jsonl")
     assert sorted(set(got.column("_ts").to_pylist())) == list(range(T0, BURST_AT))
     assert_prefix(got, CROSS_SQL, burst / "burst.csv")
 
