@@ -219,7 +219,9 @@ def run_plan(
     try:
         if loaded is not None:
             assert recorder is not None
-            replay = _replay(loaded, recorder, {i.stream.name: i.stream.time_index for i in inputs})
+            time_index = {i.stream.name: i.stream.time_index for i in inputs}
+            with contextlib.suppress(StopRequested):  # stopped while replaying: ends below
+                replay = _replay(loaded, recorder, time_index)
         elif ckpt is not None:  # an empty first one: a crash before the next is resumable too
             _write_checkpoint(ckpt, recorder, last_instant[0], sink, dead)
         # While a live source is quiet, its wait gives the loop its turn (a checkpoint).

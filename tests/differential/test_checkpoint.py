@@ -437,3 +437,38 @@ def test_a_resumed_run_keeps_its_interval_unless_given_anew(
     opts.checkpoint = CheckpointOptions(tmp_path / "ckpt", every_s=given, resume=True)
     result = api.run(q, opts, "row")
     assert result.metrics["checkpoint"]["every_s"] == kept
+
+
+def test_a_stop_while_the_log_is_replayed_ends_the_resume_cleanly(
+    readings: tuple[Path, pa.Table], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stop request during a resumed run's replay: the run ends as interrupted (nothing
+    new committed, the checkpoint still good), and the next resume finishes the stream."""
+    from engines import interrupts
+
+    path, table = readings
+    q = api.load_query(str(SMARTPLUG / "q2.sql"), None)
+    data = {"readings": path}
+    with monkeypatch.context() as m:
+        _crash_at(m, 12)
+        with pytest.raises(Crash):
+            api.run(q, _options(tmp_path, data, resume=False), "row")
+    original = Recorder.ingest
+    replayed = [0]
+
+    def ingest(self: Recorder, stream: str, b: pa.RecordBatch, t: int) -> int:
+        if self.replaying:
+            replayed[0] += 1
+            if replayed[0] == 2:
+                interrupts.request_stop()
+        return original(self, stream, b, t)
+
+    with monkeypatch.context() as m:
+        m.setattr(Recorder, "ingest", ingest)
+        metrics = api.run(q, _options(tmp_path, data, resume=True), "row").metrics
+    assert metrics["interrupted"] == "SIGINT" and metrics["tuples_in"] == 0
+    assert replayed[0] >= 2
+    api.run(q, _options(tmp_path, data, resume=True), "row")
+    text = (SMARTPLUG / "q2.sql").read_text()
+    expected = oracle(text, CATALOG, without_late(text, CATALOG, {"readings": table}))
+    assert_same_stream(_read_jsonl(tmp_path / "out.jsonl", expected.schema), expected)
