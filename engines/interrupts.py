@@ -42,6 +42,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import queue
 import signal
 import threading
 import time
@@ -184,24 +185,47 @@ def in_zone() -> bool:
     return _zone > 0
 
 
+class _Worker:
+    """The daemon thread that runs :func:`run_stoppable`'s calls, one at a time (a thread
+    per call would cost more than a small query)."""
+
+    def __init__(self) -> None:
+        self.jobs: queue.SimpleQueue[tuple[Callable[[], Any], dict[str, Any], threading.Event]]
+        self.jobs = queue.SimpleQueue()
+        thread = threading.Thread(target=self._serve, name="hycq-native-call", daemon=True)
+        thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            call, box, done = self.jobs.get()
+            try:
+                box["value"] = call()
+            except BaseException as err:  # noqa: BLE001 - re-raised on the caller's thread
+                box["error"] = err
+            done.set()
+
+
+_worker: _Worker | None = None
+
+
 def run_stoppable(call: Callable[[], T]) -> T:
     """``call()`` on a helper thread, waited for while honouring stop requests: for a native
     call that cannot be cancelled (DataFusion). On a stop it is abandoned (the thread runs on
-    to its end in the background; its result is dropped) and :class:`StopRequested` raised."""
+    to its end in the background; its result is dropped; later calls get a new thread) and
+    :class:`StopRequested` raised."""
+    global _worker
+    if _worker is None:
+        _worker = _Worker()
     box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = call()
-        except BaseException as err:  # noqa: BLE001 - re-raised on the caller's thread
-            box["error"] = err
-
-    thread = threading.Thread(target=target, name="hycq-native-call", daemon=True)
-    thread.start()
-    while thread.is_alive():
-        if _stop is not None:
-            raise StopRequested
-        thread.join(0.05)
+    done = threading.Event()
+    _worker.jobs.put((call, box, done))
+    try:
+        while not done.wait(0.05):
+            if _stop is not None:
+                raise StopRequested
+    except BaseException:
+        _worker = None  # busy with the abandoned call
+        raise
     if "error" in box:
         raise box["error"]
     return box["value"]
