@@ -42,6 +42,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import os
 import queue
 import signal
 import threading
@@ -298,11 +299,44 @@ class GracefulStop:
         self.signum: int | None = None
         """The signal that requested the stop, or None."""
         self._previous: dict[int, Any] = {}
+        self._wakeup: tuple[int, int] | None = None  # (the pipe's write end, previous fd)
         if enabled and _main_thread():
             for sig in SIGNALS:
                 previous = signal.getsignal(sig)
                 if previous is not signal.SIG_IGN:
                     self._previous[sig] = signal.signal(sig, self._handle)
+            if self._previous:
+                self._watch()
+
+    def _watch(self) -> None:
+        """Cancel native calls as the signal arrives, from a helper thread: the Python
+        handler runs only when the main thread next runs Python code, and DuckDB lets it
+        run only at its own checks (up to seconds apart). The C-level handler writes the
+        signal's number to a pipe (``signal.set_wakeup_fd``) that the thread reads."""
+        read_fd, write_fd = os.pipe()
+        os.set_blocking(write_fd, False)
+        try:
+            previous = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+        except (ValueError, OSError):  # not supported here: the handler cancels, later
+            os.close(read_fd)
+            os.close(write_fd)
+            return
+        self._wakeup = (write_fd, previous)
+        stops = {int(sig) for sig in self._previous}
+
+        def watch() -> None:
+            while True:
+                try:
+                    data = os.read(read_fd, 64)
+                except OSError:
+                    return
+                if not data:  # restore() closed the pipe's write end
+                    os.close(read_fd)
+                    return
+                if any(b in stops for b in data):
+                    _cancel_native()
+
+        threading.Thread(target=watch, name="hycq-signal-watch", daemon=True).start()
 
     def _handle(self, signum: int, frame: Any) -> None:
         global _received, _stop, _hard
@@ -339,3 +373,9 @@ class GracefulStop:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
         self._previous = {}
+        if self._wakeup is not None:
+            write_fd, previous = self._wakeup
+            self._wakeup = None
+            if _main_thread():
+                signal.set_wakeup_fd(previous)
+            os.close(write_fd)  # the watcher reads the end of the pipe, closes it, stops
