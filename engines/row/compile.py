@@ -13,6 +13,15 @@ are dead-lettered at ingest) and emits plain Python operators on the non-null fa
 Scalar semantics are DuckDB's (docs/semantics.md): ``/`` is IEEE division, integer ``%`` by
 zero is NULL, ROUND rounds half away from zero, CAST of a DOUBLE to an integer half to even.
 
+Generated code stays flat however long or deep the expression: CPython's parser refuses
+more than 200 nested parentheses and its compiler recurses, while the binder accepts any
+number of CASE WHENs and COALESCE arguments and 128 levels of nesting (two levels of Python
+each when NULL-guarded). A CASE with more than :data:`INLINE_ITEMS` WHENs, or a COALESCE with
+more arguments, becomes a helper function of ``if`` statements; any subexpression whose code
+nests more than :data:`NEST_BUDGET` brackets is hoisted into a helper function of one
+``return``. Helpers live in the compiled function's namespace (``env``); a query of usual
+size has none, so its hot path is unchanged.
+
 NaN is equal to itself (as in DuckDB) wherever values are grouped, counted or compared as
 rows: the row engine represents every NaN by one object, :data:`NAN`, so dict keys, bags and
 tuple comparisons (which test identity first) treat NaN rows as equal. A computed value can
@@ -35,6 +44,7 @@ from __future__ import annotations
 
 import math
 import operator
+import re
 import warnings
 from collections.abc import Callable, Sequence
 from fractions import Fraction
@@ -336,12 +346,42 @@ def _nonfinite(e: Expr, finite: Sequence[bool]) -> tuple[bool, bool]:
 # -- code generation -------------------------------------------------------------------------
 
 
-class _Gen:
-    """Generates one Python expression string for an IR expression over the tuple ``r``."""
+#: Deepest bracket nesting of one generated expression before it is hoisted into a helper
+#: function (CPython refuses 200; its parser and compiler recurse per level).
+NEST_BUDGET = 40
+#: CASEs with more WHENs, and COALESCEs with more arguments, are helper functions of ``if``
+#: statements (inline, each WHEN nests the rest one level deeper).
+INLINE_ITEMS = 8
 
-    def __init__(self, cols: Sequence[bool], var: str = "r") -> None:
+#: Brackets and string literals (whose brackets do not nest) of generated code.
+_BRACKETS = re.compile(r"[()\[\]{}]|'(?:[^'\\]|\\.)*'|" + r'"(?:[^"\\]|\\.)*"')
+
+
+def nesting(code: str) -> int:
+    """The deepest bracket nesting of generated Python ``code`` (string literals skipped)."""
+    depth = deepest = 0
+    for m in _BRACKETS.finditer(code):
+        c = m.group()
+        if c in "([{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in ")]}":
+            depth -= 1
+    return deepest
+
+
+Env = dict[str, Any]
+"""Helper functions generated code calls (``_hx<n>``), added to its namespace."""
+
+
+class _Gen:
+    """Generates one Python expression string for an IR expression over the tuple ``r``;
+    helper functions it needs (see the module docstring) are compiled into ``env``."""
+
+    def __init__(self, cols: Sequence[bool], var: str = "r", env: Env | None = None) -> None:
         self.cols = cols
         self.var = var
+        self.env: Env = env if env is not None else {}
         self._tmp = 0
 
     def tmp(self) -> str:
@@ -352,6 +392,21 @@ class _Gen:
         return nullable(e, self.cols)
 
     def gen(self, e: Expr) -> str:
+        """The expression's code, hoisted into a helper when it nests too deeply."""
+        code = self._gen(e)
+        if nesting(code) > NEST_BUDGET:
+            return self._helper([f"return {code}"])
+        return code
+
+    def _helper(self, body: list[str]) -> str:
+        """Compile ``body`` (statements over ``var``) as a new helper function in ``env``;
+        the call's code. Its own temporaries (``_t<n> :=``) are its locals."""
+        name = f"_hx{len(self.env)}"
+        lines = [f"def {name}({self.var}):", *(f"    {line}" for line in body)]
+        self.env[name] = _build("\n".join(lines) + "\n", name, self.env)
+        return f"{name}({self.var})"
+
+    def _gen(self, e: Expr) -> str:
         if isinstance(e, Literal):
             return _literal(e)
         if isinstance(e, ColumnRef):
@@ -427,6 +482,11 @@ class _Gen:
         if e.name == "COALESCE":
             # Lazy, as SQL engines evaluate it: an argument after the first non-NULL one is
             # never computed (COALESCE(0, CAST(0/0 AS INTEGER)) is 0, not a cast error).
+            if len(args) > INLINE_ITEMS:
+                body: list[str] = []
+                for a in args[:-1]:
+                    body += [f"_c = {self.gen(a)}", "if _c is not None:", "    return _c"]
+                return self._helper([*body, f"return {self.gen(args[-1])}"])
             code = self.gen(args[-1])
             for a in reversed(args[:-1]):
                 t = self.tmp()
@@ -489,6 +549,13 @@ class _Gen:
         return f"(None if ({t} := {value}) is None else (True if {t} in {members} else {missing}))"
 
     def _case(self, e: Case) -> str:
+        if len(e.whens) > INLINE_ITEMS:  # one `if` statement per WHEN, not nested
+            body: list[str] = []
+            for cond, value in e.whens:
+                c = self.gen(cond)
+                body += [f"if ({c}) is True:" if self.null(cond) else f"if {c}:"]
+                body += [f"    return {self.gen(value)}"]
+            return self._helper([*body, f"return {self.gen(e.default)}"])
         out = self.gen(e.default)
         for cond, value in reversed(e.whens):
             c = self.gen(cond)
@@ -508,8 +575,10 @@ def _literal(e: Literal) -> str:
     raise TypeError(f"unsupported literal {v!r}")
 
 
-def _build(source: str, name: str) -> Callable[..., Any]:
+def _build(source: str, name: str, env: Env | None = None) -> Callable[..., Any]:
+    """Compile ``source`` and return its function ``name`` (``env``: helpers it calls)."""
     namespace = dict(RUNTIME)
+    namespace.update(env or {})
     with warnings.catch_warnings():
         # A folded operand can leave `(-0.0) is None` or `(None) is True` in the code: right
         # (identity with None/True/False is what the generator means), but CPython warns
@@ -526,14 +595,24 @@ def _build(source: str, name: str) -> Callable[..., Any]:
 
 
 def expr_source(
-    e: Expr, cols: Sequence[bool], var: str = "r", finite: Sequence[bool] | None = None
+    e: Expr,
+    cols: Sequence[bool],
+    var: str = "r",
+    finite: Sequence[bool] | None = None,
+    env: Env | None = None,
 ) -> str:
     """The Python expression text for ``e`` over tuple variable ``var`` (for fused codegen).
 
     With ``finite`` (which input columns are always finite) a value that may be a new NaN
-    object is made :data:`NAN`; without it the value is left as computed.
+    object is made :data:`NAN`; without it the value is left as computed. Helper functions
+    the text calls (a long CASE, a deep expression) are added to ``env``, which the caller
+    puts into the namespace it compiles the text in; without ``env`` the expression must
+    need none (``ValueError`` otherwise).
     """
-    code = _Gen(cols, var).gen(e)
+    helpers: Env = env if env is not None else {}
+    code = _Gen(cols, var, helpers).gen(e)
+    if env is None and helpers:
+        raise ValueError("expr_source: the expression needs helper functions; pass env")
     if finite is not None and not isinstance(e, ColumnRef) and may_be_nan(e, finite):
         return f"_canon({code})"
     return code
@@ -545,7 +624,7 @@ def compile_filter(pred: Expr, cols: Sequence[bool]) -> Callable[[Rows], Rows]:
     code = g.gen(pred)
     test = f"({code}) is True" if nullable(pred, cols) else code
     src = f"def _filter(rows):\n    return [r for r in rows if {test}]\n"
-    return _build(src, "_filter")
+    return _build(src, "_filter", g.env)
 
 
 def compile_map(
@@ -554,22 +633,25 @@ def compile_map(
     """``rows -> [(e1(r), e2(r), ...) for r in rows]``; NaN results are :data:`NAN`
     (``finite``: which input columns are always finite; all of them when omitted)."""
     fin = finite if finite is not None else [True] * len(cols)
-    items = ", ".join(expr_source(e, cols, finite=fin) for e in exprs)
+    env: Env = {}
+    items = ", ".join(expr_source(e, cols, finite=fin, env=env) for e in exprs)
     src = f"def _map(rows):\n    return [({items},) for r in rows]\n"
-    return _build(src, "_map")
+    return _build(src, "_map", env)
 
 
 def compile_scalar(e: Expr, cols: Sequence[bool]) -> Callable[[Row], Any]:
     """``r -> e(r)`` for one tuple."""
-    code = _Gen(cols).gen(e)
-    return _build(f"def _scalar(r):\n    return {code}\n", "_scalar")
+    g = _Gen(cols)
+    code = g.gen(e)
+    return _build(f"def _scalar(r):\n    return {code}\n", "_scalar", g.env)
 
 
 def compile_predicate(pred: Expr, cols: Sequence[bool]) -> Callable[[Row], bool]:
     """``r -> bool``: true only when the predicate is TRUE (not NULL)."""
-    code = _Gen(cols).gen(pred)
+    g = _Gen(cols)
+    code = g.gen(pred)
     test = f"({code}) is True" if nullable(pred, cols) else f"bool({code})"
-    return _build(f"def _pred(r):\n    return {test}\n", "_pred")
+    return _build(f"def _pred(r):\n    return {test}\n", "_pred", g.env)
 
 
 def compile_key(indexes: Sequence[int]) -> Callable[[Row], Any]:
