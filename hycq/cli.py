@@ -127,6 +127,16 @@ def _dispatch(args: argparse.Namespace) -> int:
     raise OptionError(f"unknown command {args.command}")  # pragma: no cover
 
 
+def _load_query(query: str | Path, catalog: Path | None) -> Any:
+    """``hycq.api.load_query``, its binder's notes (a renamed result column) on stderr."""
+    from hycq import api
+
+    q = api.load_query(query, catalog)
+    for note in q.notes:
+        sys.stderr.write(f"note: {note}\n")
+    return q
+
+
 def _explain(args: argparse.Namespace) -> int:
     from hycq import api
     from hycq.planning import OptimizerOptions, optimize
@@ -134,7 +144,7 @@ def _explain(args: argparse.Namespace) -> int:
     from optimizer.ir.display import render_plan
 
     engines = api.parse_engines(args.engines)
-    q = api.load_query(args.query, args.catalog)
+    q = _load_query(args.query, args.catalog)
     opt = optimize(
         q,
         OptimizerOptions(
@@ -391,7 +401,7 @@ def _run(args: argparse.Namespace) -> int:
 
     registry.get_columnar(args.column_engine, "--column-engine")
     settings = settings_of(args)
-    q = api.load_query(args.query, args.catalog)
+    q = _load_query(args.query, args.catalog)
     inputs = _inputs(args.query, args.catalog, q.catalog, data.values(), args.cost_model)
     if isinstance(placement, dict):
         inputs.append(("--placement", Path(args.placement)))
@@ -525,7 +535,7 @@ def _run_shared(args: argparse.Namespace) -> int:
     inputs: list[tuple[str, Path | str | None]] = []
     catalog = None
     for name, path in names.items():
-        q = api.load_query(path, args.catalog)
+        q = _load_query(path, args.catalog)
         catalog = catalog or q.catalog
         inputs += _inputs(path, args.catalog, q.catalog, data.values(), args.cost_model)
         text = per_query.get(name, args.disorder)
@@ -611,7 +621,7 @@ def _report(args: argparse.Namespace) -> int:
     from hycq.reporting import build_report, check_out_path, write_report
 
     check_out_path(args.out)
-    q = api.load_query(args.query, args.catalog)
+    q = _load_query(args.query, args.catalog)
     inputs = _inputs(args.query, args.catalog, q.catalog, [], args.cost_model)
     _check_outputs([*inputs, ("--bench", args.bench)], [("--out", args.out)])
     opt = optimize(
@@ -657,7 +667,7 @@ def _bench(args: argparse.Namespace) -> int:
             )
     if args.plot is not None and args.plot.suffix.lower() != ".png":
         raise OptionError(f"--plot must end in .png, got '{args.plot}'")
-    queries = [api.load_query(q, args.catalog) for q in args.queries]
+    queries = [_load_query(q, args.catalog) for q in args.queries]
     data = _parse_data(args.data)
     if any(p == STDIN or not isinstance(p, Path) for p in data.values()):
         raise OptionError(
