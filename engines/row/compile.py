@@ -50,6 +50,7 @@ from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any
 
+from engines.row.casemap import lower, upper
 from optimizer.ir.errors import DataError, UnsupportedError
 from optimizer.ir.expr import (
     AggCall,
@@ -63,6 +64,7 @@ from optimizer.ir.expr import (
     Literal,
     Unary,
 )
+from optimizer.ir.functions import NEVER_NULL, NULL_IF_ALL_NULL
 from optimizer.ir.types import DataType
 
 Row = tuple[Any, ...]
@@ -253,6 +255,100 @@ def _to_varchar(x: Any) -> str:
     return str(x)
 
 
+def _sqrt(x: float) -> float:
+    """C's sqrt: NaN below zero (``math.sqrt`` raises), -0.0 of -0.0."""
+    return NAN if x < 0 else math.sqrt(x)
+
+
+def _exp(x: float) -> float:
+    try:
+        return math.exp(x)
+    except OverflowError:
+        return math.inf
+
+
+def _logarithm(fn: Callable[[float], float]) -> Callable[[float], float]:
+    """C's logarithm ``fn``: -inf at (either) zero, NaN below zero (``math`` raises)."""
+
+    def log(x: float) -> float:
+        if x > 0 or x != x:
+            return fn(x)
+        return -math.inf if x == 0 else NAN
+
+    return log
+
+
+def _odd_integer(y: float) -> bool:
+    return math.isfinite(y) and y == math.floor(y) and math.fmod(y, 2.0) != 0
+
+
+def _pow(x: float, y: float) -> float:
+    """C's pow (DuckDB's POWER): ``math.pow`` with IEEE results where it raises (0 to a
+    negative power is +-inf, a negative base to a fractional power NaN, overflow +-inf)."""
+    try:
+        return math.pow(x, y)
+    except OverflowError:
+        return -math.inf if x < 0 and _odd_integer(y) else math.inf
+    except ValueError:
+        if x == 0:
+            return math.copysign(math.inf, x) if _odd_integer(y) else math.inf
+        return NAN
+
+
+def _sign(x: Any) -> int:
+    """DuckDB's SIGN: -1, 0 or 1; 0 for a zero or NaN."""
+    return 1 if x > 0 else -1 if x < 0 else 0
+
+
+#: The positions and lengths DuckDB's SUBSTRING takes (others are an error).
+SUBSTRING_RANGE = (-(2**32), 2**32 - 1)
+
+
+def _substring(s: str, start: int, length: int | None = None) -> str:
+    """DuckDB's SUBSTRING (positions 1-based; a start below 1 counts from the end, 0 is
+    before the first character; a negative length takes the characters before start; a
+    start or length outside :data:`SUBSTRING_RANGE` is an error)."""
+    for value, what in ((start, "position"), (length, "length")):
+        if value is not None and not SUBSTRING_RANGE[0] <= value <= SUBSTRING_RANGE[1]:
+            raise DataError(
+                f"SUBSTRING {what} {value} is outside the supported range "
+                f"({SUBSTRING_RANGE[0]} to {SUBSTRING_RANGE[1]}), as in DuckDB",
+                hint="keep SUBSTRING's position and length within that range",
+            )
+    n = len(s)
+    if length is None:
+        length = SUBSTRING_RANGE[1]  # DuckDB's two-argument form: this length
+    if start > 0:
+        begin = start - 1
+    elif start < 0:
+        begin = n + start
+    else:
+        begin, length = 0, length - 1
+    lo, hi = (begin, begin + length) if length >= 0 else (begin + length, begin)
+    lo, hi = max(lo, 0), min(hi, n)
+    return s[lo:hi] if lo < hi else ""
+
+
+def _replace(s: str, old: str, new: str) -> str:
+    return s.replace(old, new) if old else s  # an empty search string changes nothing
+
+
+def _pad(s: str, n: int, fill: str, left: bool) -> str:
+    """DuckDB's LPAD / RPAD: ``s`` cut or padded to ``n`` characters (``fill`` repeated from
+    its start; a count below 1 gives '')."""
+    n = _to_int32(n)
+    if n <= len(s):
+        return s[: max(n, 0)]
+    need = n - len(s)
+    padding = (fill * (need // len(fill) + 1))[:need]
+    return padding + s if left else s + padding
+
+
+def _concat(*parts: str | None) -> str:
+    """DuckDB's CONCAT: NULL arguments are skipped (never NULL)."""
+    return "".join(p for p in parts if p is not None)
+
+
 RUNTIME: dict[str, Any] = {
     "_NAN": NAN,
     "_canon": _canon,
@@ -273,6 +369,19 @@ RUNTIME: dict[str, Any] = {
     "_ick": checked_bigint,
     "_in3": _in3,
     "_to_varchar": _to_varchar,
+    "_sqrt": _sqrt,
+    "_exp": _exp,
+    "_ln": _logarithm(math.log),
+    "_log10": _logarithm(math.log10),
+    "_log2": _logarithm(math.log2),
+    "_pow": _pow,
+    "_sign": _sign,
+    "_substring": _substring,
+    "_replace": _replace,
+    "_pad": _pad,
+    "_concat": _concat,
+    "_upper": upper,
+    "_lower": lower,
     "abs": abs,
     "float": float,
 }
@@ -295,8 +404,10 @@ def nullable(e: Expr, cols: Sequence[bool]) -> bool:
     if isinstance(e, Unary):
         return False if e.op in ("IS NULL", "IS NOT NULL") else nullable(e.operand, cols)
     if isinstance(e, Func):
-        if e.name in ("COALESCE", "LEAST", "GREATEST"):
+        if e.name in NULL_IF_ALL_NULL:
             return all(nullable(a, cols) for a in e.args)
+        if e.name in NEVER_NULL:
+            return False
         return any(nullable(a, cols) for a in e.args)
     if isinstance(e, Cast):
         return nullable(e.operand, cols)
@@ -337,10 +448,42 @@ def _nonfinite(e: Expr, finite: Sequence[bool]) -> tuple[bool, bool]:
         if e.op == "*":
             return True, ln or rn or li or ri
         return True, True  # / and %: x / 0, 0 / 0, fmod(x, 0)
+    if isinstance(e, Func) and e.name in _NONFINITE_FUNCTIONS:
+        return True, True  # sqrt(-1), ln(0), exp(1000), pow(0, -1) of finite arguments
     parts = [_nonfinite(c, finite) for c in e.children()]
     if isinstance(e, Case):  # the conditions are booleans: only the values matter
         parts = [_nonfinite(v, finite) for _, v in e.whens] + [_nonfinite(e.default, finite)]
     return any(p[0] for p in parts), any(p[1] for p in parts)
+
+
+#: DOUBLE functions that can give NaN or an infinity from finite arguments.
+_NONFINITE_FUNCTIONS = frozenset({"SQRT", "POWER", "EXP", "LN", "LOG10", "LOG2"})
+
+#: Functions compiled as one call of a runtime helper (``_sign(x)``) over their arguments,
+#: NULL where an argument is; the DOUBLE ones take their arguments as floats.
+_STRICT_CALLS: dict[str, str] = {
+    "SQRT": "_sqrt",
+    "EXP": "_exp",
+    "LN": "_ln",
+    "LOG10": "_log10",
+    "LOG2": "_log2",
+    "POWER": "_pow",
+    "SIGN": "_sign",
+    "LENGTH": "len",
+    "LOWER": "_lower",
+    "UPPER": "_upper",
+    "SUBSTRING": "_substring",
+    "REPLACE": "_replace",
+}
+_FLOAT_ARGS = frozenset({"SQRT", "EXP", "LN", "LOG10", "LOG2", "POWER"})
+#: String methods: ``s.<method>(arg, ...)``.
+_METHODS: dict[str, str] = {
+    "STARTS_WITH": "startswith",
+    "ENDS_WITH": "endswith",
+    "TRIM": "strip",
+    "LTRIM": "lstrip",
+    "RTRIM": "rstrip",
+}
 
 
 # -- code generation -------------------------------------------------------------------------
@@ -503,6 +646,31 @@ class _Gen:
             return self._guarded(args, lambda c: f"{fn}(float({c[0]}))")
         if e.name == "ROUND":
             return self._guarded(args, lambda c: f"_round({', '.join(c)})")
+        return self._string_or_math(e, args)
+
+    def _string_or_math(self, e: Func, args: list[Expr]) -> str:
+        """The functions of ``_STRICT_CALLS``, ``_METHODS``, CONTAINS, LPAD / RPAD, CONCAT
+        and ``||`` (docs/semantics.md, "Scalar functions")."""
+        name = e.name
+        if name in _STRICT_CALLS:
+            fn = _STRICT_CALLS[name]
+            if name in _FLOAT_ARGS:
+                return self._guarded(args, lambda c: f"{fn}({', '.join(f'float({x})' for x in c)})")
+            return self._guarded(args, lambda c: f"{fn}({', '.join(c)})")
+        if name in _METHODS:
+            method = _METHODS[name]
+            if name.endswith("TRIM") and len(args) == 1:
+                return self._guarded(args, lambda c: f"{c[0]}.{method}(' ')")  # spaces only
+            return self._guarded(args, lambda c: f"{c[0]}.{method}({c[1]})")
+        if name == "CONTAINS":
+            return self._guarded(args, lambda c: f"({c[1]} in {c[0]})")
+        if name in ("LPAD", "RPAD"):
+            left = name == "LPAD"
+            return self._guarded(args, lambda c: f"_pad({c[0]}, {c[1]}, {c[2]}, {left})")
+        if name == "CONCAT":
+            return f"_concat({', '.join(self.gen(a) for a in args)})"
+        if name == "||":
+            return self._guarded(args, lambda c: f"({c[0]} + {c[1]})")
         raise TypeError(f"unknown function {e.name}")
 
     def _cast(self, e: Cast) -> str:
