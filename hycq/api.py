@@ -25,7 +25,7 @@ from optimizer.ir.catalog import Catalog
 from optimizer.ir.errors import OptionError, QueryError, UserError
 from optimizer.ir.plan import Category, LogicalPlan
 from optimizer.ir.plan import Source as SourceOp
-from optimizer.sql import plan_query
+from optimizer.sql import bind_query
 from optimizer.sql.catalog import load_catalog
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -45,6 +45,8 @@ class LoadedQuery:
     catalog: Catalog
     plan: LogicalPlan
     bind_ms: float
+    notes: tuple[str, ...] = ()
+    """The binder's notes (``FILE:LINE:COL: text``): the CLI shows each as ``note: ...``."""
 
 
 def read_query_text(query: str | Path) -> tuple[str, str]:
@@ -86,8 +88,8 @@ def load_query(query: str | Path, catalog: Path | None = None) -> LoadedQuery:
     text, name = read_query_text(query)
     cat = load_catalog(find_catalog(query, catalog))
     start = time.perf_counter()
-    plan = plan_query(text, cat, name)
-    return LoadedQuery(text, name, cat, plan, (time.perf_counter() - start) * 1e3)
+    plan, notes = bind_query(text, cat, name)
+    return LoadedQuery(text, name, cat, plan, (time.perf_counter() - start) * 1e3, notes)
 
 
 def parse_engines(spec: str) -> tuple[str, ...]:

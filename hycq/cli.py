@@ -127,6 +127,16 @@ def _dispatch(args: argparse.Namespace) -> int:
     raise OptionError(f"unknown command {args.command}")  # pragma: no cover
 
 
+def _load_query(query: str | Path, catalog: Path | None) -> Any:
+    """``hycq.api.load_query``, its binder's notes (a renamed result column) on stderr."""
+    from hycq import api
+
+    q = api.load_query(query, catalog)
+    for note in q.notes:
+        sys.stderr.write(f"note: {note}\n")
+    return q
+
+
 def _explain(args: argparse.Namespace) -> int:
     from hycq import api
     from hycq.planning import OptimizerOptions, optimize
@@ -134,7 +144,7 @@ def _explain(args: argparse.Namespace) -> int:
     from optimizer.ir.display import render_plan
 
     engines = api.parse_engines(args.engines)
-    q = api.load_query(args.query, args.catalog)
+    q = _load_query(args.query, args.catalog)
     data = _explain_data(args, q)
     opt = optimize(
         q,
@@ -424,7 +434,7 @@ def _run(args: argparse.Namespace) -> int:
 
     registry.get_columnar(args.column_engine, "--column-engine")
     settings = settings_of(args)
-    q = api.load_query(args.query, args.catalog)
+    q = _load_query(args.query, args.catalog)
     _check_data_streams([q], data)
     inputs = _inputs(args.query, args.catalog, q.catalog, data.values(), args.cost_model)
     if isinstance(placement, dict):
@@ -577,7 +587,7 @@ def _run_shared(args: argparse.Namespace) -> int:
     queries = []
     inputs: list[tuple[str, Path | str | None]] = []
     catalog = None
-    loaded = {name: api.load_query(path, args.catalog) for name, path in names.items()}
+    loaded = {name: _load_query(path, args.catalog) for name, path in names.items()}
     _check_data_streams(list(loaded.values()), data)
     for name, path in names.items():
         q = loaded[name]
@@ -666,7 +676,7 @@ def _report(args: argparse.Namespace) -> int:
     from hycq.reporting import build_report, check_out_path, write_report
 
     check_out_path(args.out)
-    q = api.load_query(args.query, args.catalog)
+    q = _load_query(args.query, args.catalog)
     inputs = _inputs(args.query, args.catalog, q.catalog, [], args.cost_model)
     _check_outputs([*inputs, ("--bench", args.bench)], [("--out", args.out)])
     opt = optimize(
@@ -712,7 +722,7 @@ def _bench(args: argparse.Namespace) -> int:
             )
     if args.plot is not None and args.plot.suffix.lower() != ".png":
         raise OptionError(f"--plot must end in .png, got '{args.plot}'")
-    queries = [api.load_query(q, args.catalog) for q in args.queries]
+    queries = [_load_query(q, args.catalog) for q in args.queries]
     data = _parse_data(args.data)
     _check_data_streams(queries, data)
     if any(p == STDIN or not isinstance(p, Path) for p in data.values()):

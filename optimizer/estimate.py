@@ -77,7 +77,7 @@ from optimizer.statistics import (
     SampleStatistics,
     aggregate_signature,
     derived_signature,
-    source_column,
+    relation_key,
 )
 
 #: Default selectivities of section "Defaults" above.
@@ -309,12 +309,10 @@ class _Estimator:
         ``op_id`` (capped by its cardinality)."""
         if (self.sample is None and self.runtime is None) or len(columns) < 2:
             return None
-        origins = [source_column(self.plan, op_id, c) for c in columns]
-        streams = {o[0] for o in origins if o is not None}
-        if None in origins or len(streams) != 1:
+        relation = relation_key(self.plan, op_id, columns)
+        if relation is None:
             return None
-        stream = streams.pop()
-        names = tuple(o[1] for o in origins if o is not None)
+        stream, names = relation
         d = self.runtime.distinct_of(stream, names) if self.runtime is not None else None
         if d is None:
             sdef = self.catalog.get(stream) if self.catalog is not None else None
@@ -332,12 +330,8 @@ class _Estimator:
         without a sample or when the key is computed or spans streams)."""
         if self.sample is None or not columns:
             return None
-        origins = [source_column(self.plan, op_id, c) for c in columns]
-        streams = {o[0] for o in origins if o is not None}
-        if None in origins or len(streams) != 1:
-            return None
-        names = tuple(o[1] for o in origins if o is not None)
-        return self.sample.per_second_of(streams.pop(), names)
+        relation = relation_key(self.plan, op_id, columns)
+        return None if relation is None else self.sample.per_second_of(*relation)
 
     def _trace_distinct(self, op_id: str, column: int) -> Estimate:
         op = self.plan.op(op_id)

@@ -106,18 +106,57 @@ class SampleStatistics:
         }
 
 
-def source_column(plan: LogicalPlan, op_id: str, column: int) -> tuple[str, str] | None:
-    """``(stream, column name)`` that column ``column`` of ``op_id`` carries unchanged from a
-    source, or None if it is computed (an expression or an aggregate value)."""
+@dataclass(frozen=True)
+class Origin:
+    """Where a column of an operator comes from unchanged: a column of a stream, reached
+    through ``path``, the (operator, input port) of every operator with several inputs
+    passed on the way down. Two columns come from one tuple of the stream only if their
+    paths agree: the two sides of a self-join read one stream but pair different tuples."""
+
+    stream: str
+    name: str
+    path: tuple[tuple[str, int], ...]
+
+
+def source_origin(plan: LogicalPlan, op_id: str, column: int) -> Origin | None:
+    """The :class:`Origin` of column ``column`` of ``op_id``, or None if it is computed (an
+    expression or an aggregate value)."""
+    path: list[tuple[str, int]] = []
     while True:
         op = plan.op(op_id)
         if isinstance(op, Source):
-            return op.stream, op.schema[column].name
+            return Origin(op.stream, op.schema[column].name, tuple(path))
         lineage = op.input_column(column)
         if lineage is None:
             return None
         port, column = lineage
-        op_id = plan.inputs(op_id)[port]
+        ins = plan.inputs(op_id)
+        if len(ins) > 1:
+            path.append((op_id, port))
+        op_id = ins[port]
+
+
+def source_column(plan: LogicalPlan, op_id: str, column: int) -> tuple[str, str] | None:
+    """``(stream, column name)`` that column ``column`` of ``op_id`` carries unchanged from a
+    source, or None if it is computed (an expression or an aggregate value)."""
+    origin = source_origin(plan, op_id, column)
+    return None if origin is None else (origin.stream, origin.name)
+
+
+def relation_key(
+    plan: LogicalPlan, op_id: str, columns: list[int]
+) -> tuple[str, tuple[str, ...]] | None:
+    """``(stream, sorted distinct column names)`` when ``columns`` of ``op_id`` all carry
+    columns of one tuple of one stream unchanged (one :class:`Origin` path), so that the
+    key's distinct values are the stream's; None when one is computed, or they come from
+    different tuples (two streams, or both sides of a self-join: ``GROUP BY x.k, y.k``)."""
+    origins = [source_origin(plan, op_id, c) for c in columns]
+    if not origins or any(o is None for o in origins):
+        return None
+    if len({(o.stream, o.path) for o in origins if o is not None}) != 1:
+        return None
+    stream = origins[0].stream if origins[0] is not None else ""
+    return stream, tuple(sorted({o.name for o in origins if o is not None}))
 
 
 def _filter_stream(plan: LogicalPlan, op_id: str) -> str | None:
@@ -156,21 +195,15 @@ def key_sets(plan: LogicalPlan) -> set[tuple[str, tuple[str, ...]]]:
     """Composite keys (stream, sorted column names) the plan groups or equi-joins on."""
     keys: set[tuple[str, tuple[str, ...]]] = set()
 
-    def add(op_id: str, columns: list[int]) -> None:
-        origins = [source_column(plan, op_id, c) for c in columns]
-        if not origins or any(o is None for o in origins):
-            return
-        streams = {o[0] for o in origins if o is not None}
-        if len(streams) == 1:
-            keys.add((streams.pop(), tuple(sorted({o[1] for o in origins if o is not None}))))
-
     for op in plan.operators():
         fn = KEYS.get(type(op))
         if fn is None:
             continue
         ins = plan.inputs(op.id)
         for port, columns in fn(op):
-            add(ins[port], columns)
+            key = relation_key(plan, ins[port], columns)
+            if key is not None:
+                keys.add(key)
     return keys
 
 
@@ -299,7 +332,7 @@ def aggregate_signature(plan: LogicalPlan, op_id: str) -> AggregateShape | None:
     return AggregateShape(
         streams.pop(),
         tuple(predicates),
-        tuple(sorted(k[1] for k in keys if k is not None)),
+        tuple(sorted({k[1] for k in keys if k is not None})),
         tuple(calls),
     )
 
@@ -332,10 +365,15 @@ def _static_share(shape: AggregateShape, sample: pa.Table) -> float | None:
         except (KeyError, _NotSampleable, pa.ArrowException):
             return None
         t = t.filter(pc.fill_null(mask, False))
+    # Grouped by position (k0.. the keys, a0.. the arguments): a key may also be an
+    # argument (MAX(k) ... GROUP BY k), and no stream column can clash with "a0_min".
+    keys = _unique(shape.keys)
+    columns = [t.column(c) for c in (*keys, *args)]
+    positional = [*(f"k{i}" for i in range(len(keys))), *(f"a{i}" for i in range(len(args)))]
     specs: list[tuple[Any, ...]] = [([], "count_all")]
-    for a in args:
-        specs += [(a, "min"), (a, "max")]
-    g = t.select([*shape.keys, *args]).group_by(list(shape.keys)).aggregate(specs)
+    for i in range(len(args)):
+        specs += [(f"a{i}", "min"), (f"a{i}", "max")]
+    g = pa.Table.from_arrays(columns, positional).group_by(positional[: len(keys)]).aggregate(specs)
     g = g.filter(pc.greater_equal(g.column("count_all"), 2))
     if g.num_rows < STATIC_MIN_GROUPS:
         return None
@@ -343,7 +381,8 @@ def _static_share(shape: AggregateShape, sample: pa.Table) -> float | None:
     for func, arg, distinct in shape.calls:
         if arg is None or (func == "COUNT" and not distinct):
             return 0.0  # a count moves whenever its group's size does
-        lo, hi = g.column(f"{arg}_min"), g.column(f"{arg}_max")
+        a = args.index(arg)
+        lo, hi = g.column(f"a{a}_min"), g.column(f"a{a}_max")
         same = pc.fill_null(pc.equal(lo, hi), False)
         if func == "SUM" and not distinct:
             same = pc.and_(same, pc.fill_null(pc.equal(lo, 0), False))
@@ -355,15 +394,18 @@ def _static_share(shape: AggregateShape, sample: pa.Table) -> float | None:
 
 def _per_second(sample: pa.Table, cols: tuple[str, ...], ts: str, tps: int) -> float | None:
     """Mean distinct ``cols`` per event-second of ``sample`` (its first and last second,
-    maybe cut by the sample, left out when there are others)."""
+    maybe cut by the sample, left out when there are others). ``cols`` may hold the
+    timestamp column itself (``GROUP BY ts``): the table grouped here names its columns by
+    position, so no name is there twice."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    t = sample.select([ts, *cols])
-    sec = pc.floor(pc.divide(pc.cast(t.column(ts), pa.float64()), float(tps)))
-    t = t.set_column(0, "_sec", sec)
-    pairs = t.group_by(["_sec", *cols]).aggregate([])
-    per = pairs.group_by(["_sec"]).aggregate([([], "count_all")]).sort_by("_sec")
+    sec = pc.floor(pc.divide(pc.cast(sample.column(ts), pa.float64()), float(tps)))
+    keys = _unique(cols)
+    names = [f"k{i}" for i in range(len(keys))]
+    t = pa.Table.from_arrays([sec, *(sample.column(c) for c in keys)], ["sec", *names])
+    pairs = t.group_by(["sec", *names]).aggregate([])
+    per = pairs.group_by(["sec"]).aggregate([([], "count_all")]).sort_by("sec")
     counts = per.column("count_all").to_pylist()
     if len(counts) > 2:
         counts = counts[1:-1]
@@ -371,11 +413,18 @@ def _per_second(sample: pa.Table, cols: tuple[str, ...], ts: str, tps: int) -> f
 
 
 def _distinct(sample: pa.Table, cols: tuple[str, ...]) -> float:
-    if len(cols) == 1:
+    """Distinct values of the key ``cols`` (a column named twice counts once) in ``sample``."""
+    keys = _unique(cols)
+    if len(keys) == 1:
         import pyarrow.compute as pc
 
-        return float(pc.count_distinct(sample.column(cols[0]), mode="all").as_py())
-    return float(sample.select(list(cols)).group_by(list(cols)).aggregate([]).num_rows)
+        return float(pc.count_distinct(sample.column(keys[0]), mode="all").as_py())
+    return float(sample.select(keys).group_by(keys).aggregate([]).num_rows)
+
+
+def _unique(names: tuple[str, ...] | list[str]) -> list[str]:
+    """``names`` without repeats, in order (a table selected by them names each once)."""
+    return list(dict.fromkeys(names))
 
 
 # -- selectivities measured on a sample ----------------------------------------------------
@@ -498,9 +547,8 @@ def derived_signature(plan: LogicalPlan, op_id: str) -> DerivedShape | None:
     if isinstance(plan.op(cur), Window | Source):
         return None  # window-fed: per_second and static shares cover it
     columns = [e.index for e in op.group_by if isinstance(e, ColumnRef)]
-    origins = [source_column(plan, inp, c) for c in columns]
-    streams = {o[0] for o in origins if o is not None}
-    if any(o is None for o in origins) or len(streams) != 1:
+    relation = relation_key(plan, inp, columns)
+    if relation is None:
         return None
     below: list[str] = []
     seen: set[str] = set()
@@ -519,8 +567,7 @@ def derived_signature(plan: LogicalPlan, op_id: str) -> DerivedShape | None:
         stack.extend(plan.inputs(o))
     order = [o for o in plan.topological() if o in seen and o in below]
     parts = sorted(_described(plan.op(o)) for o in order)
-    names = tuple(sorted(o[1] for o in origins if o is not None))
-    stream = streams.pop()
+    stream, names = relation
     key = f"{stream} BY {'+'.join(names)} OVER " + " | ".join(parts)
     return DerivedShape(stream, names, tuple(order), tuple(columns), key)
 

@@ -720,8 +720,8 @@ def assert_same_stream(actual: pa.Table, expected: pa.Table, rel: float = 1e-9) 
 
 def result_rows(table: pa.Table) -> list[tuple[Any, ...]]:
     """Rows of a result stream sorted by ``_ts`` then by value (for readable assertions)."""
-    names = [c for c in table.column_names if c != TS] + [TS]
-    rows = _rows(table.select(names))
+    names = table.column_names  # by position: a table may name two columns alike
+    rows = _rows(table.select([i for i, c in enumerate(names) if c != TS] + [names.index(TS)]))
     return sorted(rows, key=lambda r: (r[-1], repr(r[:-1])))
 
 

@@ -27,7 +27,9 @@ def _version() -> str:
 ENGINE = EngineSpec(
     name="datafusion",
     description="Apache DataFusion, embedded (pip install 'hycq[datafusion]')",
-    capabilities=SQL_CAPABILITIES.without_casts(get_dialect("datafusion").unsupported_casts()),
+    capabilities=SQL_CAPABILITIES.without_casts(
+        get_dialect("datafusion").unsupported_casts()
+    ).without_functions(get_dialect("datafusion").unsupported_functions()),
     colours=("#ece0f5", "#6a3d9a"),
     factory=_make,
     dialect="datafusion",

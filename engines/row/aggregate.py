@@ -489,18 +489,24 @@ class AggregateOp(RowOperator):
         self.fifo = fifo
         cols = list(input_nullable)
         fin = list(input_finite) if input_finite is not None else [True] * len(cols)
+        # Helpers the key and argument code calls (a long CASE, a deep expression).
+        self._env: dict[str, Any] = {}
+        env = self._env
         # Group key code: a scalar for one key, a tuple for several (NaN: the one object).
         if not group_by:
             key_code = "()"
         elif len(group_by) == 1:
-            key_code = expr_source(group_by[0], cols, finite=fin)
+            key_code = expr_source(group_by[0], cols, finite=fin, env=env)
         else:
-            key_code = "(" + ", ".join(expr_source(g, cols, finite=fin) for g in group_by) + ",)"
+            keys = ", ".join(expr_source(g, cols, finite=fin, env=env) for g in group_by)
+            key_code = f"({keys},)"
         self._single_key = len(group_by) == 1
         self.slots: list[_Slot] = []
         width = 1
         for call in aggs:
-            arg_code = expr_source(call.arg, cols, finite=fin) if call.arg is not None else None
+            arg_code = (
+                expr_source(call.arg, cols, finite=fin, env=env) if call.arg is not None else None
+            )
             arg_null = call.arg is not None and nullable(call.arg, cols)
             nan_arg = call.arg is not None and may_be_nan(call.arg, fin)
             slot = _Slot(
@@ -522,7 +528,7 @@ class AggregateOp(RowOperator):
         self._finish = self._gen_finish()
         partial = ["0"] + [c for s in self.slots for c in s.partial_init()]
         self._new_state_src += f"def _new_partial():\n    return [{', '.join(partial)}]\n"
-        ns = dict(_NAMESPACE)
+        ns = dict(_NAMESPACE, **self._env)
         exec(compile(self._new_state_src, f"<hycq:{op_id}:new>", "exec"), ns)
         self._new: Callable[[], list[Any]] = ns["_new"]
         self._new_partial: Callable[[], list[Any]] = ns["_new_partial"]
@@ -556,7 +562,7 @@ class AggregateOp(RowOperator):
         for slot in self.slots:
             lines += ["        " + stmt for stmt in slot.update_code(sign)]
         src = "\n".join(lines) + "\n"
-        ns = dict(_NAMESPACE)
+        ns = dict(_NAMESPACE, **self._env)
         name = "ins" if sign > 0 else "del"
         exec(compile(src, f"<hycq:{self.op_id}:{name}>", "exec"), ns)
         fn = ns["_upd"]
@@ -565,7 +571,7 @@ class AggregateOp(RowOperator):
 
     def _compile(self, lines: list[str], name: str, fn_name: str) -> Callable[..., Any]:
         src = "\n".join(lines) + "\n"
-        ns = dict(_NAMESPACE)
+        ns = dict(_NAMESPACE, **self._env)
         exec(compile(src, f"<hycq:{self.op_id}:{name}>", "exec"), ns)
         fn = ns[fn_name]
         fn.__hycq_source__ = src
@@ -650,7 +656,7 @@ class AggregateOp(RowOperator):
             "    return ins, dels",
         ]
         src = "\n".join(lines) + "\n"
-        ns = dict(_NAMESPACE)
+        ns = dict(_NAMESPACE, **self._env)
         exec(compile(src, f"<hycq:{self.op_id}:finish>", "exec"), ns)
         fn = ns["_finish"]
         fn.__hycq_source__ = src

@@ -13,6 +13,15 @@ are dead-lettered at ingest) and emits plain Python operators on the non-null fa
 Scalar semantics are DuckDB's (docs/semantics.md): ``/`` is IEEE division, integer ``%`` by
 zero is NULL, ROUND rounds half away from zero, CAST of a DOUBLE to an integer half to even.
 
+Generated code stays flat however long or deep the expression: CPython's parser refuses
+more than 200 nested parentheses and its compiler recurses, while the binder accepts any
+number of CASE WHENs and COALESCE arguments and 128 levels of nesting (two levels of Python
+each when NULL-guarded). A CASE with more than :data:`INLINE_ITEMS` WHENs, or a COALESCE with
+more arguments, becomes a helper function of ``if`` statements; any subexpression whose code
+nests more than :data:`NEST_BUDGET` brackets is hoisted into a helper function of one
+``return``. Helpers live in the compiled function's namespace (``env``); a query of usual
+size has none, so its hot path is unchanged.
+
 NaN is equal to itself (as in DuckDB) wherever values are grouped, counted or compared as
 rows: the row engine represents every NaN by one object, :data:`NAN`, so dict keys, bags and
 tuple comparisons (which test identity first) treat NaN rows as equal. A computed value can
@@ -35,11 +44,13 @@ from __future__ import annotations
 
 import math
 import operator
+import re
 import warnings
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any
 
+from engines.row.casemap import lower, upper
 from optimizer.ir.errors import DataError, UnsupportedError
 from optimizer.ir.expr import (
     AggCall,
@@ -53,6 +64,7 @@ from optimizer.ir.expr import (
     Literal,
     Unary,
 )
+from optimizer.ir.functions import NEVER_NULL, NULL_IF_ALL_NULL
 from optimizer.ir.types import DataType
 
 Row = tuple[Any, ...]
@@ -243,6 +255,100 @@ def _to_varchar(x: Any) -> str:
     return str(x)
 
 
+def _sqrt(x: float) -> float:
+    """C's sqrt: NaN below zero (``math.sqrt`` raises), -0.0 of -0.0."""
+    return NAN if x < 0 else math.sqrt(x)
+
+
+def _exp(x: float) -> float:
+    try:
+        return math.exp(x)
+    except OverflowError:
+        return math.inf
+
+
+def _logarithm(fn: Callable[[float], float]) -> Callable[[float], float]:
+    """C's logarithm ``fn``: -inf at (either) zero, NaN below zero (``math`` raises)."""
+
+    def log(x: float) -> float:
+        if x > 0 or x != x:
+            return fn(x)
+        return -math.inf if x == 0 else NAN
+
+    return log
+
+
+def _odd_integer(y: float) -> bool:
+    return math.isfinite(y) and y == math.floor(y) and math.fmod(y, 2.0) != 0
+
+
+def _pow(x: float, y: float) -> float:
+    """C's pow (DuckDB's POWER): ``math.pow`` with IEEE results where it raises (0 to a
+    negative power is +-inf, a negative base to a fractional power NaN, overflow +-inf)."""
+    try:
+        return math.pow(x, y)
+    except OverflowError:
+        return -math.inf if x < 0 and _odd_integer(y) else math.inf
+    except ValueError:
+        if x == 0:
+            return math.copysign(math.inf, x) if _odd_integer(y) else math.inf
+        return NAN
+
+
+def _sign(x: Any) -> int:
+    """DuckDB's SIGN: -1, 0 or 1; 0 for a zero or NaN."""
+    return 1 if x > 0 else -1 if x < 0 else 0
+
+
+#: The positions and lengths DuckDB's SUBSTRING takes (others are an error).
+SUBSTRING_RANGE = (-(2**32), 2**32 - 1)
+
+
+def _substring(s: str, start: int, length: int | None = None) -> str:
+    """DuckDB's SUBSTRING (positions 1-based; a start below 1 counts from the end, 0 is
+    before the first character; a negative length takes the characters before start; a
+    start or length outside :data:`SUBSTRING_RANGE` is an error)."""
+    for value, what in ((start, "position"), (length, "length")):
+        if value is not None and not SUBSTRING_RANGE[0] <= value <= SUBSTRING_RANGE[1]:
+            raise DataError(
+                f"SUBSTRING {what} {value} is outside the supported range "
+                f"({SUBSTRING_RANGE[0]} to {SUBSTRING_RANGE[1]}), as in DuckDB",
+                hint="keep SUBSTRING's position and length within that range",
+            )
+    n = len(s)
+    if length is None:
+        length = SUBSTRING_RANGE[1]  # DuckDB's two-argument form: this length
+    if start > 0:
+        begin = start - 1
+    elif start < 0:
+        begin = n + start
+    else:
+        begin, length = 0, length - 1
+    lo, hi = (begin, begin + length) if length >= 0 else (begin + length, begin)
+    lo, hi = max(lo, 0), min(hi, n)
+    return s[lo:hi] if lo < hi else ""
+
+
+def _replace(s: str, old: str, new: str) -> str:
+    return s.replace(old, new) if old else s  # an empty search string changes nothing
+
+
+def _pad(s: str, n: int, fill: str, left: bool) -> str:
+    """DuckDB's LPAD / RPAD: ``s`` cut or padded to ``n`` characters (``fill`` repeated from
+    its start; a count below 1 gives '')."""
+    n = _to_int32(n)
+    if n <= len(s):
+        return s[: max(n, 0)]
+    need = n - len(s)
+    padding = (fill * (need // len(fill) + 1))[:need]
+    return padding + s if left else s + padding
+
+
+def _concat(*parts: str | None) -> str:
+    """DuckDB's CONCAT: NULL arguments are skipped (never NULL)."""
+    return "".join(p for p in parts if p is not None)
+
+
 RUNTIME: dict[str, Any] = {
     "_NAN": NAN,
     "_canon": _canon,
@@ -263,6 +369,19 @@ RUNTIME: dict[str, Any] = {
     "_ick": checked_bigint,
     "_in3": _in3,
     "_to_varchar": _to_varchar,
+    "_sqrt": _sqrt,
+    "_exp": _exp,
+    "_ln": _logarithm(math.log),
+    "_log10": _logarithm(math.log10),
+    "_log2": _logarithm(math.log2),
+    "_pow": _pow,
+    "_sign": _sign,
+    "_substring": _substring,
+    "_replace": _replace,
+    "_pad": _pad,
+    "_concat": _concat,
+    "_upper": upper,
+    "_lower": lower,
     "abs": abs,
     "float": float,
 }
@@ -285,8 +404,10 @@ def nullable(e: Expr, cols: Sequence[bool]) -> bool:
     if isinstance(e, Unary):
         return False if e.op in ("IS NULL", "IS NOT NULL") else nullable(e.operand, cols)
     if isinstance(e, Func):
-        if e.name in ("COALESCE", "LEAST", "GREATEST"):
+        if e.name in NULL_IF_ALL_NULL:
             return all(nullable(a, cols) for a in e.args)
+        if e.name in NEVER_NULL:
+            return False
         return any(nullable(a, cols) for a in e.args)
     if isinstance(e, Cast):
         return nullable(e.operand, cols)
@@ -327,21 +448,83 @@ def _nonfinite(e: Expr, finite: Sequence[bool]) -> tuple[bool, bool]:
         if e.op == "*":
             return True, ln or rn or li or ri
         return True, True  # / and %: x / 0, 0 / 0, fmod(x, 0)
+    if isinstance(e, Func) and e.name in _NONFINITE_FUNCTIONS:
+        return True, True  # sqrt(-1), ln(0), exp(1000), pow(0, -1) of finite arguments
     parts = [_nonfinite(c, finite) for c in e.children()]
     if isinstance(e, Case):  # the conditions are booleans: only the values matter
         parts = [_nonfinite(v, finite) for _, v in e.whens] + [_nonfinite(e.default, finite)]
     return any(p[0] for p in parts), any(p[1] for p in parts)
 
 
+#: DOUBLE functions that can give NaN or an infinity from finite arguments.
+_NONFINITE_FUNCTIONS = frozenset({"SQRT", "POWER", "EXP", "LN", "LOG10", "LOG2"})
+
+#: Functions compiled as one call of a runtime helper (``_sign(x)``) over their arguments,
+#: NULL where an argument is; the DOUBLE ones take their arguments as floats.
+_STRICT_CALLS: dict[str, str] = {
+    "SQRT": "_sqrt",
+    "EXP": "_exp",
+    "LN": "_ln",
+    "LOG10": "_log10",
+    "LOG2": "_log2",
+    "POWER": "_pow",
+    "SIGN": "_sign",
+    "LENGTH": "len",
+    "LOWER": "_lower",
+    "UPPER": "_upper",
+    "SUBSTRING": "_substring",
+    "REPLACE": "_replace",
+}
+_FLOAT_ARGS = frozenset({"SQRT", "EXP", "LN", "LOG10", "LOG2", "POWER"})
+#: String methods: ``s.<method>(arg, ...)``.
+_METHODS: dict[str, str] = {
+    "STARTS_WITH": "startswith",
+    "ENDS_WITH": "endswith",
+    "TRIM": "strip",
+    "LTRIM": "lstrip",
+    "RTRIM": "rstrip",
+}
+
+
 # -- code generation -------------------------------------------------------------------------
 
 
-class _Gen:
-    """Generates one Python expression string for an IR expression over the tuple ``r``."""
+#: Deepest bracket nesting of one generated expression before it is hoisted into a helper
+#: function (CPython refuses 200; its parser and compiler recurse per level).
+NEST_BUDGET = 40
+#: CASEs with more WHENs, and COALESCEs with more arguments, are helper functions of ``if``
+#: statements (inline, each WHEN nests the rest one level deeper).
+INLINE_ITEMS = 8
 
-    def __init__(self, cols: Sequence[bool], var: str = "r") -> None:
+#: Brackets and string literals (whose brackets do not nest) of generated code.
+_BRACKETS = re.compile(r"[()\[\]{}]|'(?:[^'\\]|\\.)*'|" + r'"(?:[^"\\]|\\.)*"')
+
+
+def nesting(code: str) -> int:
+    """The deepest bracket nesting of generated Python ``code`` (string literals skipped)."""
+    depth = deepest = 0
+    for m in _BRACKETS.finditer(code):
+        c = m.group()
+        if c in "([{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in ")]}":
+            depth -= 1
+    return deepest
+
+
+Env = dict[str, Any]
+"""Helper functions generated code calls (``_hx<n>``), added to its namespace."""
+
+
+class _Gen:
+    """Generates one Python expression string for an IR expression over the tuple ``r``;
+    helper functions it needs (see the module docstring) are compiled into ``env``."""
+
+    def __init__(self, cols: Sequence[bool], var: str = "r", env: Env | None = None) -> None:
         self.cols = cols
         self.var = var
+        self.env: Env = env if env is not None else {}
         self._tmp = 0
 
     def tmp(self) -> str:
@@ -352,6 +535,21 @@ class _Gen:
         return nullable(e, self.cols)
 
     def gen(self, e: Expr) -> str:
+        """The expression's code, hoisted into a helper when it nests too deeply."""
+        code = self._gen(e)
+        if nesting(code) > NEST_BUDGET:
+            return self._helper([f"return {code}"])
+        return code
+
+    def _helper(self, body: list[str]) -> str:
+        """Compile ``body`` (statements over ``var``) as a new helper function in ``env``;
+        the call's code. Its own temporaries (``_t<n> :=``) are its locals."""
+        name = f"_hx{len(self.env)}"
+        lines = [f"def {name}({self.var}):", *(f"    {line}" for line in body)]
+        self.env[name] = _build("\n".join(lines) + "\n", name, self.env)
+        return f"{name}({self.var})"
+
+    def _gen(self, e: Expr) -> str:
         if isinstance(e, Literal):
             return _literal(e)
         if isinstance(e, ColumnRef):
@@ -427,6 +625,11 @@ class _Gen:
         if e.name == "COALESCE":
             # Lazy, as SQL engines evaluate it: an argument after the first non-NULL one is
             # never computed (COALESCE(0, CAST(0/0 AS INTEGER)) is 0, not a cast error).
+            if len(args) > INLINE_ITEMS:
+                body: list[str] = []
+                for a in args[:-1]:
+                    body += [f"_c = {self.gen(a)}", "if _c is not None:", "    return _c"]
+                return self._helper([*body, f"return {self.gen(args[-1])}"])
             code = self.gen(args[-1])
             for a in reversed(args[:-1]):
                 t = self.tmp()
@@ -443,6 +646,31 @@ class _Gen:
             return self._guarded(args, lambda c: f"{fn}(float({c[0]}))")
         if e.name == "ROUND":
             return self._guarded(args, lambda c: f"_round({', '.join(c)})")
+        return self._string_or_math(e, args)
+
+    def _string_or_math(self, e: Func, args: list[Expr]) -> str:
+        """The functions of ``_STRICT_CALLS``, ``_METHODS``, CONTAINS, LPAD / RPAD, CONCAT
+        and ``||`` (docs/semantics.md, "Scalar functions")."""
+        name = e.name
+        if name in _STRICT_CALLS:
+            fn = _STRICT_CALLS[name]
+            if name in _FLOAT_ARGS:
+                return self._guarded(args, lambda c: f"{fn}({', '.join(f'float({x})' for x in c)})")
+            return self._guarded(args, lambda c: f"{fn}({', '.join(c)})")
+        if name in _METHODS:
+            method = _METHODS[name]
+            if name.endswith("TRIM") and len(args) == 1:
+                return self._guarded(args, lambda c: f"{c[0]}.{method}(' ')")  # spaces only
+            return self._guarded(args, lambda c: f"{c[0]}.{method}({c[1]})")
+        if name == "CONTAINS":
+            return self._guarded(args, lambda c: f"({c[1]} in {c[0]})")
+        if name in ("LPAD", "RPAD"):
+            left = name == "LPAD"
+            return self._guarded(args, lambda c: f"_pad({c[0]}, {c[1]}, {c[2]}, {left})")
+        if name == "CONCAT":
+            return f"_concat({', '.join(self.gen(a) for a in args)})"
+        if name == "||":
+            return self._guarded(args, lambda c: f"({c[0]} + {c[1]})")
         raise TypeError(f"unknown function {e.name}")
 
     def _cast(self, e: Cast) -> str:
@@ -489,6 +717,13 @@ class _Gen:
         return f"(None if ({t} := {value}) is None else (True if {t} in {members} else {missing}))"
 
     def _case(self, e: Case) -> str:
+        if len(e.whens) > INLINE_ITEMS:  # one `if` statement per WHEN, not nested
+            body: list[str] = []
+            for cond, value in e.whens:
+                c = self.gen(cond)
+                body += [f"if ({c}) is True:" if self.null(cond) else f"if {c}:"]
+                body += [f"    return {self.gen(value)}"]
+            return self._helper([*body, f"return {self.gen(e.default)}"])
         out = self.gen(e.default)
         for cond, value in reversed(e.whens):
             c = self.gen(cond)
@@ -508,8 +743,10 @@ def _literal(e: Literal) -> str:
     raise TypeError(f"unsupported literal {v!r}")
 
 
-def _build(source: str, name: str) -> Callable[..., Any]:
+def _build(source: str, name: str, env: Env | None = None) -> Callable[..., Any]:
+    """Compile ``source`` and return its function ``name`` (``env``: helpers it calls)."""
     namespace = dict(RUNTIME)
+    namespace.update(env or {})
     with warnings.catch_warnings():
         # A folded operand can leave `(-0.0) is None` or `(None) is True` in the code: right
         # (identity with None/True/False is what the generator means), but CPython warns
@@ -526,14 +763,24 @@ def _build(source: str, name: str) -> Callable[..., Any]:
 
 
 def expr_source(
-    e: Expr, cols: Sequence[bool], var: str = "r", finite: Sequence[bool] | None = None
+    e: Expr,
+    cols: Sequence[bool],
+    var: str = "r",
+    finite: Sequence[bool] | None = None,
+    env: Env | None = None,
 ) -> str:
     """The Python expression text for ``e`` over tuple variable ``var`` (for fused codegen).
 
     With ``finite`` (which input columns are always finite) a value that may be a new NaN
-    object is made :data:`NAN`; without it the value is left as computed.
+    object is made :data:`NAN`; without it the value is left as computed. Helper functions
+    the text calls (a long CASE, a deep expression) are added to ``env``, which the caller
+    puts into the namespace it compiles the text in; without ``env`` the expression must
+    need none (``ValueError`` otherwise).
     """
-    code = _Gen(cols, var).gen(e)
+    helpers: Env = env if env is not None else {}
+    code = _Gen(cols, var, helpers).gen(e)
+    if env is None and helpers:
+        raise ValueError("expr_source: the expression needs helper functions; pass env")
     if finite is not None and not isinstance(e, ColumnRef) and may_be_nan(e, finite):
         return f"_canon({code})"
     return code
@@ -545,7 +792,7 @@ def compile_filter(pred: Expr, cols: Sequence[bool]) -> Callable[[Rows], Rows]:
     code = g.gen(pred)
     test = f"({code}) is True" if nullable(pred, cols) else code
     src = f"def _filter(rows):\n    return [r for r in rows if {test}]\n"
-    return _build(src, "_filter")
+    return _build(src, "_filter", g.env)
 
 
 def compile_map(
@@ -554,22 +801,25 @@ def compile_map(
     """``rows -> [(e1(r), e2(r), ...) for r in rows]``; NaN results are :data:`NAN`
     (``finite``: which input columns are always finite; all of them when omitted)."""
     fin = finite if finite is not None else [True] * len(cols)
-    items = ", ".join(expr_source(e, cols, finite=fin) for e in exprs)
+    env: Env = {}
+    items = ", ".join(expr_source(e, cols, finite=fin, env=env) for e in exprs)
     src = f"def _map(rows):\n    return [({items},) for r in rows]\n"
-    return _build(src, "_map")
+    return _build(src, "_map", env)
 
 
 def compile_scalar(e: Expr, cols: Sequence[bool]) -> Callable[[Row], Any]:
     """``r -> e(r)`` for one tuple."""
-    code = _Gen(cols).gen(e)
-    return _build(f"def _scalar(r):\n    return {code}\n", "_scalar")
+    g = _Gen(cols)
+    code = g.gen(e)
+    return _build(f"def _scalar(r):\n    return {code}\n", "_scalar", g.env)
 
 
 def compile_predicate(pred: Expr, cols: Sequence[bool]) -> Callable[[Row], bool]:
     """``r -> bool``: true only when the predicate is TRUE (not NULL)."""
-    code = _Gen(cols).gen(pred)
+    g = _Gen(cols)
+    code = g.gen(pred)
     test = f"({code}) is True" if nullable(pred, cols) else f"bool({code})"
-    return _build(f"def _pred(r):\n    return {test}\n", "_pred")
+    return _build(f"def _pred(r):\n    return {test}\n", "_pred", g.env)
 
 
 def compile_key(indexes: Sequence[int]) -> Callable[[Row], Any]:

@@ -28,7 +28,9 @@ def _version() -> str:
 ENGINE = EngineSpec(
     name="spark",
     description="Spark SQL through PySpark (local JVM or a cluster: --spark-conf)",
-    capabilities=SQL_CAPABILITIES.without_casts(get_dialect("spark").unsupported_casts()),
+    capabilities=SQL_CAPABILITIES.without_casts(
+        get_dialect("spark").unsupported_casts()
+    ).without_functions(get_dialect("spark").unsupported_functions()),
     colours=("#dcefd6", "#3b7d2c"),
     factory=_make,
     dialect="spark",

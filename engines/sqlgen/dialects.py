@@ -58,12 +58,18 @@ _TYPE_NAMES = {
 _EXACT_INTEGER_DOUBLE = 4503599627370496.0
 
 
+#: Parsed once: ``exp.DataType.build`` parses its text, and a CASE of 1,000 WHENs casts
+#: tens of thousands of values (4 s of generation); a copy of the node costs a tenth.
+_SQL_TYPES = {dtype: exp.DataType.build(name) for dtype, name in _TYPE_NAMES.items()}
+
+
 def sql_type(dtype: DataType) -> exp.DataType:
-    """The sqlglot type node of an IR type (NULL has no SQL type and is rejected)."""
-    name = _TYPE_NAMES.get(dtype)
-    if name is None:
+    """The sqlglot type node of an IR type (NULL has no SQL type and is rejected); a new
+    node each time (sqlglot nodes know their parent)."""
+    node = _SQL_TYPES.get(dtype)
+    if node is None:
         raise PlanError(f"no SQL type for the IR type {dtype}")
-    return exp.DataType.build(name)
+    return node.copy()
 
 
 def cast(e: exp.Expr, dtype: DataType) -> exp.Cast:
@@ -243,6 +249,43 @@ class SqlDialect:
             return args[0]
         return _fn(name, *args)
 
+    def math(self, name: str, x: exp.Expr) -> exp.Expr:
+        """SQRT, EXP, LN, LOG10 or LOG2 of a DOUBLE, as C computes it (NaN below the
+        domain, -inf for the logarithm of a zero)."""
+        return _fn(name, x)
+
+    def power(self, x: exp.Expr, y: exp.Expr) -> exp.Expr:
+        """C's pow of two DOUBLEs (pow(1, NaN) = 1, pow(0, -1) = inf, pow(-8, 1/3) = NaN)."""
+        return _fn("POWER", x, y)
+
+    def sign(self, x: exp.Expr, dtype: DataType) -> exp.Expr:
+        """-1, 0 or 1 (0 for a zero or NaN) of a BIGINT or DOUBLE."""
+        return _fn("SIGN", x)
+
+    def case_map(self, name: str, s: exp.Expr) -> exp.Expr:
+        """DuckDB's UPPER / LOWER (its simple per-character mapping)."""
+        return _fn(name, s)
+
+    def substring(self, s: exp.Expr, start: exp.Expr, length: exp.Expr | None) -> exp.Expr:
+        """DuckDB's SUBSTRING of BIGINT positions (engines.row.compile._substring)."""
+        return _fn("SUBSTRING", s, start, *([length] if length is not None else []))
+
+    def trim(self, name: str, s: exp.Expr, chars: exp.Expr | None) -> exp.Expr:
+        """TRIM / LTRIM / RTRIM: spaces (``chars`` None) or any of ``chars`` off the ends."""
+        return _fn(name, s, *([chars] if chars is not None else []))
+
+    def string_call(self, name: str, args: list[exp.Expr]) -> exp.Expr:
+        """REPLACE, CONTAINS, STARTS_WITH or ENDS_WITH of VARCHAR arguments."""
+        return _fn(name, *args)
+
+    def concat(self, parts: list[exp.Expr]) -> exp.Expr:
+        """DuckDB's CONCAT: NULL parts are skipped, so the result is never NULL."""
+        return _fn("CONCAT", *parts)
+
+    def pad(self, name: str, s: exp.Expr, count: exp.Expr, fill: exp.Expr) -> exp.Expr:
+        """LPAD / RPAD to ``count`` (INTEGER) characters with a non-empty ``fill``."""
+        return _fn(name, s, count, fill)
+
     # -- casts ------------------------------------------------------------------------------
 
     def double_to_integer(self, x: exp.Expr, dtype: DataType) -> exp.Expr:
@@ -265,6 +308,18 @@ class SqlDialect:
                     out.add((src.value, dst.value))
         return frozenset(out)
 
+    def unsupported_functions(self) -> frozenset[str]:
+        """The scalar functions this dialect cannot give DuckDB's result for (its
+        :meth:`case_map` raises): an engine's capabilities leave them out, so the optimizer
+        never places them there."""
+        out = set()
+        for name in ("LOWER", "UPPER"):
+            try:
+                self.case_map(name, exp.Null())
+            except UnsupportedError:
+                out.add(name)
+        return frozenset(out)
+
     # -- aggregates -------------------------------------------------------------------------
 
     def orderable(self, x: exp.Expr, dtype: DataType) -> exp.Expr:
@@ -280,6 +335,85 @@ class SqlDialect:
     def median(self, x: exp.Expr) -> exp.Expr:
         """Exact median of a DOUBLE argument (mean of the two middle values for even counts)."""
         return exp.Median(this=x)
+
+
+def _when(*pairs: tuple[exp.Expr, exp.Expr], default: exp.Expr) -> exp.Case:
+    """``CASE WHEN c1 THEN v1 ... ELSE default END``."""
+    return exp.Case(ifs=[exp.If(this=c, true=v) for c, v in pairs], default=default)
+
+
+def _sign_emulated(x: exp.Expr, dtype: DataType) -> exp.Expr:
+    """SIGN spelled out: NULL, then 0 for NaN (which Spark and DataFusion order above or
+    below every number), then by comparison with 0."""
+    pairs: list[tuple[exp.Expr, exp.Expr]] = [
+        (exp.Is(this=paren(x.copy()), expression=exp.Null()), cast(exp.Null(), DataType.BIGINT))
+    ]
+    if dtype is DataType.DOUBLE:
+        pairs.append((_fn("ISNAN", x.copy()), number(0)))
+    pairs += [
+        (exp.GT(this=paren(x.copy()), expression=number(0)), number(1)),
+        (exp.LT(this=paren(x.copy()), expression=number(0)), number(-1)),
+    ]
+    return _when(*pairs, default=number(0))
+
+
+def _substring_emulated(s: exp.Expr, start: exp.Expr, length: exp.Expr | None) -> exp.Expr:
+    """DuckDB's SUBSTRING (engines.row.compile._substring) through a SUBSTRING whose start
+    is at least 1 and whose length is not negative, where every engine agrees: the bounds
+    are computed in DECIMAL(38, 0), which holds any BIGINT sum exactly."""
+
+    def dec(e: exp.Expr) -> exp.Expr:
+        return exp.Cast(this=e.copy(), to=_DECIMAL.copy())
+
+    n = dec(_fn("LENGTH", s.copy()))
+    a = dec(start)
+    begin = _when(
+        (exp.GT(this=a.copy(), expression=number(0)), exp.Sub(this=a.copy(), expression=number(1))),
+        (exp.LT(this=a.copy(), expression=number(0)), exp.Add(this=n.copy(), expression=a.copy())),
+        default=dec(number(0)),
+    )
+    nulls: list[exp.Expr] = [s, start] + ([length] if length is not None else [])
+    # DuckDB's two-argument form takes the length 2^32 - 1.
+    b = dec(length if length is not None else number(2**32 - 1))
+    zero_start = exp.EQ(this=a.copy(), expression=number(0))
+    span = _when((zero_start, exp.Sub(this=b.copy(), expression=number(1))), default=b)
+    forward = exp.GTE(this=paren(span.copy()), expression=number(0))
+    end = exp.Add(this=paren(begin.copy()), expression=paren(span.copy()))
+    lo: exp.Expr = _when((forward.copy(), begin.copy()), default=end.copy())
+    hi: exp.Expr = _when((forward, end), default=begin)
+    lo = _fn("GREATEST", lo, dec(number(0)))
+    hi = _fn("LEAST", hi, n)
+    piece = _fn(
+        "SUBSTRING",
+        s.copy(),
+        cast(exp.Add(this=paren(lo.copy()), expression=number(1)), DataType.INTEGER),
+        cast(exp.Sub(this=paren(hi.copy()), expression=paren(lo.copy())), DataType.INTEGER),
+    )
+    any_null = exp.or_(*(exp.Is(this=paren(e.copy()), expression=exp.Null()) for e in nulls))
+    # DuckDB raises for a position or length outside [-2^32, 2^32 - 1]: so does the CAST of
+    # such a value to INTEGER (an out-of-range cast raises in Spark's ANSI mode and in
+    # DataFusion), evaluated only there.
+    out_of_range = [
+        (
+            exp.or_(
+                exp.LT(this=paren(e.copy()), expression=number(-(2**32))),
+                exp.GT(this=paren(e.copy()), expression=number(2**32 - 1)),
+            ),
+            cast(cast(e.copy(), DataType.INTEGER), DataType.VARCHAR),
+        )
+        for e in nulls[1:]
+    ]
+    return _when(
+        (any_null, cast(exp.Null(), DataType.VARCHAR)),
+        *out_of_range,
+        (exp.LT(this=lo, expression=hi), piece),
+        default=exp.Literal.string(""),
+    )
+
+
+def _nonnegative(count: exp.Expr) -> exp.Expr:
+    """``count``, or 0 where it is negative (NULL stays NULL)."""
+    return _when((exp.LT(this=paren(count.copy()), expression=number(0)), number(0)), default=count)
 
 
 class DuckDBDialect(SqlDialect):
@@ -393,6 +527,69 @@ class SparkDialect(SqlDialect):
             value = exp.Mul(this=paren(rounded), expression=double_literal(scale))
             overflow = exp.EQ(this=exp.Abs(this=value.copy()), expression=double_literal(math.inf))
         return exp.Case(ifs=[exp.If(this=overflow, true=x)], default=value)
+
+    def math(self, name: str, x: exp.Expr) -> exp.Expr:
+        # Spark's logarithms are NULL at and below zero (C: -inf at zero, NaN below).
+        if name not in ("LN", "LOG10", "LOG2"):
+            return super().math(name, x)
+        return _when(
+            (exp.EQ(this=paren(x.copy()), expression=number(0)), double_literal(-math.inf)),
+            (exp.LT(this=paren(x.copy()), expression=number(0)), double_literal(math.nan)),
+            default=_fn(name, x),
+        )
+
+    def power(self, x: exp.Expr, y: exp.Expr) -> exp.Expr:
+        # Java's pow gives NaN for 1 to the power NaN or +-inf and for -1 to +-inf; C gives 1.
+        one = double_literal(1.0)
+        return _when(
+            (
+                exp.and_(
+                    exp.EQ(this=paren(x.copy()), expression=one.copy()),
+                    exp.Not(this=exp.Is(this=paren(y.copy()), expression=exp.Null())),
+                ),
+                one.copy(),
+            ),
+            (
+                exp.and_(
+                    exp.EQ(this=paren(x.copy()), expression=double_literal(-1.0)),
+                    exp.EQ(this=exp.Abs(this=y.copy()), expression=double_literal(math.inf)),
+                ),
+                one.copy(),
+            ),
+            default=_fn("POWER", x, y),
+        )
+
+    def sign(self, x: exp.Expr, dtype: DataType) -> exp.Expr:
+        # Spark's SIGN is a DOUBLE, NaN for NaN.
+        return _sign_emulated(x, dtype)
+
+    def case_map(self, name: str, s: exp.Expr) -> exp.Expr:
+        raise UnsupportedError(
+            f"{name} is not supported on Spark",
+            hint="Spark maps the case of some characters differently from DuckDB (full "
+            "mappings: 'ß' to 'SS'; a newer Unicode); run this operator on DuckDB",
+        )
+
+    def substring(self, s: exp.Expr, start: exp.Expr, length: exp.Expr | None) -> exp.Expr:
+        # Spark reads a start of 0 as 1 and a negative length as 0.
+        return _substring_emulated(s, start, length)
+
+    def trim(self, name: str, s: exp.Expr, chars: exp.Expr | None) -> exp.Expr:
+        if chars is None:
+            return super().trim(name, s, chars)
+        # Spark's two-argument LTRIM / RTRIM take the characters first: the standard form.
+        position = {"TRIM": "BOTH", "LTRIM": "LEADING", "RTRIM": "TRAILING"}[name]
+        return exp.Trim(this=s, expression=chars, position=position)
+
+    def string_call(self, name: str, args: list[exp.Expr]) -> exp.Expr:
+        spelled = {"STARTS_WITH": "STARTSWITH", "ENDS_WITH": "ENDSWITH"}.get(name, name)
+        return _fn(spelled, *args)
+
+    def concat(self, parts: list[exp.Expr]) -> exp.Expr:
+        # Spark's CONCAT is NULL when a part is.
+        return _fn(
+            "CONCAT", *(exp.Coalesce(this=p, expressions=[exp.Literal.string("")]) for p in parts)
+        )
 
     def double_to_integer(self, x: exp.Expr, dtype: DataType) -> exp.Expr:
         # Spark's cast truncates; BROUND rounds half to even first, as DuckDB's cast does.
@@ -541,6 +738,71 @@ class DataFusionDialect(SqlDialect):
             value = exp.Mul(this=exp.Round(this=scaled), expression=scale)
         overflow = exp.EQ(this=exp.Abs(this=value.copy()), expression=double_literal(math.inf))
         return exp.Case(ifs=[exp.If(this=overflow, true=x)], default=value)
+
+    def math(self, name: str, x: exp.Expr) -> exp.Expr:
+        # DataFusion's SQRT raises below zero (C: NaN).
+        if name != "SQRT":
+            return super().math(name, x)
+        below = exp.LT(this=paren(x.copy()), expression=number(0))
+        return _when((below, double_literal(math.nan)), default=_fn("SQRT", x))
+
+    def power(self, x: exp.Expr, y: exp.Expr) -> exp.Expr:
+        # DataFusion raises for zero to a negative power; C gives +-inf (-inf for -0.0 to a
+        # negative odd integer: 1 / -0.0 is -inf).
+        odd_negative_zero = exp.and_(
+            exp.EQ(
+                this=exp.Mod(this=paren(y.copy()), expression=double_literal(2.0)),
+                expression=double_literal(-1.0),
+            ),
+            exp.LT(
+                this=exp.Div(this=double_literal(1.0), expression=paren(x.copy())),
+                expression=number(0),
+            ),
+        )
+        infinity = _when(
+            (odd_negative_zero, double_literal(-math.inf)), default=double_literal(math.inf)
+        )
+        zero_negative = exp.and_(
+            exp.EQ(this=paren(x.copy()), expression=number(0)),
+            # NANVL: a NaN with its sign bit set is below 0 in DataFusion's order
+            exp.LT(this=self.orderable(y.copy(), DataType.DOUBLE), expression=number(0)),
+        )
+        return _when((zero_negative, infinity), default=_fn("POWER", x, y))
+
+    def sign(self, x: exp.Expr, dtype: DataType) -> exp.Expr:
+        # DataFusion has SIGNUM (a DOUBLE, NaN for NaN), no SIGN.
+        return _sign_emulated(x, dtype)
+
+    def case_map(self, name: str, s: exp.Expr) -> exp.Expr:
+        raise UnsupportedError(
+            f"{name} is not supported on DataFusion",
+            hint="DataFusion maps the case of some characters differently from DuckDB (full "
+            "mappings: 'ß' to 'SS'; a newer Unicode); run this operator on DuckDB",
+        )
+
+    def substring(self, s: exp.Expr, start: exp.Expr, length: exp.Expr | None) -> exp.Expr:
+        # DataFusion counts a negative start as before the string and raises for a negative
+        # length.
+        return _substring_emulated(s, start, length)
+
+    def trim(self, name: str, s: exp.Expr, chars: exp.Expr | None) -> exp.Expr:
+        if chars is None:
+            return super().trim(name, s, chars)
+        return _fn({"TRIM": "BTRIM"}.get(name, name), s, chars)
+
+    def concat(self, parts: list[exp.Expr]) -> exp.Expr:
+        # DataFusion's simplifier drops empty-string arguments of CONCAT and then refuses a
+        # CONCAT of none: COALESCE(a, '') || COALESCE(b, '') || ... means the same.
+        out: exp.Expr = exp.Coalesce(this=parts[0], expressions=[exp.Literal.string("")])
+        for p in parts[1:]:
+            out = exp.DPipe(
+                this=out, expression=exp.Coalesce(this=p, expressions=[exp.Literal.string("")])
+            )
+        return out
+
+    def pad(self, name: str, s: exp.Expr, count: exp.Expr, fill: exp.Expr) -> exp.Expr:
+        # DataFusion panics on a negative count (DuckDB: '').
+        return _fn(name, s, _nonnegative(count), fill)
 
     def check_cast(self, src: DataType, dst: DataType) -> None:
         reason = DATAFUSION_UNSUPPORTED_CASTS.get((src, dst))

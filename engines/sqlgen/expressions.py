@@ -231,6 +231,49 @@ class ExprTranslator:
                     raise UnsupportedError("ROUND's second argument must be an integer")
                 digits = d.value
             return self.dialect.round(self.typed(args[0], DataType.DOUBLE), digits)
+        return self._string_or_math(e)
+
+    def _string_or_math(self, e: Func) -> exp.Expr:
+        """The functions of docs/semantics.md, "Scalar functions": DuckDB's spelling, or the
+        dialect's rewrite where the engine's own function differs."""
+        name, args = e.name, e.args
+        d = self.dialect
+        if name in ("SQRT", "EXP", "LN", "LOG10", "LOG2"):
+            return d.math(name, self.typed(args[0], DataType.DOUBLE))
+        if name == "POWER":
+            return d.power(
+                self.typed(args[0], DataType.DOUBLE), self.typed(args[1], DataType.DOUBLE)
+            )
+        if name == "SIGN":
+            dtype = DataType.DOUBLE if args[0].dtype is DataType.DOUBLE else DataType.BIGINT
+            return cast(d.sign(self.typed(args[0], dtype), dtype), DataType.INTEGER)
+        text = [
+            self.typed(a, DataType.VARCHAR)
+            if i == 0 or a.dtype is DataType.NULL
+            else self.scalar(a)
+            for i, a in enumerate(args)
+        ]
+        if name == "LENGTH":
+            return cast(exp.Anonymous(this="LENGTH", expressions=[text[0]]), DataType.BIGINT)
+        if name in ("LOWER", "UPPER"):
+            return d.case_map(name, text[0])
+        if name == "SUBSTRING":
+            ints = [self.typed(a, DataType.BIGINT) for a in args[1:]]
+            return d.substring(text[0], ints[0], ints[1] if len(ints) > 1 else None)
+        if name in ("TRIM", "LTRIM", "RTRIM"):
+            chars = self.typed(args[1], DataType.VARCHAR) if len(args) > 1 else None
+            return d.trim(name, text[0], chars)
+        if name in ("REPLACE", "CONTAINS", "STARTS_WITH", "ENDS_WITH"):
+            strings = [self.typed(a, DataType.VARCHAR) for a in args]
+            return d.string_call(name, strings)
+        if name == "CONCAT":
+            return d.concat([self.typed(a, DataType.VARCHAR) for a in args])
+        if name == "||":
+            strings = [self.typed(a, DataType.VARCHAR) for a in args]
+            return exp.DPipe(this=paren(strings[0]), expression=paren(strings[1]))
+        if name in ("LPAD", "RPAD"):
+            count = self.typed(args[1], DataType.INTEGER)
+            return d.pad(name, text[0], count, self.typed(args[2], DataType.VARCHAR))
         raise UnsupportedError(f"function {name} has no SQL translation")
 
     def _cast(self, e: Cast) -> exp.Expr:

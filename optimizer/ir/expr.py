@@ -348,6 +348,9 @@ def _display(e: Expr, parent_prec: int) -> str:
             return f"-{_display(e.operand, 7)}"
         return f"{_display(e.operand, 7)} {e.op}"
     if isinstance(e, Func):
+        if e.name == "||":  # the operator, written as one
+            text = " || ".join(_display(a, 6) for a in e.args)
+            return f"({text})" if parent_prec > 5 else text
         return f"{e.name}({', '.join(_display(a, 0) for a in e.args)})"
     if isinstance(e, Cast):
         return f"CAST({_display(e.operand, 0)} AS {e.dtype})"

@@ -33,6 +33,7 @@ import networkx as nx
 
 from optimizer.ir.errors import PlanError, did_you_mean
 from optimizer.ir.expr import AggCall, Cast, Func, Unary
+from optimizer.ir.functions import FUNCTIONS
 from optimizer.ir.plan import Aggregate, Category, LogicalPlan
 
 ROW = "row"
@@ -54,9 +55,13 @@ class EngineCapabilities:
         """These capabilities minus the given casts."""
         return replace(self, unsupported_casts=self.unsupported_casts | casts)
 
+    def without_functions(self, names: frozenset[str]) -> EngineCapabilities:
+        """These capabilities minus the given scalar functions."""
+        return replace(self, functions=self.functions - names)
+
 
 #: Every scalar function and aggregate of the IR (optimizer/ir/functions.py).
-ALL_FUNCTIONS = frozenset({"ABS", "COALESCE", "LEAST", "GREATEST", "FLOOR", "CEIL", "ROUND"})
+ALL_FUNCTIONS = frozenset(FUNCTIONS)
 ALL_AGGREGATES = frozenset({"COUNT", "SUM", "AVG", "MIN", "MAX", "MEDIAN"})
 R2R_OPERATORS = frozenset({"select", "project", "join", "aggregate"})
 
@@ -175,7 +180,11 @@ def check_placement(
         for expr in op.expressions():
             for node in expr.walk():
                 if isinstance(node, Func) and node.name not in caps.functions:
-                    raise PlanError(f"{engine} cannot evaluate {node.name} in {op_id}")
+                    raise PlanError(
+                        f"{engine} cannot evaluate {node.name} in {op_id}",
+                        hint=f"place {op_id} on an engine that computes {node.name} as "
+                        "docs/semantics.md defines it (DuckDB or the row engine)",
+                    )
                 if (
                     isinstance(node, Cast)
                     and (node.operand.dtype.value, node.dtype.value) in caps.unsupported_casts

@@ -9,11 +9,21 @@ from optimizer.sql.bind import Binder
 from optimizer.sql.parse import parse_select
 
 
-def plan_query(text: str, catalog: Catalog, name: str = "<query>") -> LogicalPlan:
-    """Parse and bind CQL text into a logical plan (raises positioned QueryErrors)."""
+def bind_query(
+    text: str, catalog: Catalog, name: str = "<query>"
+) -> tuple[LogicalPlan, tuple[str, ...]]:
+    """Parse and bind CQL text: the logical plan and the binder's notes for the user
+    (``FILE:LINE:COL: text``, e.g. a result column renamed); raises positioned QueryErrors."""
     source = Source(text, name)
     select = parse_select(source)
-    return Binder(catalog, source).bind(select)
+    binder = Binder(catalog, source)
+    plan = binder.bind(select)
+    return plan, tuple(binder.notes)
 
 
-__all__ = ["plan_query"]
+def plan_query(text: str, catalog: Catalog, name: str = "<query>") -> LogicalPlan:
+    """Parse and bind CQL text into a logical plan (raises positioned QueryErrors)."""
+    return bind_query(text, catalog, name)[0]
+
+
+__all__ = ["bind_query", "plan_query"]

@@ -33,7 +33,8 @@ from sqlglot.tokens import Token, TokenType
 
 from optimizer.ir.errors import did_you_mean
 
-#: Accepted time units (singular and plural) and their length in milliseconds.
+#: Accepted time units (singular and plural) and their length in milliseconds: fixed lengths
+#: only (a day is 24 hours of event time, no calendar; months and years vary, so none).
 TIME_UNITS: dict[str, int] = {
     "MILLISECOND": 1,
     "MILLISECONDS": 1,
@@ -43,6 +44,10 @@ TIME_UNITS: dict[str, int] = {
     "MINUTES": 60_000,
     "HOUR": 3_600_000,
     "HOURS": 3_600_000,
+    "DAY": 86_400_000,
+    "DAYS": 86_400_000,
+    "WEEK": 604_800_000,
+    "WEEKS": 604_800_000,
 }
 WINDOW_KEYWORDS = ("RANGE", "ROWS", "NOW", "UNBOUNDED")
 R2S_KEYWORDS = ("ISTREAM", "DSTREAM", "RSTREAM")
@@ -222,7 +227,7 @@ class CQLParser(DuckDBParser):
         return StreamWindow(**args)
 
 
-_UNIT_HINT = "units are MILLISECOND(S), SECOND(S), MINUTE(S) and HOUR(S)"
+_UNIT_HINT = "units are MILLISECOND(S), SECOND(S), MINUTE(S), HOUR(S), DAY(S) and WEEK(S)"
 _WINDOW_HINT = (
     "windows look like [RANGE 5 MINUTES SLIDE 1 SECOND], [ROWS 100], [NOW] or [UNBOUNDED]"
 )

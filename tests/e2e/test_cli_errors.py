@@ -73,7 +73,7 @@ def test_bind_error_in_query_file(folder: Path) -> None:
             "3:1",
             "expected ']' to close the window clause",
         ),
-        ("SELECT value FROM readings [RANGE 5 DAYS]", "1:37", "unknown time unit 'DAYS'"),
+        ("SELECT value FROM readings [RANGE 5 MONTHS]", "1:37", "unknown time unit 'MONTHS'"),
         ("SELECT value\nFROM readings\n", "2:6", "stream 'readings' needs a window"),
         ("SELECT value FROM readings [NOW]\nORDER BY value\n", "2:1", "ORDER BY is not supported"),
         ("SELECT value FROM readings [NOW]\nWHERE label = 'open\n", "2:15", "unterminated string"),

@@ -334,3 +334,72 @@ def test_a_bom_on_stdin_is_not_query_text(
     monkeypatch.setattr("sys.stdin", io.StringIO(text))
     code, err = run_main(capsys, "explain", "-", "--catalog", CATALOG_PATH)
     assert code == 0, err
+
+
+# -- result columns renamed ----------------------------------------------------------------
+
+RENAMING = {
+    # (query, the renames the note names, the result's columns)
+    "case": (
+        'SELECT plug_id AS "x", value AS "X" FROM readings [NOW]',
+        ["'X' -> 'X_1'"],
+        ["x", "X_1"],
+    ),
+    "exact": (
+        "SELECT plug_id, plug_id, value AS plug_id_1 FROM readings [NOW]",
+        ["'plug_id' -> 'plug_id_1'", "'plug_id_1' -> 'plug_id_1_1'"],
+        ["plug_id", "plug_id_1", "plug_id_1_1"],
+    ),
+    "derived": (
+        "SELECT d.n FROM (SELECT plug_id AS n, value AS N FROM readings [NOW]) AS d",
+        ["'N' -> 'N_1'"],
+        ["n"],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RENAMING))
+@pytest.mark.parametrize("command", ["run", "explain"])
+def test_renamed_result_columns_are_noted(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, name: str, command: str
+) -> None:
+    """Result columns whose names collide (exactly, or in another case: names are
+    case-insensitive) get ``_1``, ``_2``, ...: one ``note:`` line on stderr says so, naming
+    each rename and where the list is; the names in the output are those of the note."""
+    text, renames, columns = RENAMING[name]
+    (tmp_path / "q.sql").write_text(f"-- renames\n{text}\n")
+    out = tmp_path / "out.jsonl"
+    args = ["--duration", "2", "--output", out] if command == "run" else []
+    code, err = run_main(capsys, command, tmp_path / "q.sql", "--catalog", CATALOG_PATH, *args)
+    assert code == 0, err
+    notes = [line for line in err.splitlines() if line.startswith("note: ")]
+    assert len(notes) == 1, err
+    assert notes[0].startswith(f"note: {tmp_path / 'q.sql'}:2:"), notes
+    for rename in renames:
+        assert rename in notes[0], notes
+    if command == "run":
+        import json
+
+        first = json.loads(out.read_text().splitlines()[0])
+        assert list(first) == [*columns, "_ts"]
+
+
+def test_distinct_names_give_no_note(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    (tmp_path / "q.sql").write_text('SELECT plug_id AS "x", value AS "y" FROM readings [NOW]\n')
+    code, err = run_main(capsys, "explain", tmp_path / "q.sql", "--catalog", CATALOG_PATH)
+    assert code == 0 and "note:" not in err, err
+
+
+def test_shared_runs_note_renames_per_query(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    (tmp_path / "a.sql").write_text('SELECT value AS "v", plug_id AS "V" FROM readings [NOW]\n')
+    (tmp_path / "b.sql").write_text("SELECT COUNT(*) AS n FROM readings [RANGE 2 SECONDS]\n")
+    code, err = run_main(
+        capsys, "run", tmp_path / "a.sql", tmp_path / "b.sql", "--catalog", CATALOG_PATH,
+        "--duration", "2", "--output-dir", tmp_path / "out",
+    )  # fmt: skip
+    assert code == 0, err
+    notes = [line for line in err.splitlines() if line.startswith("note: ")]
+    assert len(notes) == 1 and f"{tmp_path / 'a.sql'}:1:" in notes[0], err
+    assert "'V' -> 'V_1'" in notes[0]

@@ -479,18 +479,18 @@ CASES = [
     ),
     Case(
         "window-unknown-unit",
-        "SELECT value FROM readings [RANGE 5 DAYS]",
+        "SELECT value FROM readings [RANGE 5 MONTHS]",
         QuerySyntaxError,
-        "unknown time unit 'DAYS'",
+        "unknown time unit 'MONTHS'",
         1,
         37,
-        "MILLISECOND(S), SECOND(S), MINUTE(S) and HOUR(S)",
+        "MILLISECOND(S), SECOND(S), MINUTE(S), HOUR(S), DAY(S) and WEEK(S)",
     ),
     Case(
         "window-unknown-slide-unit",
-        "SELECT value\nFROM readings [RANGE 5 MINUTES SLIDE 1 WEEK]",
+        "SELECT value\nFROM readings [RANGE 5 MINUTES SLIDE 1 YEAR]",
         QuerySyntaxError,
-        "unknown time unit 'WEEK'",
+        "unknown time unit 'YEAR'",
         2,
         40,
         "HOUR(S)",
@@ -764,12 +764,95 @@ CASES = [
     ),
     Case(
         "unknown-function-list",
-        "SELECT sqrt(value) FROM readings [NOW]",
+        "SELECT cbrt(value) FROM readings [NOW]",
         UnsupportedError,
-        "unknown function SQRT",
+        "unknown function CBRT",
         1,
         8,
         "supported: ABS",
+    ),
+    # A function is refused by the name the query writes (sqlglot parses REGEXP_MATCHES
+    # as its REGEXP_LIKE node, SUBSTR as SUBSTRING, POW as POWER, LCASE as LOWER).
+    Case(
+        "unknown-function-as-written",
+        "SELECT value FROM readings [NOW]\nWHERE regexp_matches(label, 'a.c')",
+        UnsupportedError,
+        "unknown function REGEXP_MATCHES",
+        2,
+        7,
+        "regular expressions are not supported",
+    ),
+    Case(
+        "regexp-operator",
+        "SELECT value FROM readings [NOW] WHERE label ~ 'a'",
+        UnsupportedError,
+        "the regular-expression match '~' is not supported",
+        1,
+        40,
+        "STARTS_WITH, ENDS_WITH or CONTAINS",
+    ),
+    Case(
+        "concat-ws-is-not-concat",
+        "SELECT concat_ws(',', label, label) FROM readings [NOW]",
+        UnsupportedError,
+        "unknown function CONCAT_WS",
+        1,
+        8,
+        "did you mean 'CONCAT'?",
+    ),
+    Case(
+        "function-arity-as-written",
+        "SELECT substr(label) FROM readings [NOW]",
+        BindError,
+        "wrong number of arguments to SUBSTR",
+        1,
+        8,
+        None,
+    ),
+    Case(
+        "function-types-as-written",
+        "SELECT pow(label, 2) FROM readings [NOW]",
+        BindError,
+        "POW cannot take (VARCHAR, BIGINT)",
+        1,
+        8,
+        "a number",
+    ),
+    Case(
+        "concat-of-a-number",
+        "SELECT label || plug_id FROM readings [NOW]",
+        BindError,
+        "|| cannot take (VARCHAR, INTEGER)",
+        1,
+        8,
+        "CAST(x AS VARCHAR)",
+    ),
+    Case(
+        "lpad-empty-padding",
+        "SELECT lpad(label, 4, '') FROM readings [NOW]",
+        BindError,
+        "LPAD's padding must be a non-empty string literal",
+        1,
+        23,
+        "LPAD(s, 8, ' ')",
+    ),
+    Case(
+        "rpad-bigint-length",
+        "SELECT rpad(label, id, 'x') FROM readings [NOW]",
+        BindError,
+        "RPAD's length must be an INTEGER, not a BIGINT",
+        1,
+        20,
+        "CAST(n AS INTEGER)",
+    ),
+    Case(
+        "nullif-incomparable",
+        "SELECT nullif(label, 1) FROM readings [NOW]",
+        BindError,
+        "cannot compare VARCHAR with BIGINT",
+        1,
+        8,
+        None,
     ),
     Case(
         "unsupported-aggregate",
@@ -960,6 +1043,19 @@ def test_errors_are_user_errors_with_exit_status_2(catalog: Catalog) -> None:
         "SELECT value, FROM readings [NOW]",  # DuckDB allows a trailing comma
         "SELECT value\r\nFROM readings [NOW]\r\nWHERE value > 1\r\n",
         "SELECT plug_id, COUNT(*) FROM readings [NOW] GROUP BY 1",
+        # windows of days and weeks (fixed lengths of event time)
+        "SELECT COUNT(*) FROM readings [RANGE 10 DAYS SLIDE 1 SECOND]",
+        "SELECT COUNT(*) FROM readings [RANGE 1 WEEK SLIDE 1 DAY]",
+        # the scalar functions of docs/semantics.md, under their names and aliases
+        "SELECT NULLIF(value, 0), SQRT(value), POW(value, 2), value ** 2, LN(value), "
+        "LOG(value), LOG10(value), LOG2(value), LOG(2, value), EXP(value), SIGN(value), "
+        "MOD(id, 7) FROM readings [NOW]",
+        "SELECT LENGTH(label), CHAR_LENGTH(label), LOWER(label), LCASE(label), UPPER(label), "
+        "SUBSTRING(label, 2, 3), SUBSTR(label, 2), SUBSTRING(label FROM 2 FOR 1), "
+        "TRIM(label), LTRIM(label), RTRIM(label, 'x'), TRIM(LEADING 'a' FROM label), "
+        "REPLACE(label, 'a', 'b'), CONCAT(label, 'x'), label || 'x', "
+        "LPAD(label, 5, '*'), RPAD(label, plug_id, '*') FROM readings [NOW] "
+        "WHERE STARTS_WITH(label, 'a') OR ENDS_WITH(label, 'z') OR CONTAINS(label, 'q')",
     ],
 )
 def test_valid_queries_bind(catalog: Catalog, query: str) -> None:

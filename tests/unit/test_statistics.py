@@ -11,6 +11,7 @@ from engines.sources.smartplug import SmartPlugGenerator
 from optimizer.estimate import estimate
 from optimizer.ir.catalog import Catalog
 from optimizer.ir.cost import Precision
+from optimizer.ir.plan import Join
 from optimizer.sql import plan_query
 from optimizer.statistics import key_sets, measure
 
@@ -60,3 +61,39 @@ def test_declared_statistics_win_over_the_sample(smartplug: Catalog) -> None:
     est = estimate(plan, cat, sample=measure(plan, {"readings": sample}))
     sel = est["select1"].selectivity
     assert sel is not None and sel.value == 0.25 and sel.precision is Precision.EXACT
+
+
+def test_a_key_of_both_sides_of_a_self_join_is_no_key_of_the_stream() -> None:
+    """``GROUP BY x.k, y.v`` over a self-join of r pairs two tuples: its distinct values are
+    not r's distinct (k, v) pairs, so neither the sample nor the estimator takes them as
+    such; one side's columns still are (the join keys). Same-named columns (both sides'
+    ``ts``, a key that is the timestamp or an aggregate's argument) measure without error."""
+    from optimizer.sql.catalog import load_catalog
+    from optimizer.statistics import relation_key
+
+    cat = load_catalog(ROOT / "queries" / "keyed" / "catalog.toml")
+    text = (
+        "SELECT x.k, y.v, COUNT(*) AS n FROM r [RANGE 2 SECONDS] AS x, r [RANGE 4 SECONDS] "
+        "AS y WHERE x.ts = y.ts AND x.k = y.k GROUP BY x.k, y.v"
+    )
+    plan = plan_query(text, cat)
+    (join,) = [op.id for op in plan.operators() if isinstance(op, Join)]
+    assert relation_key(plan, join, [1, 4]) is None  # x.k, y.v: two tuples
+    assert relation_key(plan, join, [1, 2]) == ("r", ("k", "v"))  # x.k, x.v: one tuple
+    assert relation_key(plan, join, [1, 1]) == ("r", ("k",))
+    assert key_sets(plan) == {("r", ("k", "ts"))}
+    sample = pa.table(
+        {
+            "ts": list(range(100)),
+            "k": [i % 5 for i in range(100)],
+            "v": [1.0 * i for i in range(100)],
+        }
+    )
+    stats = measure(plan, {"r": sample})
+    assert stats.distinct[("r", ("k", "ts"))] == math.inf  # 100 distinct of 100 rows
+    for grouped in (
+        "SELECT ts, COUNT(*) AS n FROM r [RANGE 3 SECONDS] GROUP BY ts",
+        "SELECT k, MAX(k) AS m FROM r [RANGE 3 SECONDS] GROUP BY k, ts",
+    ):
+        stats = measure(plan_query(grouped, cat), {"r": sample})
+        assert stats.per_second_of("r", ("ts",) if "BY ts" in grouped else ("k", "ts")) == 1.0

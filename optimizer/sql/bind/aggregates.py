@@ -51,7 +51,7 @@ class ProjectionBinder(ScalarBinder):
                     "use WHERE for conditions on single rows",
                 )
             exprs = [self.expr(e, combined) for e, _ in items]
-            names = self._output_names(items, exprs)
+            names = self._output_names(items, exprs, select)
             out = self._project(node, combined, exprs, names)
             if distinct:
                 out = self._distinct(out)
@@ -90,7 +90,7 @@ class ProjectionBinder(ScalarBinder):
             self._require_boolean(pred, having.this, "HAVING")
             top = self.builder.add(lambda i: Select(i, agg_schema, pred), agg_node)
         exprs = [self._post_agg(e, ctx) for e, _ in items]
-        names = self._output_names(items, exprs)
+        names = self._output_names(items, exprs, select)
         out = self._project(top, agg_schema, exprs, names)
         if distinct:
             out = self._distinct(out)
@@ -170,10 +170,18 @@ class ProjectionBinder(ScalarBinder):
         return col
 
     def _output_names(
-        self, items: list[tuple[exp.Expression, str | None]], exprs: list[Expr]
+        self,
+        items: list[tuple[exp.Expression, str | None]],
+        exprs: list[Expr],
+        select: exp.Select,
     ) -> list[str]:
+        """The SELECT list's column names: as written, a name an earlier column has (in any
+        case: names are case-insensitive) getting ``_1``, ``_2``, ... appended. Renames are
+        noted (one note per SELECT list, at the first renamed item, naming each)."""
         names: list[str] = []
-        used: set[str] = set()
+        used: dict[str, str] = {}
+        renamed: list[str] = []
+        first: exp.Expression | None = None
         for (ast, alias), e in zip(items, exprs, strict=True):
             if alias:
                 base = alias
@@ -185,8 +193,19 @@ class ProjectionBinder(ScalarBinder):
             while name.lower() in used:
                 n += 1
                 name = f"{base}_{n}"
-            used.add(name.lower())
+            if n:
+                taken = used[base.lower()]
+                other = f" ('{taken}' is taken)" if taken != base else ""
+                renamed.append(f"'{base}' -> '{name}'{other}")
+                first = first or (_star_of(select) if ast.meta.get("expanded") else ast)
+            used[name.lower()] = name
             names.append(name)
+        if renamed:
+            self.note(
+                "result column names must differ (case-insensitively); renamed "
+                + ", ".join(renamed),
+                first or select,
+            )
         return names
 
     def _resolve_group_ref(
@@ -335,3 +354,13 @@ class _AggContext:
 
 def _key_name(e: Expr, schema: Schema) -> str:
     return schema[e.index].name if isinstance(e, ColumnRef) else e.display()
+
+
+def _star_of(select: exp.Select) -> exp.Expression | None:
+    """The first ``*`` or ``alias.*`` of a SELECT list (where expanded columns come from)."""
+    for item in select.expressions:
+        if isinstance(item, exp.Star) or (
+            isinstance(item, exp.Column) and isinstance(item.this, exp.Star)
+        ):
+            return item
+    return None

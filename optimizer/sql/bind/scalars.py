@@ -8,6 +8,7 @@ unsupported expression raises a positioned error.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 
 from sqlglot import exp
@@ -48,6 +49,7 @@ _COMPARE: dict[type[exp.Expr], str] = {
     exp.LTE: "<=",
 }
 
+#: sqlglot's node type -> the IR function it binds to (arguments in the node's order).
 _SCALAR_FUNCS: dict[type, str] = {
     exp.Abs: "ABS",
     exp.Coalesce: "COALESCE",
@@ -56,7 +58,24 @@ _SCALAR_FUNCS: dict[type, str] = {
     exp.Floor: "FLOOR",
     exp.Ceil: "CEIL",
     exp.Round: "ROUND",
+    exp.Sqrt: "SQRT",
+    exp.Pow: "POWER",
+    exp.Exp: "EXP",
+    exp.Ln: "LN",
+    exp.Sign: "SIGN",
+    exp.Length: "LENGTH",
+    exp.Lower: "LOWER",
+    exp.Upper: "UPPER",
+    exp.Substring: "SUBSTRING",
+    exp.Replace: "REPLACE",
+    exp.Concat: "CONCAT",
+    exp.StartsWith: "STARTS_WITH",
+    exp.EndsWith: "ENDS_WITH",
+    exp.Contains: "CONTAINS",
 }
+
+#: A function name as the query writes it: the identifier right before its '('.
+_CALL_NAME = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*\(")
 
 
 #: A callable that binds a child AST.
@@ -203,6 +222,8 @@ class ScalarBinder(BinderState):
                 node,
                 "move the subquery to FROM as a derived table and join it",
             )
+        if isinstance(node, exp.DPipe):  # a || b: NULL if either is (unlike CONCAT)
+            return self._call("||", "||", [node.this, node.expression], node, sub)
         if isinstance(node, exp.Func):
             return self._function(node, sub)
         if isinstance(node, exp.Star):
@@ -243,34 +264,74 @@ class ScalarBinder(BinderState):
             )
         return Case(tuple(whens), default, result)
 
+    def written_name(self, node: exp.Expr) -> str | None:
+        """The function name as the query writes it (``REGEXP_MATCHES``, ``SUBSTR``, ``POW``:
+        sqlglot's node may carry another), upper-cased; None for an operator (``||``)."""
+        start = node.meta.get("start")
+        if start is None:
+            return None
+        m = _CALL_NAME.match(self.src.text, start)
+        return m.group(1).upper() if m else None
+
     def _function(self, node: exp.Func, sub: _Sub) -> Expr:
+        written = self.written_name(node)
         if isinstance(node, exp.Anonymous):
             raw = node.name.upper()
             args = list(node.expressions)
-        else:
-            raw = _SCALAR_FUNCS.get(type(node)) or node.sql_name().upper()
+        elif type(node) in _SCALAR_FUNCS:
+            raw = _SCALAR_FUNCS[type(node)]
             args = list(node.iter_expressions())
+        else:
+            raw = written or node.sql_name().upper()
+            args = list(node.iter_expressions())
+        shown = written or raw
+        if isinstance(node, exp.Nullif):
+            return self._nullif(node, sub)
+        if isinstance(node, exp.Log):
+            return self._log(node, shown, sub)
+        if isinstance(node, exp.Trim):
+            return self._trim(node, shown, sub)
+        if isinstance(node, exp.Pad):
+            return self._pad(node, shown, sub)
+        if isinstance(node, exp.Concat) and type(node) is not exp.Concat:
+            raw = shown  # CONCAT_WS and other subclasses: not CONCAT
         name = FUNCTION_ALIASES.get(raw, raw)
-        spec = FUNCTIONS.get(name)
-        if spec is None:
-            raise self.error(
-                UnsupportedError,
-                f"unknown function {raw}",
-                node,
-                did_you_mean(raw, list(FUNCTIONS)) or f"supported: {', '.join(FUNCTIONS)}",
+        if FUNCTIONS.get(name) is None or name == "||":
+            hint = did_you_mean(shown, list(FUNCTIONS)) or (
+                f"supported: {', '.join(f for f in FUNCTIONS if f != '||')}"
             )
-        if not isinstance(node, exp.Anonymous) and node.this is None:
+            what = f"unknown function {shown}"
+            if isinstance(node, exp.RegexpLike):
+                hint = "regular expressions are not supported (their dialects differ between "
+                hint += "the engines); use STARTS_WITH, ENDS_WITH or CONTAINS"
+                if written is None:
+                    what = "the regular-expression match '~' is not supported"
+            raise self.error(UnsupportedError, what, node, hint)
+        if not isinstance(node, exp.Anonymous) and node.this is None and name != "CONCAT":
             # sqlglot accepts FLOOR() and CEIL() with no argument.
-            raise self.error(BindError, f"wrong number of arguments to {name}", node)
+            raise self.error(BindError, f"wrong number of arguments to {shown}", node)
+        return self._call(name, shown, args, node, sub)
+
+    def _call(
+        self, name: str, shown: str, args: list[exp.Expression], node: exp.Expr, sub: _Sub
+    ) -> Func:
+        """``name(args)`` bound and typed (``shown``: the name the query writes, for errors)."""
+        spec = FUNCTIONS[name]
         if len(args) < spec.min_args or (spec.max_args is not None and len(args) > spec.max_args):
-            raise self.error(BindError, f"wrong number of arguments to {name}", node)
+            raise self.error(BindError, f"wrong number of arguments to {shown}", node)
         bound = [sub(a) for a in args]
         dtype = spec.result([b.dtype for b in bound])
         if dtype is None:
+            hint = "CAST the argument to the type the function takes"
+            if spec.result([DataType.VARCHAR] * len(bound)) is not None:
+                hint += ", e.g. CAST(x AS VARCHAR) for an integer x"
+            elif spec.result([DataType.DOUBLE] * len(bound)) is not None:
+                hint += ": a number"
             raise self.error(
                 BindError,
-                f"{name} cannot take ({', '.join(str(b.dtype) for b in bound)})",
+                f"{shown} cannot take ({', '.join(str(b.dtype) for b in bound)})",
                 node,
+                hint,
             )
         if (
             name == "ROUND"
@@ -279,6 +340,62 @@ class ScalarBinder(BinderState):
         ):
             raise self.error(BindError, "ROUND's second argument must be an integer literal", node)
         return Func(name, tuple(bound), dtype)
+
+    def _nullif(self, node: exp.Nullif, sub: _Sub) -> Expr:
+        """``NULLIF(a, b)``: ``CASE WHEN a = b THEN NULL ELSE a END``, of a's type (DuckDB's;
+        the comparison is the ``=`` of docs/semantics.md)."""
+        a, b = sub(node.this), sub(node.expression)
+        if not comparable(a.dtype, b.dtype):
+            raise self.error(BindError, f"cannot compare {a.dtype} with {b.dtype}", node)
+        equal = Binary("=", a, b, DataType.BOOLEAN)
+        return Case(((equal, Literal(None, DataType.NULL)),), a, a.dtype)
+
+    def _log(self, node: exp.Log, shown: str, sub: _Sub) -> Expr:
+        """``LN``, ``LOG10``, ``LOG2``, ``LOG(x)`` (DuckDB's: base 10) and ``LOG(b, x)``
+        (``LOG10(x) / LOG10(b)``, as DuckDB computes it). sqlglot parses ``LOG10(x)`` and
+        ``LOG2(x)`` as ``LOG(10, x)`` and ``LOG(2, x)``: the written name tells them apart."""
+        if node.args.get("expression") is None:
+            return self._call("LOG10", shown, [node.this], node, sub)
+        if shown in ("LOG10", "LOG2"):
+            return self._call(shown, shown, [node.args["expression"]], node, sub)
+        x = self._call("LOG10", shown, [node.args["expression"]], node, sub)
+        base = self._call("LOG10", shown, [node.this], node, sub)
+        return Binary("/", x, base, DataType.DOUBLE)
+
+    def _trim(self, node: exp.Trim, shown: str, sub: _Sub) -> Expr:
+        """``TRIM``/``LTRIM``/``RTRIM(s [, chars])`` and ``TRIM([BOTH|LEADING|TRAILING]
+        [chars] FROM s)``: spaces (or any of ``chars``) off both ends, the left or the right."""
+        position = str(node.args.get("position") or "BOTH").upper()
+        name = {"LEADING": "LTRIM", "TRAILING": "RTRIM"}.get(position, "TRIM")
+        args = [node.this] + ([node.expression] if node.expression is not None else [])
+        if node.args.get("collation") is not None:
+            raise self.error(UnsupportedError, f"{shown} with a collation is not supported", node)
+        return self._call(name, shown, args, node, sub)
+
+    def _pad(self, node: exp.Pad, shown: str, sub: _Sub) -> Expr:
+        """``LPAD``/``RPAD(s, n, pad)``; ``pad`` must be a non-empty string literal: DuckDB
+        stops on an empty one where padding is needed, which Spark and DataFusion do not."""
+        name = "LPAD" if node.args.get("is_left") else "RPAD"
+        pad = node.args.get("fill_pattern")
+        args = [node.this, node.expression] + ([pad] if pad is not None else [])
+        call = self._call(name, shown, args, node, sub)
+        count = call.args[1]
+        if count.dtype is DataType.BIGINT and not isinstance(count, Literal):
+            raise self.error(
+                BindError,
+                f"{shown}'s length must be an INTEGER, not a BIGINT (as in DuckDB)",
+                node.expression,
+                "CAST it: CAST(n AS INTEGER)",
+            )
+        fill = call.args[2]
+        if not (isinstance(fill, Literal) and isinstance(fill.value, str) and fill.value):
+            raise self.error(
+                BindError,
+                f"{shown}'s padding must be a non-empty string literal",
+                pad,
+                f"e.g. {shown}(s, 8, ' ')",
+            )
+        return call
 
     def _column(self, node: exp.Column, schema: Schema) -> Expr:
         if isinstance(node.this, exp.Star):

@@ -79,6 +79,15 @@ class BinderState:
         #: stream's timestamps are converted to it at run time, so window sizes, slides and
         #: slide instants are all in its ticks (docs/semantics.md, "Time base").
         self.time_unit = "s"
+        #: Notes for the user (``FILE:LINE:COL: text``): what the binder did that the query
+        #: did not say, e.g. a result column renamed so that names differ.
+        self.notes: list[str] = []
+
+    def note(self, message: str, node: exp.Expr | None) -> None:
+        """Record a positioned note (shown as ``note: FILE:LINE:COL: message``)."""
+        offset, _ = span(node) if node is not None else (0, 1)
+        line, col = self.src.position(offset)
+        self.notes.append(f"{self.src.name}:{line}:{col}: {message}")
 
     def error(
         self, cls: type[QueryError], message: str, node: exp.Expr | None, hint: str | None = None
