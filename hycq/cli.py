@@ -260,6 +260,17 @@ def _checkpoint_options(args: argparse.Namespace) -> Any:
     return None
 
 
+def _checkpoint_files(checkpoint: Any) -> list[tuple[str, Path]]:
+    """The files a checkpointed run writes into its folder under fixed names (its output and
+    dead letters as they grow): outputs too, never an input or another output."""
+    from engines.runtime.checkpoint import DEAD_LETTER_PARTIAL, OUTPUT_PARTIAL
+
+    if checkpoint is None:
+        return []
+    flag = "--resume" if checkpoint.resume else "--checkpoint"
+    return [(flag, checkpoint.directory / n) for n in (OUTPUT_PARTIAL, DEAD_LETTER_PARTIAL)]
+
+
 def _parse_data(specs: list[str]) -> dict[str, Path | MqttUrl]:
     from engines.sources.mqtt import MqttUrl, is_mqtt
 
@@ -403,6 +414,7 @@ def _run(args: argparse.Namespace) -> int:
             ("--metrics", args.metrics),
             ("--dead-letter", args.dead_letter),
             ("--report", args.report),
+            *_checkpoint_files(options.checkpoint),
         ],
     )
     optimizer = api.OptimizerOptions(
@@ -785,7 +797,7 @@ def _refit(args: argparse.Namespace) -> int:
 
     from cost_models.calibrated import default_profile_path, load_profile
     from cost_models.refit import refit
-    from engines.output_files import check_writable, write_bytes
+    from engines.output_files import check_read_once, check_writable, same_file, write_bytes
     from hycq.observations import extract_all
     from optimizer.ir.errors import ConfigError
 
@@ -799,8 +811,13 @@ def _refit(args: argparse.Namespace) -> int:
             f"no calibration profile at {path} to refit",
             hint="run 'hycq calibrate' first (or pass --profile IN.json)",
         )
-    profile = load_profile(path)
     out = args.out if args.out is not None else path
+    # The profile may be refit in place (--out defaults to it; a --from naming it is refused
+    # as a profile when read); the metrics it reads may not be written over, nor counted twice.
+    check_read_once("--from", args.from_paths)
+    if not same_file(out, path):
+        _check_outputs([("--from", p) for p in args.from_paths], [("--out", out)])
+    profile = load_profile(path)
     check_writable(out, "--out")
     observations, _ = extract_all(args.from_paths, lambda m: sys.stderr.write(f"warning: {m}\n"))
     new, report = refit(
@@ -924,6 +941,8 @@ def _data_generate(args: argparse.Namespace) -> int:
     load_share = 0.5 if args.load_share is None else args.load_share
     if not 0.0 <= load_share <= 1.0:
         raise OptionError(f"--load-share must be in [0, 1], got {load_share:g}", hint="e.g. 0.9")
+    note = Path(f"{args.out}.README.md")
+    _check_outputs([], [("--out", args.out), ("its delay note", note if delay else None)])
     check_writable(args.out, "--out")
     rows = generate_to_file(
         args.out,
@@ -941,7 +960,6 @@ def _data_generate(args: argparse.Namespace) -> int:
         from engines.output_files import write_bytes
         from engines.sources.delays import readme_text
 
-        note = Path(f"{args.out}.README.md")
         write_bytes(note, readme_text(args.out.name, {"readings": delay}, "s", args.seed), "--out")
         sys.stderr.write(f"wrote {note} (the delay parameters)\n")
     return 0
@@ -965,6 +983,7 @@ def _default_plugs(houses: int | None) -> int:
 
 
 def _generate_multiway(args: argparse.Namespace) -> int:
+    from engines.output_files import write_bytes
     from engines.sources.multiway import query_text, workload, write_workload
 
     _refuse_smartplug_flags(args)
@@ -977,8 +996,9 @@ def _generate_multiway(args: argparse.Namespace) -> int:
     rate = args.rate if args.rate is not None else 100.0
     keys = args.keys if args.keys != 100 else None
     streams = workload(args.shape, args.ways, rate, args.window, args.multiplicity, keys)
+    _check_folder_files(out, [f"{s.name}.{args.format}" for s in streams], "query.sql")
     files = write_workload(streams, out, args.seconds, args.seed, args.format)
-    (out / "query.sql").write_text(query_text(args.shape, streams, args.window) + "\n")
+    write_bytes(out / "query.sql", query_text(args.shape, streams, args.window) + "\n", "--out")
     names = ", ".join(p.name for p in files.values())
     sys.stderr.write(f"wrote {names}, catalog.toml and query.sql to {out}\n")
     return 0
@@ -986,7 +1006,7 @@ def _generate_multiway(args: argparse.Namespace) -> int:
 
 def _generate_qddh(args: argparse.Namespace) -> int:
     from engines.sources.keyed import DEFAULT_ORIGIN
-    from engines.sources.qddh_joins import RATE, write_workload
+    from engines.sources.qddh_joins import RATE, WORKLOADS, write_workload
 
     fixed = [
         flag
@@ -1019,6 +1039,8 @@ def _generate_qddh(args: argparse.Namespace) -> int:
         raise OptionError(f"--out {out} is a file; --generator {args.generator} writes a folder")
     if not out.parent.exists():
         raise OptionError(f"output folder does not exist: {out.parent}")
+    names = [f"{name}.{args.format}" for name in WORKLOADS[args.generator][0]]
+    _check_folder_files(out, names, "README.md")
     out.mkdir(exist_ok=True)
     origin = args.origin if args.origin is not None else DEFAULT_ORIGIN
     rate = args.rate if args.rate is not None else RATE
@@ -1083,12 +1105,21 @@ def _generate_keyed(args: argparse.Namespace) -> int:
         )
         specs = args.stream or ["r", "s", "t"]
         streams = [parse_stream_spec(spec, defaults) for spec in specs]
+    _check_folder_files(out, [f"{s.name}.{args.format}" for s in streams])
     out.mkdir(exist_ok=True)
     origin = args.origin if args.origin is not None else DEFAULT_ORIGIN
     counts = write_workload(out, streams, args.seconds, args.seed, origin, args.format)
     files = ", ".join(f"{name}.{args.format} ({n} rows)" for name, n in counts.items())
     sys.stderr.write(f"wrote {files} and catalog.toml to {out}\n")
     return 0
+
+
+def _check_folder_files(folder: Path, streams: list[str], *others: str) -> None:
+    """A generator's files in its --out folder (the streams, catalog.toml and ``others``) are
+    distinct files: a symlink or hard link between two of them would make one overwrite the
+    other."""
+    names = [*streams, "catalog.toml", *others]
+    _check_outputs([], [(f"--out file {name}", folder / name) for name in names])
 
 
 def _check_quality_flags(kind: str, quality: Any) -> None:

@@ -204,21 +204,25 @@ def catalog_text(
 def write_workload(
     streams: list[MultiwayStream], out: Path, seconds: float, seed: int, fmt: str = "csv"
 ) -> dict[str, Path]:
-    """Write every stream to ``out/<name>.<fmt>`` and ``out/catalog.toml`` (file sources)."""
+    """Write every stream to ``out/<name>.<fmt>`` and ``out/catalog.toml`` (file sources);
+    each file appears atomically (engines/output_files.py)."""
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
+
+    from engines.output_files import OutputFile, write_bytes
 
     out.mkdir(parents=True, exist_ok=True)
     files = {}
     for s in streams:
         path = out / f"{s.name}.{fmt}"
         table = stream_table(s, seconds, seed)
-        if fmt == "csv":
-            pacsv.write_csv(table, path)
-        else:
-            pq.write_table(table, path)
+        file = OutputFile(path, "--out")
+        with file, file.errors():
+            if fmt == "csv":
+                pacsv.write_csv(table, file.file("wb"))
+            else:
+                pq.write_table(table, file.file("wb"))
         files[s.name] = path
-    (out / "catalog.toml").write_text(
-        catalog_text(streams, seed, {k: v.name for k, v in files.items()})
-    )
+    text = catalog_text(streams, seed, {k: v.name for k, v in files.items()})
+    write_bytes(out / "catalog.toml", text, "--out")
     return files
