@@ -859,8 +859,17 @@ def _refit(args: argparse.Namespace) -> int:
 
 
 def _data_publish(args: argparse.Namespace) -> int:
+    from engines.output_files import check_writable
     from hycq.publish import publish
 
+    if args.dead_letter is not None:
+        inputs = [("the source", args.source), ("--catalog", args.catalog)]
+        if args.source.suffix.lower() == ".sql":
+            from hycq.api import find_catalog
+
+            inputs.append(("catalog", find_catalog(str(args.source), args.catalog)))
+        _check_outputs(inputs, [("--dead-letter", args.dead_letter)])
+        check_writable(args.dead_letter, "--dead-letter")
     done = publish(
         args.source,
         args.to,
@@ -872,11 +881,18 @@ def _data_publish(args: argparse.Namespace) -> int:
         batch=args.batch,
         fmt=args.payload_format,
         end=not args.no_end,
+        dead_letter=args.dead_letter,
     )
     rate = done.rows / done.wall_s if done.wall_s > 0 else 0.0
+    rejected = ""
+    if done.rejected:
+        where = "pass --dead-letter PATH to see them"
+        if args.dead_letter is not None:
+            where = f"dead letters: {args.dead_letter}"
+        rejected = f"; {done.rejected:,} row{'s' if done.rejected != 1 else ''} rejected ({where})"
     print(
         f"published {done.rows:,} rows in {done.messages:,} messages to {args.to} "
-        f"in {done.wall_s:.2f} s ({rate:,.0f} rows/s); source: {done.source}"
+        f"in {done.wall_s:.2f} s ({rate:,.0f} rows/s); source: {done.source}{rejected}"
     )
     return 0
 

@@ -894,6 +894,13 @@ def _publish_parser(data_sub: Any) -> None:
         help="payload: raw CSV lines or a JSON array of objects (csv)",
     )
     pub.add_argument("--no-end", action="store_true", help="do not send the end-of-stream message")
+    pub.add_argument(
+        "--dead-letter",
+        type=Path,
+        metavar="PATH",
+        help="write the rows that fit no column of the stream, with the reason (JSON lines); "
+        "they are not published (none valid at all: exit 2, nothing sent)",
+    )
 
 
 def _fraction(text: str) -> float:

@@ -5,18 +5,24 @@
 * ``--debug`` works after the subcommand as well as before it.
 * ``--report``'s path is checked before the run.
 * A bad ``--spark-conf`` is one line, exit 2, within ``--spark-connect-timeout``.
+* ``data publish`` of a source with no valid row is exit 2 and sends nothing (not even the
+  end-of-stream message); rejected rows are counted, reported and dead-lettered.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from hycq.cli import main
+from tests.mqtt import Broker
 
 ROOT = Path(__file__).resolve().parents[2]
 Q1 = ROOT / "queries" / "smartplug" / "q1.sql"
@@ -180,3 +186,105 @@ def test_a_bad_spark_conf_is_one_line_within_the_timeout(
     assert time.monotonic() - start < float(timeout) + 40
     assert_one_error(proc.returncode, proc.stderr, part, "--spark-conf")
     assert proc.stdout == "" and not list(tmp_path.iterdir())
+
+
+# -- data publish: no valid row -----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    pytest.importorskip("paho.mqtt")
+    b = Broker(tmp_path_factory.mktemp("mosquitto"))
+    yield b
+    b.stop()
+
+
+@pytest.fixture
+def received(broker: Broker) -> Iterator[tuple[str, list[bytes]]]:
+    """A topic and the payloads a subscriber got on it (subscribed before the test runs)."""
+    import threading
+
+    import paho.mqtt.client as mqtt
+
+    topic = f"hycq/test/publish/{time.time_ns()}"
+    got: list[bytes] = []
+    ready = threading.Event()
+    c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=f"sub-{time.time_ns()}")
+    c.on_message = lambda _c, _u, msg: got.append(msg.payload)
+    c.on_subscribe = lambda *_a: ready.set()
+    c.connect("127.0.0.1", broker.port)
+    c.subscribe(topic, qos=1)
+    c.loop_start()
+    assert ready.wait(10)
+    yield broker.url(topic), got
+    c.loop_stop()
+    c.disconnect()
+
+
+@pytest.fixture
+def keyed(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> Path:
+    """A keyed catalog (streams r, s, t: ts, k, v) and a smart-plug file beside it."""
+    code, err = run_main(capsys, "data", "generate", "--generator", "keyed", "--out", tmp_path,
+                         "--seconds", "2")  # fmt: skip
+    assert code == 0, err
+    code, err = run_main(capsys, "data", "generate", "--out", tmp_path / "sp.csv", "--seconds", "2")
+    assert code == 0, err
+    return tmp_path
+
+
+def _settle(got: list[Any]) -> list[Any]:
+    time.sleep(0.5)  # a message sent would have arrived by now
+    return got
+
+
+@pytest.mark.parametrize(
+    ("file", "part"),
+    [
+        ("sp.csv", "no valid row in file sp.csv: all 6,708 rows were rejected"),
+        ("header.csv", "no rows to publish in file header.csv"),
+        ("empty.csv", "empty.csv: the file is empty"),
+    ],
+    ids=["rows that fit no column", "header only", "empty"],
+)
+def test_publishing_no_valid_row_is_exit_2_and_sends_nothing(
+    capsys: pytest.CaptureFixture[str],
+    keyed: Path,
+    received: tuple[str, list[bytes]],
+    monkeypatch: pytest.MonkeyPatch,
+    file: str,
+    part: str,
+) -> None:
+    monkeypatch.chdir(keyed)
+    (keyed / "header.csv").write_text("ts,k,v\n")
+    (keyed / "empty.csv").write_text("")
+    url, got = received
+    code, err = run_main(
+        capsys, "data", "publish", file, "--catalog", "catalog.toml", "--stream", "r", "--to", url
+    )
+    assert_one_error(code, err, part)
+    assert _settle(got) == []
+
+
+def test_rejected_rows_are_counted_reported_and_dead_lettered(
+    capsys: pytest.CaptureFixture[str],
+    keyed: Path,
+    received: tuple[str, list[bytes]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(keyed)
+    (keyed / "one.csv").write_text("ts,k,v\nx,y,z\n1400000000,1,1.5\n1400000001,2,2.5\n")
+    url, got = received
+    try:
+        code = main(["data", "publish", "one.csv", "--catalog", "catalog.toml", "--stream", "r",
+                     "--to", url, "--dead-letter", "dl.jsonl"])  # fmt: skip
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "published 2 rows" in out and "1 row rejected (dead letters: dl.jsonl)" in out
+    dead = [json.loads(line) for line in (keyed / "dl.jsonl").read_text().splitlines()]
+    assert len(dead) == 1 and "line 2" in dead[0]["reason"] and dead[0]["stream"] == "r"
+    assert len(_settle(got)) == 2  # one message of two rows, then the end of the stream
+    code, err = run_main(capsys, "data", "publish", "one.csv", "--catalog", "catalog.toml",
+                         "--stream", "r", "--to", url, "--dead-letter", "one.csv")  # fmt: skip
+    assert_one_error(code, err, "--dead-letter one.csv is the same file as")
