@@ -146,6 +146,7 @@ def _explain(args: argparse.Namespace) -> int:
             row_core=args.row_core,
             join_order=_join_order(args),
             data=_explain_data(args),
+            strict_data=True,
         ),
     )
     info = api.explain(q, args.rate, engines, optimized=opt)

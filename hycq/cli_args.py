@@ -288,7 +288,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="STREAM=PATH",
         help="measure the statistics on this file instead of the catalog's source (as "
-        "'run' and 'bench' do with --data), so the plan is the one chosen for that data",
+        "'run' and 'bench' do with --data), so the plan is the one chosen for that data (a "
+        "file that cannot be read or gives no valid row is exit 2, as for 'run')",
     )
     ex.add_argument(
         "--join-impl",

@@ -288,3 +288,27 @@ def test_rejected_rows_are_counted_reported_and_dead_lettered(
     code, err = run_main(capsys, "data", "publish", "one.csv", "--catalog", "catalog.toml",
                          "--stream", "r", "--to", url, "--dead-letter", "one.csv")  # fmt: skip
     assert_one_error(code, err, "--dead-letter one.csv is the same file as")
+
+
+@pytest.mark.parametrize(
+    ("query", "data", "part"),
+    [
+        ("q.sql", "r=sp.csv", "no valid row in file sp.csv: all 6708 rows were rejected"),
+        (Q1, "readings=r.csv", "r.csv: missing column 'id'"),
+    ],
+    ids=["rows that fit no column", "a header that fits no column"],
+)
+def test_explain_of_a_data_file_without_a_valid_row_is_exit_2(
+    capsys: pytest.CaptureFixture[str],
+    keyed: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    query: str | Path,
+    data: str,
+    part: str,
+) -> None:
+    """explain --data samples the file the run would read: a file that gives no valid row
+    fails as the run would, instead of a plan for default statistics."""
+    monkeypatch.chdir(keyed)
+    (keyed / "q.sql").write_text("SELECT k, COUNT(*) AS n FROM r [RANGE 2 SECONDS] GROUP BY k\n")
+    code, err = run_main(capsys, "explain", query, "--data", data)
+    assert_one_error(code, err, part)
