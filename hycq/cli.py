@@ -20,11 +20,12 @@ from typing import TYPE_CHECKING, Any
 from hycq.cli_args import (
     build_parser,
     engine_names,
-    positive_float,
     quality_options,
+    rate_float,
     settings_of,
 )
 from optimizer.ir.errors import HycqError, OptionError, UserError, did_you_mean
+from optimizer.ir.limits import MAX_RATE
 
 if TYPE_CHECKING:
     from engines.sources.mqtt import MqttUrl
@@ -654,7 +655,7 @@ def _bench(args: argparse.Namespace) -> int:
     rates = []
     for text in args.rates.split(","):
         try:
-            rates.append(positive_float(text.strip()))
+            rates.append(rate_float(text.strip()))
         except argparse.ArgumentTypeError as err:
             raise OptionError(f"--rates: {err}", hint="e.g. --rates 1000,5000,40000") from None
     plans = [p.strip() for p in args.plans.split(",") if p.strip()]
@@ -906,6 +907,7 @@ def _data_generate(args: argparse.Namespace) -> int:
     if args.generator in ("x3", "x4"):
         return _generate_qddh(args)
     from engines.output_files import check_writable
+    from engines.sources.budget import Budget
     from engines.sources.delays import parse_delay
     from engines.sources.smartplug import generate_to_file
     from optimizer.ir.profile import parse_profile
@@ -940,7 +942,9 @@ def _data_generate(args: argparse.Namespace) -> int:
     if args.rate_profile is not None:
         if args.rate is not None:
             raise OptionError("--rate and --rate-profile exclude each other", hint="drop one")
-        profile = parse_profile(args.rate_profile, "--rate-profile", positive_somewhere=True)
+        profile = parse_profile(
+            args.rate_profile, "--rate-profile", high=MAX_RATE, positive_somewhere=True
+        )
     delay = None if args.delay is None else parse_delay(args.delay, "--delay")
     if delay is not None:
         delay.max_ticks(1)  # the smart-plug stream is in whole seconds
@@ -955,12 +959,25 @@ def _data_generate(args: argparse.Namespace) -> int:
             )
         plugs = args.plugs if args.plugs is not None else _default_plugs(args.houses)
         rate = plugs * args.plug_rate
+        if rate > MAX_RATE:
+            raise OptionError(
+                f"--plug-rate {args.plug_rate:g} x {plugs:,} plugs is {rate:g} tuples/s, above "
+                f"the largest rate hycq accepts ({MAX_RATE:g})",
+                hint="lower --plug-rate, --plugs or --houses",
+            )
+    if rate is None and profile is None:
+        rate = _smartplug_rate()
     load_share = 0.5 if args.load_share is None else args.load_share
     if not 0.0 <= load_share <= 1.0:
         raise OptionError(f"--load-share must be in [0, 1], got {load_share:g}", hint="e.g. 0.9")
     note = Path(f"{args.out}.README.md")
     _check_outputs([], [("--out", args.out), ("its delay note", note if delay else None)])
     check_writable(args.out, "--out")
+    budget = Budget(
+        args.out,
+        suffix[1:],
+        "lower --seconds or the rate (--rate, --plug-rate, --rate-profile), or write elsewhere",
+    )
     rows = generate_to_file(
         args.out,
         seconds=args.seconds,
@@ -971,6 +988,8 @@ def _data_generate(args: argparse.Namespace) -> int:
         delay=delay,
         plugs=args.plugs,
         load_share=load_share,
+        before=budget.before,
+        progress=budget.add,
     )
     sys.stderr.write(f"wrote {rows} rows to {args.out}\n")
     if delay is not None:
@@ -980,6 +999,17 @@ def _data_generate(args: argparse.Namespace) -> int:
         write_bytes(note, readme_text(args.out.name, {"readings": delay}, "s", args.seed), "--out")
         sys.stderr.write(f"wrote {note} (the delay parameters)\n")
     return 0
+
+
+def _smartplug_rate() -> float:
+    """The default rate of generated smart-plug data: the shipped catalog's, the rate 'hycq
+    run' gives its generator (one default for both)."""
+    from optimizer.sql.catalog import load_catalog
+
+    catalog = Path(__file__).resolve().parents[1] / "queries" / "smartplug" / "catalog.toml"
+    stream = load_catalog(catalog).get("readings")
+    assert stream is not None and stream.rate is not None
+    return float(stream.rate)
 
 
 def _refuse_smartplug_flags(args: argparse.Namespace) -> None:
@@ -1001,6 +1031,7 @@ def _default_plugs(houses: int | None) -> int:
 
 def _generate_multiway(args: argparse.Namespace) -> int:
     from engines.output_files import write_bytes
+    from engines.sources.budget import Budget
     from engines.sources.multiway import query_text, workload, write_workload
 
     _refuse_smartplug_flags(args)
@@ -1012,16 +1043,40 @@ def _generate_multiway(args: argparse.Namespace) -> int:
         raise OptionError(f"output folder does not exist: {out.parent}")
     rate = args.rate if args.rate is not None else 100.0
     keys = args.keys if args.keys != 100 else None
+    _check_multiway(args, rate, keys)
     streams = workload(args.shape, args.ways, rate, args.window, args.multiplicity, keys)
     _check_folder_files(out, [f"{s.name}.{args.format}" for s in streams], "query.sql")
-    files = write_workload(streams, out, args.seconds, args.seed, args.format)
+    budget = Budget(out, args.format, "lower --seconds, --rate or --multiplicity", in_memory=True)
+    files = write_workload(
+        streams, out, args.seconds, args.seed, args.format, budget.before, budget.add
+    )
     write_bytes(out / "query.sql", query_text(args.shape, streams, args.window) + "\n", "--out")
     names = ", ".join(p.name for p in files.values())
     sys.stderr.write(f"wrote {names}, catalog.toml and query.sql to {out}\n")
     return 0
 
 
+def _check_multiway(args: argparse.Namespace, rate: float, keys: int | None) -> None:
+    """The multiway workload's derived numbers stay in range: t's rate (q3: --rate x
+    --multiplicity) and the join values' domain (rate x --window, INTEGER columns)."""
+    if args.shape == "q3" and rate * args.multiplicity > MAX_RATE:
+        raise OptionError(
+            f"--rate {rate:g} x --multiplicity {args.multiplicity:g} gives stream t "
+            f"{rate * args.multiplicity:g} tuples/s, above the largest rate hycq accepts "
+            f"({MAX_RATE:g})",
+            hint="lower --rate or --multiplicity",
+        )
+    domain = keys if keys is not None else round(rate * args.window)
+    if domain > 2**31 - 1:
+        raise OptionError(
+            f"--rate {rate:g} x --window {args.window:g} makes the join values range over "
+            f"{domain:,} keys, more than an INTEGER column holds (2^31 - 1)",
+            hint="lower --rate or --window, or give --keys",
+        )
+
+
 def _generate_qddh(args: argparse.Namespace) -> int:
+    from engines.sources.budget import Budget
     from engines.sources.keyed import DEFAULT_ORIGIN
     from engines.sources.qddh_joins import RATE, WORKLOADS, write_workload
 
@@ -1058,16 +1113,27 @@ def _generate_qddh(args: argparse.Namespace) -> int:
         raise OptionError(f"output folder does not exist: {out.parent}")
     names = [f"{name}.{args.format}" for name in WORKLOADS[args.generator][0]]
     _check_folder_files(out, names, "README.md")
-    out.mkdir(exist_ok=True)
     origin = args.origin if args.origin is not None else DEFAULT_ORIGIN
     rate = args.rate if args.rate is not None else RATE
-    counts = write_workload(out, args.generator, args.seconds, args.seed, origin, args.format, rate)
+    budget = Budget(out, args.format, "lower --seconds or --rate", in_memory=True)
+    counts = write_workload(
+        out,
+        args.generator,
+        args.seconds,
+        args.seed,
+        origin,
+        args.format,
+        rate,
+        budget.before,
+        budget.add,
+    )
     files = ", ".join(f"{name}.{args.format} ({n} rows)" for name, n in counts.items())
     sys.stderr.write(f"wrote {files}, catalog.toml and README.md to {out}\n")
     return 0
 
 
 def _generate_keyed(args: argparse.Namespace) -> int:
+    from engines.sources.budget import Budget
     from engines.sources.delays import parse_delay
     from engines.sources.joins import join_workload
     from engines.sources.keyed import DEFAULT_ORIGIN, KeyedStream, parse_stream_spec, write_workload
@@ -1086,7 +1152,9 @@ def _generate_keyed(args: argparse.Namespace) -> int:
     if args.rate_profile is not None:
         if args.rate is not None:
             raise OptionError("--rate and --rate-profile exclude each other", hint="drop one")
-        profile = parse_profile(args.rate_profile, "--rate-profile", positive_somewhere=True)
+        profile = parse_profile(
+            args.rate_profile, "--rate-profile", high=MAX_RATE, positive_somewhere=True
+        )
     if args.join_streams is None and (args.shift_at is not None or args.uniform):
         raise OptionError("--shift-at and --uniform go with --join-streams N")
     delay = None if args.delay is None else parse_delay(args.delay, "--delay")
@@ -1123,9 +1191,13 @@ def _generate_keyed(args: argparse.Namespace) -> int:
         specs = args.stream or ["r", "s", "t"]
         streams = [parse_stream_spec(spec, defaults) for spec in specs]
     _check_folder_files(out, [f"{s.name}.{args.format}" for s in streams])
-    out.mkdir(exist_ok=True)
     origin = args.origin if args.origin is not None else DEFAULT_ORIGIN
-    counts = write_workload(out, streams, args.seconds, args.seed, origin, args.format)
+    budget = Budget(
+        out, args.format, "lower --seconds or the streams' rates (--rate, --stream NAME:rate=R)"
+    )
+    counts = write_workload(
+        out, streams, args.seconds, args.seed, origin, args.format, budget.before, budget.add
+    )
     files = ", ".join(f"{name}.{args.format} ({n} rows)" for name, n in counts.items())
     sys.stderr.write(f"wrote {files} and catalog.toml to {out}\n")
     return 0
