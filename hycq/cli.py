@@ -1,4 +1,4 @@
-"""The ``hycq`` command line (see CONTRACT.md for the interface outside checks rely on).
+"""The ``hycq`` command line (docs/interface.md is the interface scripts rely on).
 
 Exit status: 0 success; 2 bad user input (one ``error: ...`` message on stderr, no
 traceback); 1 internal failure (traceback only with ``--debug``).

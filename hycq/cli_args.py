@@ -26,7 +26,7 @@ from optimizer.ir.limits import (
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with CONTRACT-style errors: ``error: ...`` and exit status 2."""
+    """argparse with the errors of docs/interface.md: ``error: ...`` and exit status 2."""
 
     def error(self, message: str) -> NoReturn:
         hint = f"see '{self.prog} --help'"
@@ -338,7 +338,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="also show, per chain of joins, the row engine's join implementation for this "
         "setting and every alternative's predicted cost (docs/joins.md; JSON: join_impls)",
     )
-    ex.add_argument("--json", action="store_true", help="print one JSON object (see CONTRACT)")
+    ex.add_argument(
+        "--json", action="store_true", help="print one JSON object (fields: docs/interface.md)"
+    )
     ex.add_argument("--schema", action="store_true", help="show every operator's output schema")
 
     rn = sub.add_parser(
