@@ -123,6 +123,19 @@ def _non_negative_float(text: str) -> float:
     return value
 
 
+def package_version() -> str:
+    """The installed package's version (its metadata); ``hycq.__version__`` when hycq runs
+    from a source tree that is not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("hycq")
+    except PackageNotFoundError:
+        from hycq import __version__
+
+        return __version__
+
+
 def engine_names(columnar: bool = False) -> str:
     """The registered engine names for help texts (built-ins and installed plugins)."""
     from engines import registry
@@ -312,6 +325,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Hybrid row/column continuous-query optimizer and executor for CQL.",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"hycq {package_version()}",
+        help="print 'hycq VERSION' and exit",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_DebugParser)
     sub.required = True
 
