@@ -420,7 +420,7 @@ def _run(args: argparse.Namespace) -> int:
         ],
     )
     optimizer = api.OptimizerOptions(
-        engines=("row", args.column_engine),
+        engines=_reachable_engines(migration, args.placement, placement, args.column_engine),
         cost_model=args.cost_model,
         incremental=not getattr(args, "no_incremental", False),
         row_core=args.row_core,
@@ -453,6 +453,41 @@ def _run(args: argparse.Namespace) -> int:
         report_after_run(q, optimizer, options, m, args.placement, args.report)
         sys.stderr.write(f"wrote report {args.report}\n")
     return 0
+
+
+def _reachable_engines(
+    migration: Any, flag: str, placement: str | dict[str, str], column_engine: str
+) -> tuple[str, ...]:
+    """The engines the run's plans may use. A forced strategy that moves row-engine state
+    (``--migration ms|jisc|pt|hybmig|hybmig-lazy``) can only migrate between all-row plans:
+    then ``--placement auto`` plans over the row engine alone, at the start as at every
+    re-optimization (a note says so), and a placement with columnar operators is refused
+    before the run (the first migration could only fail)."""
+    from engines.migration import strategies
+
+    engines = ("row", column_engine)
+    if migration.strategy == "auto" or not migration.requested:
+        return engines
+    if not strategies.get(migration.strategy).row_only:
+        return engines
+    if placement == "auto":
+        sys.stderr.write(
+            f"note: --migration {migration.strategy} moves row-engine state: the run plans "
+            "over the row engine only (--placement auto, and every re-optimization of "
+            "--adapt)\n"
+        )
+        return ("row",)
+    columnar = placement == "column" or (
+        isinstance(placement, dict) and any(e != "row" for e in placement.values())
+    )
+    if columnar:
+        raise OptionError(
+            f"--migration {migration.strategy} moves row-engine state, but --placement "
+            f"{flag} runs operators on a columnar engine: no migration of this run could "
+            "happen",
+            hint="use --placement row or auto, or --migration gpt, gms or ghm",
+        )
+    return engines
 
 
 #: ``hycq run`` flags a shared run of several queries does not take, with their defaults.
