@@ -178,6 +178,9 @@ def _explain(args: argparse.Namespace) -> int:
     cost = info["cost"]
     verdict = "feasible (keeps up)" if info["feasible"] else "NOT feasible (cannot keep up)"
     print(f"cost: <C_b={cost['bottleneck']:.4g}, C_u={cost['utilization']:.4g}>  {verdict}")
+    line = _bottleneck_line(info)
+    if line:
+        print(line)
     limit = info["max_feasible_rate"]
     print(
         "feasible up to: "
@@ -206,6 +209,31 @@ def _explain(args: argparse.Namespace) -> int:
             f"row-engine ms per second: {costs}"
         )
     return 0
+
+
+def _bottleneck_line(info: dict[str, Any]) -> str | None:
+    """What the operators tagged ``bottleneck`` are: the costliest unit, which is C_b, or
+    with a shared row core the largest share of the row thread's load, which is."""
+    marked = [op for op in info["operators"] if op["bottleneck"]]
+    if not marked:
+        return None
+    units: dict[str, list[dict[str, Any]]] = {}
+    for op in marked:
+        units.setdefault(str(op["unit"]), []).append(op)
+    names = "; ".join(
+        f"group {unit} on {ops[0]['engine']} ({', '.join(op['id'] for op in ops)})"
+        if unit.startswith("g")
+        else ", ".join(op["id"] for op in ops)
+        for unit, ops in units.items()
+    )
+    u = marked[0]["u"]
+    if info["row_core"] == "shared":
+        return (
+            f"bottleneck: {names}, u={u:.3g}: the largest share of C_b, the load of the row "
+            "engine's one thread (it runs every row operator and waits for every group's "
+            "query, so C_b is their sum)"
+        )
+    return f"bottleneck: {names}, u={u:.3g} (= C_b, the costliest unit)"
 
 
 def _explain_data(args: argparse.Namespace) -> dict[str, Any]:

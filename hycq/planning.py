@@ -130,7 +130,12 @@ class Optimized:
         return self.coster.placement_cost(placement)
 
     def operator_rows(self, placement: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
-        """Per-operator estimates and costs of ``placement`` (default: the chosen one)."""
+        """Per-operator estimates and costs of ``placement`` (default: the chosen one).
+
+        ``bottleneck`` marks the operators of the costliest unit (an operator, or a columnar
+        group's members): the one whose u is C_b, or, with a shared row core (where C_b is
+        the row thread's load, the sum of every row operator's u and the queries of the
+        groups it waits for), the largest share of it. Ties mark every unit tied."""
         placement = dict(placement or self.placement)
         plan = self.plan
         units: dict[str, tuple[str, float, float]] = {}  # op -> (unit id, u, unit cost)
@@ -147,18 +152,15 @@ class Optimized:
                 u = arrow.get(op_id, self.coster.row_cost(op_id).utilization)
                 c = self.model.unit_cost(plan.op(op_id), ROW, est)
                 units[op_id] = (op_id, u, c)
-        cost = self.cost_of(placement)
         shared = self.coster.shared_row_core
         peak = max((u for _, u, _ in units.values()), default=0.0)
-        core_bottleneck = shared and cost.core_load >= cost.unit_peak and cost.core_load > 0
         rows = []
         for op in plan.operators():
             est = self.estimates[op.id]
             unit, u, c = units[op.id]
-            on_core = shared and not unit.startswith("g")
-            if on_core:
+            is_bottleneck = u == peak
+            if shared and not unit.startswith("g"):
                 unit = "row-core"  # every row operator shares the one Python thread
-            is_bottleneck = core_bottleneck if on_core else (not core_bottleneck and u == peak)
             rows.append(
                 {
                     "id": op.id,

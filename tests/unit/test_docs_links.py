@@ -62,3 +62,24 @@ def test_the_interface_reference_is_in_the_repository() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "(docs/interface.md)" in readme
     assert (ROOT / "docs" / "interface.md").is_file()
+
+
+def test_the_readme_states_the_row_engines_ingest_cap_as_the_model_applies_it() -> None:
+    """The README's row-engine cap is the cost model's ``ingest``: 1 / ingest tuples/s,
+    and no shipped query's all-row plan is predicted to keep up beyond it (explain's
+    "feasible up to", the reports' max feasible rate: ``api.max_feasible_rate``)."""
+    from cost_models.analytical import AnalyticalCostModel
+    from hycq import api
+    from hycq.planning import OptimizerOptions, optimize
+
+    ingest = AnalyticalCostModel().ingest
+    cap = 1.0 / ingest
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert f"`ingest`, {ingest * 1e6:.1f} µs per" in readme
+    assert f"keep up past {cap / 1e6:.1f} M tuples/s" in readme
+    for path in [*sorted((ROOT / "queries" / "smartplug").glob("q*.sql"))]:
+        q = api.load_query(path, None)
+        opt = optimize(q, OptimizerOptions(cost_model="analytical"))
+        row = dict.fromkeys(opt.plan.topological(), "row")
+        limit = api.max_feasible_rate(opt, row)
+        assert limit is not None and limit <= cap, (path.name, limit)
