@@ -169,8 +169,10 @@ def test_the_report_path_is_checked_before_the_run(
         ("spark.driver.memory=zzz", "60", "Invalid maximum heap size"),
         ("spark.master=spark://127.0.0.1:9", "8", "Spark did not start within 8 s"),
         ("spark.master=nonsense", "60", "cannot start Spark (spark.master=nonsense)"),
+        ("spark.master=local[abc]", "60", "Could not parse Master URL: 'local[abc]'"),
+        ("spark.master=spark://127.0.0.1:1", "8", "(spark.master=spark://127.0.0.1:1)"),
     ],
-    ids=["heap", "unreachable master", "bad master"],
+    ids=["heap", "unreachable master", "bad master", "bad local master", "closed port"],
 )
 def test_a_bad_spark_conf_is_one_line_within_the_timeout(
     tmp_path: Path, conf: str, timeout: str, part: str
@@ -186,6 +188,63 @@ def test_a_bad_spark_conf_is_one_line_within_the_timeout(
     assert time.monotonic() - start < float(timeout) + 40
     assert_one_error(proc.returncode, proc.stderr, part, "--spark-conf")
     assert proc.stdout == "" and not list(tmp_path.iterdir())
+
+
+def _descendants(pid: int) -> list[tuple[int, str]]:
+    """(pid, command name) of every process below ``pid`` (Linux /proc)."""
+    children: dict[int, list[int]] = {}
+    names: dict[int, str] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        name = text[text.index("(") + 1 : text.rindex(")")]
+        ppid = int(text[text.rindex(")") + 2 :].split()[1])
+        child = int(stat.parent.name)
+        children.setdefault(ppid, []).append(child)
+        names[child] = name
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append((child, names[child]))
+            todo.append(child)
+    return found
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_jvm_killed_during_start_up_is_started_again(tmp_path: Path) -> None:
+    """The JVM is SIGKILLed as soon as it appears, before Spark answers: the start is tried
+    again, as a JVM that dies mid-run is restarted, and the run completes."""
+    import signal
+
+    pytest.importorskip("pyspark")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hycq.cli", "run", str(Q5), "--duration", "2", "--placement",
+         "column", "--column-engine", "spark", "--output", "o.csv", "--metrics", "m.json"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    killed = None
+    deadline = time.monotonic() + 120
+    while killed is None and time.monotonic() < deadline and proc.poll() is None:
+        java = [pid for pid, name in _descendants(proc.pid) if name == "java"]
+        if java:
+            killed = java[0]
+            import os
+
+            os.kill(killed, signal.SIGKILL)
+        time.sleep(0.05)
+    try:
+        _, err = proc.communicate(timeout=300)
+    finally:
+        proc.kill()
+    assert killed is not None, "no JVM appeared"
+    assert proc.returncode == 0, err
+    assert "the JVM died while Spark was starting" in err and "starting it again" in err, err
+    assert "Traceback" not in err
+    metrics = json.loads((tmp_path / "m.json").read_text())
+    assert metrics["results"] > 0 and (tmp_path / "o.csv").stat().st_size > 0
 
 
 # -- data publish: no valid row -----------------------------------------------------------------
