@@ -136,6 +136,7 @@ def _explain(args: argparse.Namespace) -> int:
 
     engines = api.parse_engines(args.engines)
     q = api.load_query(args.query, args.catalog)
+    data = _explain_data(args, q)
     opt = optimize(
         q,
         OptimizerOptions(
@@ -146,7 +147,7 @@ def _explain(args: argparse.Namespace) -> int:
             feasibility=not args.no_feasibility,
             row_core=args.row_core,
             join_order=_join_order(args),
-            data=_explain_data(args),
+            data=data,
             strict_data=True,
         ),
     )
@@ -236,8 +237,14 @@ def _bottleneck_line(info: dict[str, Any]) -> str | None:
     return f"bottleneck: {names}, u={u:.3g} (= C_b, the costliest unit)"
 
 
-def _explain_data(args: argparse.Namespace) -> dict[str, Any]:
+def _explain_data(args: argparse.Namespace, q: Any) -> dict[str, Any]:
+    """The ``--data`` files explain samples (those of streams the query reads)."""
+    from engines.runtime.inputs import unread_data
+
     data = _parse_data(args.data)
+    _check_data_streams([q], data)
+    ignored = set(unread_data([q.plan], data))
+    data = {k: v for k, v in data.items() if k not in ignored}
     for stream, path in data.items():
         if path == STDIN or not isinstance(path, Path):
             raise OptionError(
@@ -267,6 +274,21 @@ def _migration_options(args: argparse.Namespace) -> Any:
     )
     check_options(options)
     return options
+
+
+def _check_data_streams(queries: list[Any], data: dict[str, Path | MqttUrl]) -> None:
+    """``--data`` names: a stream the catalog does not have is exit 2; one that no query
+    reads is ignored, with one warning line each (at once: a live run may be long)."""
+    from engines.runtime.inputs import check_data_streams, unread_data
+
+    plans = [q.plan for q in queries]
+    for q in queries:
+        check_data_streams(q.catalog, plans, data, "--data")
+    for name in unread_data(plans, data):
+        sys.stderr.write(
+            f"warning: --data names stream '{name}', which the query does not read: ignored\n"
+        )
+        sys.stderr.flush()
 
 
 #: ``--data STREAM=-``: the stream's raw CSV lines from standard input.
@@ -299,6 +321,17 @@ def _checkpoint_files(checkpoint: Any) -> list[tuple[str, Path]]:
         return []
     flag = "--resume" if checkpoint.resume else "--checkpoint"
     return [(flag, checkpoint.directory / n) for n in (OUTPUT_PARTIAL, DEAD_LETTER_PARTIAL)]
+
+
+def _kept_up(m: dict[str, Any]) -> str:
+    """The summary's verdict: a live source by its lag (engines/runtime/live_lag.py), any
+    other input by its rate."""
+    verdict = "kept up" if m["kept_up"] else "did NOT keep up"
+    if m.get("kept_up_rule") == "lag":
+        lag = m["live_lag_s"]
+        how = f"lag grew by at most {lag:.2g} s" if m["kept_up"] else f"fell {lag:.3g} s behind"
+        return f"live source, {verdict}: {how}"
+    return f"rate {m['rate']:,.4g}/s, {verdict}"
 
 
 def _parse_data(specs: list[str]) -> dict[str, Path | MqttUrl]:
@@ -433,6 +466,7 @@ def _run(args: argparse.Namespace) -> int:
     registry.get_columnar(args.column_engine, "--column-engine")
     settings = settings_of(args)
     q = api.load_query(args.query, args.catalog)
+    _check_data_streams([q], data)
     inputs = _inputs(args.query, args.catalog, q.catalog, data.values(), args.cost_model)
     if isinstance(placement, dict):
         inputs.append(("--placement", Path(args.placement)))
@@ -464,7 +498,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.output != "-":
         sys.stderr.write(
             f"{m['tuples_in']} tuples in {m['wall_s']:.2f} s ({m['throughput']:,.0f} tuples/s, "
-            f"rate {m['rate']:,.4g}/s, {'kept up' if m['kept_up'] else 'did NOT keep up'}); "
+            f"{_kept_up(m)}); "
             f"{m['results']} result rows over {m['instants']} instants; "
             f"{m['dead_letter']} rows dead-lettered\n"
         )
@@ -601,8 +635,10 @@ def _run_shared(args: argparse.Namespace) -> int:
     queries = []
     inputs: list[tuple[str, Path | str | None]] = []
     catalog = None
+    loaded = {name: api.load_query(path, args.catalog) for name, path in names.items()}
+    _check_data_streams(list(loaded.values()), data)
     for name, path in names.items():
-        q = api.load_query(path, args.catalog)
+        q = loaded[name]
         catalog = catalog or q.catalog
         inputs += _inputs(path, args.catalog, q.catalog, data.values(), args.cost_model)
         text = per_query.get(name, args.disorder)
@@ -736,6 +772,7 @@ def _bench(args: argparse.Namespace) -> int:
         raise OptionError(f"--plot must end in .png, got '{args.plot}'")
     queries = [api.load_query(q, args.catalog) for q in args.queries]
     data = _parse_data(args.data)
+    _check_data_streams(queries, data)
     if any(p == STDIN or not isinstance(p, Path) for p in data.values()):
         raise OptionError(
             "hycq bench replays its data at every rate and repeat: stdin (--data STREAM=-) "

@@ -417,7 +417,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="STREAM=PATH",
         help="read STREAM from a CSV (raw DEBS without header, or with a header row) or "
         "Parquet file, from standard input as lines arrive (PATH '-'), or from an MQTT "
-        "subscription (mqtt://HOST:PORT/TOPIC, docs/live.md); repeatable",
+        "subscription (mqtt://HOST:PORT/TOPIC, docs/live.md); repeatable. A CSV row is one "
+        "line of at most 1 MiB: a longer line, or one that leaves a quote open, is a dead "
+        "letter; an input without rows is exit 2; a stream the query does not read is "
+        "ignored (a warning)",
     )
     rn.add_argument(
         "--duration",

@@ -5,12 +5,14 @@ when it reads several), from a catalog (``CATALOG.toml`` with ``--stream`` unles
 stream), or from a data file (``.csv`` / ``.parquet`` smart-plug readings, or any stream's
 file with ``--catalog`` and ``--stream``); a catalog's stream is its generator's (or its
 file's) data, ``--rate`` and ``--duration`` as for ``hycq run``. Each message holds up to
-``--batch`` rows as raw CSV lines (the stream's raw format, what ``--data STREAM=mqtt://...``
-reads) or a JSON array of objects (``--format json``); at the end the end-of-stream message
+``--batch`` rows (fewer if they would pass the 16 MiB a stream takes in one message) as raw
+CSV lines (the stream's raw format, what ``--data STREAM=mqtt://...`` reads) or a JSON
+array of objects (``--format json``); at the end the end-of-stream message
 ``{"end_of_stream": true}`` (unless ``--no-end``). ``--pace realtime`` sends each message
 when its first timestamp is due (event time mapped to wall time from the first row);
-``max`` sends as fast as the broker acknowledges (QoS 1, a bounded window of messages in
-flight). Rows stay Arrow until they are written into a payload.
+``max`` sends as fast as the broker acknowledges (QoS 1, a bounded number of messages
+unacknowledged; a broker outage is ridden out as ``--output mqtt://`` does, docs/live.md).
+Rows stay Arrow until they are written into a payload.
 
 Rows that do not fit the stream's columns are not published: they are counted, reported
 and written to ``dead_letter`` (as ``hycq run --dead-letter`` writes them). A source that
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +35,7 @@ import pyarrow.csv as pacsv
 
 from engines.runtime import DeadLetters, RunOptions
 from engines.sources.mqtt import END_OF_STREAM, MqttPublisher, MqttUrl
+from engines.sources.mqtt_payload import MAX_MESSAGE_BYTES
 from hycq.flags import CLI_OPTION_NAMES
 from optimizer.ir.catalog import StreamDef
 from optimizer.ir.errors import DataError, OptionError
@@ -110,6 +114,19 @@ def stream_batches(
             "(.csv, .parquet)"
         )
     return stream, inp.batches, inp.description
+
+
+def _payloads(rows: pa.Table, fmt: str, limit: int = MAX_MESSAGE_BYTES) -> Iterator[bytes]:
+    """The rows as messages a stream takes whole: one, or halves of it until each is at
+    most ``limit`` bytes (engines/sources/mqtt_payload.py; a single row over it goes alone,
+    and the reader dead-letters it)."""
+    data = _payload(rows, fmt)
+    if len(data) <= limit or rows.num_rows <= 1:
+        yield data
+        return
+    half = rows.num_rows // 2
+    yield from _payloads(rows.slice(0, half), fmt, limit)
+    yield from _payloads(rows.slice(half), fmt, limit)
 
 
 def _payload(rows: pa.Table, fmt: str) -> bytes:
@@ -191,9 +208,10 @@ def _send(
                     wait = start_wall + (ts - first_ts) / tps - time.perf_counter()
                     if wait > 0:
                         time.sleep(wait)
-                publisher.publish(_payload(part, fmt))
+                for payload in _payloads(part, fmt):
+                    publisher.publish(payload)
+                    messages += 1
                 rows += part.num_rows
-                messages += 1
         if rows == 0:
             _nothing_valid(description, dead)
         if end:

@@ -307,10 +307,12 @@ def run_queries(
     it through the shared filter tree and buffer configuration, run each query's executor
     on what it receives. Writes each query's output and metrics, and ``shared_json``.
     Returns the summary (``shared_json``'s content plus the per-query metrics)."""
+    from engines import input_wait
     from engines.interrupts import GracefulStop, StopRequested
     from engines.runtime.dead_letters import DeadLetters, check_rejections
     from engines.runtime.inputs import MergedInputs, open_inputs
-    from engines.runtime.loop import _until_stopped
+    from engines.runtime.live_lag import LagMeter
+    from engines.runtime.loop import _live, _until_stopped
     from engines.runtime.sinks import ResultSink, output_schema
     from hycq.api import Assembly
 
@@ -362,6 +364,12 @@ def run_queries(
         hi_all: int | None = None
         max_delay = 0
         wall0 = time.perf_counter()
+        # a live source is judged by lag, as in ``hycq run`` (engines/runtime/live_lag.py)
+        live = LagMeter(1000 // {"s": 1000, "ms": 1}[src.time_unit])
+        live_run = any(_live(i) for i in merged.inputs)
+        if first is not None and first[1].num_rows:
+            first_ts = first[1].column(t_index).to_numpy(zero_copy_only=False).min()
+            live.start(wall0, input_wait.waited(), int(first_ts))
         pending = [first] if first is not None else []
         for item in _until_stopped(itertools.chain(pending, items), stop):
             batch = item[1]
@@ -391,6 +399,7 @@ def run_queries(
                     _deliver(q, stream, released.get(f"leaf:{q.name}"), t_index)
                     if seen:
                         q.engine.saw_range(stream, lo_all, bound)
+            live.taken(time.perf_counter(), input_wait.waited(), hi)
         if not stop.requested:
             released = sub.flush()
             for q in queries:
@@ -427,6 +436,8 @@ def run_queries(
     per_query = {}
     for q in queries:
         m = _query_metrics(q, valid, wall, rate, tps, stop)
+        if live_run:
+            m.update(kept_up=live.kept_up(event_s), kept_up_rule="lag", live_lag_s=live.growth)
         write_json(q.metrics, m)
         per_query[q.name] = m
     summary = {

@@ -43,6 +43,9 @@ class Broker:
             f"user {getpass.getuser()}\n"
             "persistence true\n"
             f"persistence_location {folder}/\n"
+            # saved every second, so a broker killed with SIGKILL keeps the sessions (and
+            # their subscriptions) older than that, as a restarted production broker would
+            "autosave_interval 1\n"
             # queued QoS 1 messages per offline client: the default 1000 would drop some
             "max_queued_messages 0\n"
         )
@@ -72,6 +75,13 @@ class Broker:
         """A clean shutdown (SIGTERM): mosquitto saves its persistence file."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
+            self.proc.wait(timeout=10)
+        self.proc = None
+
+    def kill(self) -> None:
+        """A crash (SIGKILL): nothing saved since the last autosave."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
             self.proc.wait(timeout=10)
         self.proc = None
 

@@ -117,6 +117,13 @@ def validate(batch: pa.RecordBatch, stream: str, dead: DeadLetters) -> pa.Record
     return batch.filter(pc.invert(bad))
 
 
+#: what to do about an input without rows (docs/data.md)
+NO_ROWS_HINT = (
+    "give a file with at least one row (a CSV header line is not a row); a run over an "
+    "empty input has no results to give"
+)
+
+
 def check_rejections(
     inputs: list[StreamInput],
     valid: dict[str, int],
@@ -124,12 +131,14 @@ def check_rejections(
     dead: DeadLetters,
     names: OptionNames,
 ) -> None:
-    """DataError when an input that had rows kept none; a warning when more than half of all
-    rows were set aside (a file in the wrong format would otherwise give an empty result
-    and exit 0)."""
+    """DataError when a data file (or pipe) had no row at all, or when an input that had
+    rows kept none; a warning when more than half of all rows were set aside (a file in the
+    wrong format would otherwise give an empty result and exit 0)."""
     for inp in inputs:
         name = inp.stream.name
         bad = dead.by_stream.get(name, 0)
+        if inp.data_file and not bad and not valid.get(name):
+            raise DataError(f"{inp.description} has no rows", hint=NO_ROWS_HINT)
         if bad and not valid.get(name):
             raise DataError(
                 f"no valid row in {inp.description}: all {bad} rows were rejected "

@@ -20,7 +20,7 @@ from engines.defaults import DEFAULT_DURATION_S
 from engines.disorder.kslack import KSlackBuffer, paced, released
 from engines.disorder.policies import make_policy
 from engines.disorder.spec import DisorderSpec
-from engines.runtime.dead_letters import DeadLetters, validate
+from engines.runtime.dead_letters import NO_ROWS_HINT, DeadLetters, validate
 from engines.runtime.engine import PlanExecutor
 from engines.runtime.options import OptionNames, RunOptions
 from engines.sources.mqtt import MqttUrl
@@ -51,6 +51,9 @@ class StreamInput:
     #: a resumed run (``--resume``) can read it again from its start and skip what the
     #: checkpoint holds: a file or generator, not a pipe, stdin or MQTT
     rereadable: bool = True
+    #: a data file, FIFO or stdin: one without any row (valid or bad) is an error, since a
+    #: run over nothing has nothing to say (``check_rejections``)
+    data_file: bool = False
 
 
 def ticks_per_second(stream: StreamDef) -> int:
@@ -83,20 +86,12 @@ def open_inputs(
     """The input of every stream the plan reads (but those named in ``skip``), from the
     ``data`` files or the catalog's source.
 
+    A ``data`` stream the catalog does not have is an OptionError; one of the catalog's
+    that the plan does not read is ignored (the CLI warns of it: :func:`unread_data`).
     Bad rows of data files go to ``dead`` (and are skipped); without it they raise DataError.
     """
-    names: list[str] = []
-    for op_id in plan.sources:
-        op = plan.op(op_id)
-        assert isinstance(op, SourceOp)
-        names.append(op.stream)
-    known = {n.lower() for n in names}
-    for given in options.data:
-        if given.lower() not in known:
-            raise OptionError(
-                f"{options.names.data} names stream '{given}', which the query does not read",
-                hint=f"the query reads: {', '.join(names)}",
-            )
+    names = _streams_read(plan)
+    check_data_streams(catalog, [plan], options.data, options.names.data)
     data = {k.lower(): v for k, v in options.data.items()}
     inputs = []
     for name in names:
@@ -106,6 +101,38 @@ def open_inputs(
         assert stream is not None
         inputs.append(open_stream(stream, options, dead, data.get(name.lower())))
     return inputs
+
+
+def _streams_read(plan: LogicalPlan) -> list[str]:
+    """The streams the plan reads, in the order of its sources."""
+    names: list[str] = []
+    for op_id in plan.sources:
+        op = plan.op(op_id)
+        assert isinstance(op, SourceOp)
+        names.append(op.stream)
+    return names
+
+
+def check_data_streams(
+    catalog: Catalog, plans: Collection[LogicalPlan], data: Collection[str], option: str
+) -> None:
+    """OptionError for a ``data`` stream the catalog does not have (``option``: how
+    messages name the data option)."""
+    for given in data:
+        if catalog.get(given) is None:
+            read = sorted({n for plan in plans for n in _streams_read(plan)})
+            raise OptionError(
+                f"{option} names stream '{given}', which the catalog does not have",
+                hint=f"the catalog's streams: {', '.join(sorted(catalog.streams))}; "
+                f"the query reads: {', '.join(read)}",
+            )
+
+
+def unread_data(plans: Collection[LogicalPlan], data: Collection[str]) -> list[str]:
+    """The ``data`` streams that none of ``plans`` reads, in the given order (open_inputs
+    ignores them; the CLI warns of each)."""
+    read = {name.lower() for plan in plans for name in _streams_read(plan)}
+    return [given for given in data if given.lower() not in read]
 
 
 def open_stream(
@@ -267,7 +294,7 @@ def _file_input(
     options: RunOptions,
     dead: DeadLetters | None = None,
 ) -> StreamInput:
-    from engines.sources.files import OnBad, detect_format, read_batches
+    from engines.sources.files import OnBad, detect_format, empty_reason, read_batches
 
     if not path.exists():
         raise DataError(
@@ -299,6 +326,10 @@ def _file_input(
         on_bad=on_bad,
         idle_s=options.idle_timeout,  # a pipe (stdin) quiet this long: its stream is idle
     )
+    if fmt is not None and path.is_file():  # its header checked, has it rows?
+        empty = empty_reason(path, fmt)
+        if empty is not None:  # said before the run (a pipe's is told at its end)
+            raise DataError(f"file {path} has no rows: {empty}", hint=NO_ROWS_HINT)
     t_index = stream.time_index
     batches = _in_range(batches, t_index, stream.name, dead, path.name)
     if options.rate is not None:
@@ -311,6 +342,7 @@ def _file_input(
         f"file {path}",
         measured=options.rate is None,
         rereadable=path.is_file(),
+        data_file=True,
     )
 
 
@@ -337,7 +369,14 @@ def _mqtt_input(
     if options.checkpoint is not None:  # one persistent session across crash and resume
         key = f"{options.checkpoint.directory.resolve()}|{name}".encode()
         client_id = f"hycq-ckpt-{hashlib.sha256(key).hexdigest()[:16]}"
-    feed = MqttFeed(url, columns, on_message, options.names.data, client_id=client_id)
+    feed = MqttFeed(
+        url,
+        columns,
+        on_message,
+        options.names.data,
+        client_id=client_id,
+        label=f"stream '{name}' ({url})",
+    )
     feed.idle_s = options.idle_timeout
     # what a publisher (or a test) waits for: messages published before are not delivered
     print(f"note: stream '{name}' subscribed to {url}", file=sys.stderr, flush=True)

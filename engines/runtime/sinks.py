@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ from engines.output_files import OutputFile, check_writable
 from engines.runtime.engine import Rows
 from engines.runtime.safe_json import json_line
 from engines.sources.mqtt import MqttPublisher, MqttUrl, is_mqtt
+from engines.sources.mqtt_payload import MAX_MESSAGE_BYTES
 from optimizer.ir.errors import DataError, OptionError
 from optimizer.ir.plan import LogicalPlan
 
@@ -48,6 +49,26 @@ def _result_array(values: Sequence[Any], f: pa.Field, ts: list[int]) -> pa.Array
             if isinstance(value, int) and not lo <= value <= hi:
                 raise overflow_error(f.name, sql_type, value, instant) from None
         raise
+
+
+def _messages(lines: list[bytes], limit: int) -> Iterator[bytes]:
+    """Lines joined into messages of at most ``limit`` bytes (a longer line alone): an
+    instant's results are one message unless they exceed what a stream takes in one
+    (engines/sources/mqtt_payload.py), then several, each of whole lines.
+
+    >>> list(_messages([b"ab\\n", b"cd\\n", b"efgh\\n"], 6))
+    [b'ab\\ncd\\n', b'efgh\\n']
+    """
+    part: list[bytes] = []
+    size = 0
+    for line in lines:
+        if part and size + len(line) > limit:
+            yield b"".join(part)
+            part, size = [], 0
+        part.append(line)
+        size += len(line)
+    if part:
+        yield b"".join(part)
 
 
 def output_schema(plan: LogicalPlan) -> pa.Schema:
@@ -176,8 +197,9 @@ class ResultSink:
     def _write_batch(self, batch: pa.RecordBatch) -> None:
         if self.publisher is not None:
             names = self.schema.names
-            lines = "".join(json_line({n: row[n] for n in names}) for row in batch.to_pylist())
-            self.publisher.publish(lines.encode())
+            rows = [json_line({n: row[n] for n in names}).encode() for row in batch.to_pylist()]
+            for message in _messages(rows, MAX_MESSAGE_BYTES):
+                self.publisher.publish(message)
         elif self._writer is not None:
             assert self._out is not None
             with self._out.errors():
@@ -195,11 +217,15 @@ class ResultSink:
 
     def sync(self) -> int | None:
         """Write out what is buffered and return the output file's committed size in bytes
-        (None: not a file; stdout and MQTT were written as each instant fired)."""
+        (None: not a file; stdout and MQTT were written as each instant fired, and MQTT's
+        messages are acknowledged when this returns: a checkpoint never counts a result the
+        broker may not have)."""
         self.flush()
         if self._out is None:
             if self._fh is not None:
                 self._fh.flush()
+            if self.publisher is not None:
+                self.publisher.flush()
             return None
         return self._out.sync()
 

@@ -97,7 +97,7 @@ RUN = ("run", Q5, "--duration", "2")
         (("--data", "readings"), ["--data expects STREAM=PATH", "hint:"]),
         (("--data", "=x.csv"), ["--data expects STREAM=PATH"]),
         (("--data", "readings="), ["--data expects STREAM=PATH"]),
-        (("--data", "nope=x.csv"), ["'nope', which the query does not read", "hint:"]),
+        (("--data", "nope=x.csv"), ["'nope', which the catalog does not have", "hint:"]),
         (("--spark-conf", "master=local"), ["--spark-conf expects spark.KEY=VALUE"]),
         (("--cost-model", "analytcal"), ["unknown cost model", "did you mean 'analytical'?"]),
         (("--cost-model", "missing.toml"), ["cost-model file not found"]),
@@ -207,3 +207,29 @@ def test_the_real_process_agrees(files: Path, args: tuple[str, ...]) -> None:
     )
     assert_user_error(proc.returncode, proc.stderr)
     assert proc.stdout == ""
+
+
+KEYED = ROOT / "queries" / "keyed" / "catalog.toml"
+
+
+@pytest.mark.parametrize("command", ["run", "explain", "bench"])
+def test_data_for_a_stream_the_query_does_not_read_is_a_warning(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, command: str
+) -> None:
+    """A catalog stream the query does not read: one warning line, the command goes on; a
+    stream the catalog does not have stays exit 2."""
+    query = tmp_path / "r.sql"
+    query.write_text("SELECT COUNT(*) AS n FROM r [RANGE 2 SECONDS SLIDE 1 SECOND]\n")
+    (tmp_path / "s.csv").write_text("ts,k,v\n1400000000,1,1.5\n")
+    extra = {
+        "run": ("--duration", "3"),
+        "explain": (),
+        "bench": ("--rates", "200", "--measure", "1", "--preroll", "0", "--repeat", "1"),
+    }[command]
+    given = ("--catalog", KEYED, "--data", f"s={tmp_path / 's.csv'}")
+    code, err = run_main(capsys, command, query, *given, *extra)
+    assert code == 0, err
+    assert err.count("warning: --data") == 1, err  # (bench warns of a busy machine too)
+    assert "warning: --data names stream 's', which the query does not read: ignored" in err
+    code, err = run_main(capsys, command, query, "--catalog", KEYED, "--data", "q=x.csv", *extra)
+    assert_user_error(code, err, "'q', which the catalog does not have", "hint:")

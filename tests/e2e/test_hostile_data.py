@@ -7,6 +7,9 @@
 * ``--duration`` shorter than a tick still covers the first tick; a huge one is the file.
 * A FIFO (or ``/dev/stdin``) as ``--data`` is read as a stream, and a stop request ends the
   wait for its data; ``/dev/null`` is an empty file (exit 2).
+* A bad line costs that line only, in a file, on stdin or a FIFO: an unterminated quote, a
+  line over the 1 MiB limit (found in linear time; a stop ends its read at once).
+* A data file or stream without rows (a header only, a 0-row Parquet file) is exit 2.
 * Timestamps near the INT64 limits are dead-lettered (exit 2 when nothing else is left); a
   ``--rate`` that would push replayed timestamps out of range is refused.
 * The metrics' ``rate`` of a file replayed as it is is its real density.
@@ -16,6 +19,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import resource
@@ -361,6 +365,243 @@ def test_parquet_through_a_pipe_is_refused(work: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 2, done.stderr
     assert b"Parquet cannot be read from a pipe" in done.stderr
+
+
+# -- a bad line costs that line: unterminated quotes, lines over the limit -----------------------
+
+#: The issue's file: 20,000 rows, an unterminated quote opened mid-file on line 51.
+QUOTE_AT = 51
+
+
+def _quoted(n: int = 20000, header: bool = False) -> str:
+    lines = rows(n)
+    lines[QUOTE_AT - 1] = lines[QUOTE_AT - 1].replace(",", ',"', 1)  # '50,"1377...' never closed
+    top = "id,ts,value,property,plug_id,household_id,house_id\n" if header else ""
+    return top + "\n".join(lines) + "\n"
+
+
+def _letters(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _feed_fifo(path: Path, data: bytes, pieces: int = 1) -> threading.Thread:
+    """Write ``data`` into the FIFO ``path`` (created here) from a thread, in ``pieces``."""
+    os.mkfifo(path)
+
+    def feed() -> None:
+        with contextlib.suppress(BrokenPipeError), open(path, "wb") as fh:
+            step = -(-len(data) // pieces)
+            for at in range(0, len(data), step):
+                fh.write(data[at : at + step])
+                fh.flush()
+
+    thread = threading.Thread(target=feed, daemon=True)
+    thread.start()
+    return thread
+
+
+def _run_streamed(
+    work: Path, via: str, data: bytes, *args: str
+) -> subprocess.CompletedProcess[str]:
+    """``hycq run count.sql`` reading ``data`` from stdin or a FIFO (a subprocess)."""
+    if via == "fifo":
+        _feed_fifo(work / "p.csv", data, pieces=7)
+        source, given = "readings=p.csv", None
+    else:
+        source, given = "readings=-", data  # bytes as they are: not every line is UTF-8
+    done = subprocess.run(
+        [sys.executable, "-m", "hycq.cli", "run", "count.sql", "--data", source, *args],
+        cwd=work, input=given, capture_output=True, timeout=120,
+    )  # fmt: skip
+    return subprocess.CompletedProcess(
+        done.args, done.returncode, done.stdout.decode(errors="replace"),
+        done.stderr.decode(errors="replace"),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("header", [False, True], ids=["debs", "csv"])
+def test_an_unterminated_quote_costs_only_its_line(
+    capsys: pytest.CaptureFixture[str], work: Path, header: bool
+) -> None:
+    (work / "q.csv").write_text(_quoted(header=header))
+    code, _, err = run_main(
+        capsys, "run", "count.sql", "--data", "readings=q.csv", "--metrics", "m.json",
+        "--dead-letter", "dl.jsonl",
+    )  # fmt: skip
+    assert code == 0, err
+    assert json.loads((work / "m.json").read_text())["tuples_in"] == 19999  # was 50
+    (letter,) = _letters(work / "dl.jsonl")
+    line = QUOTE_AT + header
+    assert str(letter["reason"]).startswith(f"q.csv line {line}: unterminated quote"), letter
+
+
+@pytest.mark.parametrize("via", ["stdin", "fifo"])
+def test_an_unterminated_quote_in_a_stream_costs_only_its_line(work: Path, via: str) -> None:
+    data = _quoted(4000).encode()
+    done = _run_streamed(work, via, data, "--metrics", "m.json", "--dead-letter", "dl.jsonl")
+    assert done.returncode == 0, done.stderr
+    assert json.loads((work / "m.json").read_text())["tuples_in"] == 3999
+    (letter,) = _letters(work / "dl.jsonl")
+    assert f"line {QUOTE_AT}: unterminated quote" in str(letter["reason"]), letter
+
+
+#: Lines that are not UTF-8 (pyarrow decodes a bad row's text for its handler, and failed
+#: there: the read stopped with an "Exception ignored" traceback), of the right width or not.
+UNDECODABLE = [b"\xff\xfe\x80,A", b"5,1377986420,\xff\xfe,1,1,0,0", b"\xc3(" + b",1" * 6]
+
+
+@pytest.mark.parametrize("line", UNDECODABLE, ids=["short", "width", "truncated"])
+def test_a_line_that_is_not_utf8_is_a_dead_letter(
+    capsys: pytest.CaptureFixture[str], work: Path, line: bytes
+) -> None:
+    lines = [r.encode() for r in rows(40)]
+    lines.insert(10, line)
+    (work / "bin.csv").write_bytes(b"\n".join(lines) + b"\n")
+    code, _, err = run_main(
+        capsys, "run", "count.sql", "--data", "readings=bin.csv", "--metrics", "m.json",
+        "--dead-letter", "dl.jsonl",
+    )  # fmt: skip
+    assert code == 0, err
+    assert "Traceback" not in err and "Exception ignored" not in err
+    assert json.loads((work / "m.json").read_text())["tuples_in"] == 40
+    (letter,) = _letters(work / "dl.jsonl")
+    assert str(letter["reason"]) == "bin.csv line 11: not UTF-8 text", letter
+
+
+@pytest.mark.parametrize("via", ["stdin", "fifo"])
+def test_a_line_that_is_not_utf8_in_a_stream_is_a_dead_letter(work: Path, via: str) -> None:
+    lines = [r.encode() for r in rows(40)]
+    lines.insert(10, UNDECODABLE[0])
+    done = _run_streamed(
+        work, via, b"\n".join(lines) + b"\n", "--metrics", "m.json", "--dead-letter", "dl.jsonl"
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Exception ignored" not in done.stderr
+    assert json.loads((work / "m.json").read_text())["tuples_in"] == 40
+    (letter,) = _letters(work / "dl.jsonl")
+    assert "line 11: not UTF-8 text" in str(letter["reason"]), letter
+
+
+def test_a_line_over_the_limit_is_a_dead_letter(
+    capsys: pytest.CaptureFixture[str], work: Path
+) -> None:
+    lines = rows(40)
+    lines[9] += "9" * (20 << 20)  # 20 MB: was pyarrow's "straddling object" error
+    (work / "long.csv").write_text("\n".join(lines) + "\n")
+    code, _, err = run_main(
+        capsys, "run", "count.sql", "--data", "readings=long.csv", "--metrics", "m.json",
+        "--dead-letter", "dl.jsonl",
+    )  # fmt: skip
+    assert code == 0, err
+    assert json.loads((work / "m.json").read_text())["tuples_in"] == 39
+    (letter,) = _letters(work / "dl.jsonl")
+    assert str(letter["reason"]).startswith("long.csv line 10: line longer than the limit")
+    assert len(str(letter["row"])) < 2000  # the start of the line only
+
+
+@pytest.mark.parametrize("via", ["stdin", "fifo"])
+def test_a_long_line_in_a_stream_is_a_dead_letter_in_bounded_time(work: Path, via: str) -> None:
+    lines = rows(40)
+    lines[9] += "9" * (30 << 20)  # 30 MB: spun at full CPU for minutes
+    start = time.monotonic()
+    done = _run_streamed(
+        work, via, ("\n".join(lines) + "\n").encode(), "--metrics", "m.json",
+        "--dead-letter", "dl.jsonl",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - start < 60
+    assert json.loads((work / "m.json").read_text())["tuples_in"] == 39
+    (letter,) = _letters(work / "dl.jsonl")
+    assert "line 10: line longer than the limit" in str(letter["reason"]), letter
+
+
+@pytest.mark.parametrize("via", ["stdin", "fifo"])
+def test_a_stop_ends_the_read_of_a_long_line_at_once(work: Path, via: str) -> None:
+    """A writer that sends rows, then a line that never ends: SIGTERM stops the run at once
+    with the results so far (it ignored SIGTERM for over a minute)."""
+    stop = threading.Event()
+    sent_mb = [0]  # MiB of the endless line written: the pipe is full until the run reads
+    fifo = work / "p.csv"
+    if via == "fifo":
+        os.mkfifo(fifo)
+    proc = _cli(
+        "run", "count.sql", "--data", "readings=" + ("p.csv" if via == "fifo" else "-"),
+        "--metrics", "m.json", cwd=work, stdin=subprocess.PIPE if via == "stdin" else None,
+    )  # fmt: skip
+
+    def feed() -> None:
+        with contextlib.suppress(OSError, ValueError):
+            fh = open(fifo, "w") if via == "fifo" else proc.stdin  # noqa: SIM115
+            assert fh is not None
+            with fh:
+                fh.write("\n".join(rows(20)) + "\n42,1377986420,")
+                while not stop.is_set():
+                    fh.write("7" * (1 << 20))
+                    sent_mb[0] += 1
+
+    threading.Thread(target=feed, daemon=True).start()
+    try:
+        deadline = time.monotonic() + 90
+        while sent_mb[0] < 8 and time.monotonic() < deadline:  # the run loop reads it
+            time.sleep(0.1)
+        assert proc.poll() is None and sent_mb[0] >= 8
+        proc.send_signal(signal.SIGTERM)
+        sent = time.monotonic()
+        _, err = proc.communicate(timeout=30)
+        assert time.monotonic() - sent < 10, err
+    finally:
+        stop.set()
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM.value, err
+    assert json.loads((work / "m.json").read_text())["tuples_in"] == 20
+
+
+# -- inputs without rows -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("h.csv", "id,ts,value,property,plug_id,household_id,house_id\n"),
+        ("hb.csv", "id,ts,value,property,plug_id,household_id,house_id\r\n\r\n\n\n"),
+        ("p.parquet", None),
+    ],
+    ids=["header only", "header and blank lines", "0-row parquet"],
+)
+def test_an_input_without_rows_is_an_error(
+    capsys: pytest.CaptureFixture[str], work: Path, name: str, content: str | None
+) -> None:
+    if content is None:
+        pq.write_table(SCHEMA.empty_table(), work / name)
+    else:
+        (work / name).write_text(content)
+    code, _, err = run_main(
+        capsys, "run", "count.sql", "--data", f"readings={name}", "--output", "o.csv"
+    )
+    assert_one_error(code, err, f"{name} has no rows", "hint:")
+    assert "tuples in" not in err and not (work / "o.csv").exists()
+
+
+@pytest.mark.parametrize("via", ["stdin", "fifo"])
+def test_a_stream_without_rows_is_an_error(work: Path, via: str) -> None:
+    data = b"id,ts,value,property,plug_id,household_id,house_id\n\n"
+    done = _run_streamed(work, via, data, "--output", "o.csv")
+    assert_one_error(done.returncode, done.stderr, "has no rows", "hint:")
+    assert not (work / "o.csv").exists()
+
+
+def test_a_catalog_file_without_rows_is_an_error(
+    capsys: pytest.CaptureFixture[str], work: Path
+) -> None:
+    (work / "h.csv").write_text("id,ts,value,property,plug_id,household_id,house_id\n")
+    text = CATALOG.read_text()
+    start = text.index("[streams.readings.source]")
+    (work / "catalog.toml").write_text(
+        text[:start] + '[streams.readings.source]\nkind = "file"\npath = "h.csv"\n'
+    )
+    code, _, err = run_main(capsys, "run", "count.sql")
+    assert_one_error(code, err, "h.csv has no rows")
 
 
 # -- timestamps at the limits -----------------------------------------------------------------

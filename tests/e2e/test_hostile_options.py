@@ -300,7 +300,7 @@ def _settle(got: list[Any]) -> list[Any]:
     ("file", "part"),
     [
         ("sp.csv", "no valid row in file sp.csv: all 4,000 rows were rejected"),
-        ("header.csv", "no rows to publish in file header.csv"),
+        ("header.csv", "file header.csv has no rows"),
         ("empty.csv", "empty.csv: the file is empty"),
     ],
     ids=["rows that fit no column", "header only", "empty"],

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -386,3 +386,544 @@ def test_idle_timeout_fires_the_last_instant_of_a_quiet_broker(
     rows = [json.loads(x) for x in lines + out.splitlines() if x.strip()]
     expected = _expected("q2", table)
     assert_same_stream(pa.Table.from_pylist(rows).select(expected.column_names), expected)
+
+
+def _raw_lines(rows: list[dict[str, Any]]) -> bytes:
+    """Rows as the stream's raw CSV lines (what a device sends)."""
+    return b"".join(b",".join(str(v).encode() for v in r.values()) + b"\n" for r in rows)
+
+
+def test_hostile_payloads_are_dead_letters_and_the_run_goes_on(
+    broker: Broker, readings: tuple[Path, pa.Table], tmp_path: Path
+) -> None:
+    """Every way a message can be bad (binary, invalid UTF-8, JSON the decoder cannot take or
+    nested past its limit, wrong JSON types, empty, over the size limits, an unterminated
+    quote) costs only what it holds: a dead letter naming the topic and the message; the
+    good rows around it, even in the same message, reach the result, which is the oracle's."""
+    import random
+
+    from engines.sources.mqtt_payload import MAX_LINE_BYTES, MAX_MESSAGE_BYTES
+
+    table = readings[1]
+    rows = table.to_pylist()
+    topic = _topic("hostile")
+    out, dead = tmp_path / "out.parquet", tmp_path / "dead.jsonl"
+    p = _start_run("q1", broker.url(topic), "--output", str(out), "--dead-letter", str(dead))
+    good = iter(rows)
+
+    def take(n: int) -> list[dict[str, Any]]:
+        return [r for _, r in zip(range(n), good, strict=False)]
+
+    def bad(**change: Any) -> dict[str, Any]:  # an object beside the good rows
+        return {**rows[0], **change}
+
+    noise = random.Random(47).randbytes(5000)
+    payloads: list[tuple[bool, bytes]] = [(False, _raw_lines(take(40)))]
+    # each a function: the good rows it holds are taken in publishing order
+    hostile: list[Callable[[], bytes]] = [
+        lambda: noise,  # binary
+        lambda: _raw_lines(take(3)) + b"1,\xff\xfe,3,1,1,1,1\n" + _raw_lines(take(3)),  # UTF-8
+        lambda: b"[" * 100_000,  # nested past the decoder's limit
+        lambda: b'{"a":' * 100_000,
+        lambda: b"",  # empty
+        lambda: b" \n\r\n\t",  # blank
+        lambda: b"x" * (MAX_MESSAGE_BYTES + 1),  # over the message limit
+        lambda: _raw_lines(take(2)) + b"9" * (MAX_LINE_BYTES + 1) + b"\n" + _raw_lines(take(2)),
+        lambda: _raw_lines(take(2)) + b'"1,2,3,4,5,6,7\n' + _raw_lines(take(2)),  # open quote
+        # wrong JSON types beside good objects in one array
+        lambda: json.dumps(
+            [
+                *take(1),
+                bad(value=[1.0]),
+                bad(house_id={"a": 1}),
+                bad(ts=True),
+                bad(id="1\n2"),
+                *take(1),
+            ]
+        ).encode(),
+        lambda: json.dumps(bad(id="9" * 4 * MAX_LINE_BYTES)).encode(),  # a line too long
+        lambda: b'{"id": 1, "ts": ' + b"7" * 5000 + b"}",  # an integer the decoder refuses
+        lambda: json.dumps({"end_of_stream": 1}).encode(),  # not the end: a bad object
+        lambda: b"1\x00,2,3,4,5,6,7",  # a NUL byte
+        lambda: '{"x": 1}'.encode("utf-16"),  # not UTF-8
+    ]
+    for h in hostile:
+        payloads += [(True, h()), (False, _raw_lines(take(5)))]
+    payloads.append((False, _raw_lines(list(good))))
+    c = _publisher(broker)
+    try:
+        _send(c, topic, [pl for _, pl in payloads])
+        _send(c, topic, [json.dumps({"end_of_stream": True})])
+    finally:
+        c.disconnect()
+        c.loop_stop()
+    err = _finish(p)
+    assert "Traceback" not in err
+    assert_same_stream(pq.read_table(out), _expected("q1", table))
+    letters = [json.loads(x) for x in dead.read_text().splitlines()]
+    assert all(x["reason"].startswith(f"mqtt topic {topic} message ") for x in letters)
+    named = {int(x["reason"].split(" message ")[1].split(":")[0]) for x in letters}
+    assert named == {k + 1 for k, (is_bad, _) in enumerate(payloads) if is_bad}, letters
+    reasons = " | ".join(x["reason"] for x in letters)
+    for part in ("not valid UTF-8", "not valid JSON", "nested too deeply", "empty message",
+                 "over the limit", "per line", "unterminated quote", "a JSON array",
+                 "a JSON object", "line break"):  # fmt: skip
+        assert part in reasons, part
+
+
+class _Lines:
+    """A process's stderr as it comes (a thread reads it), so a test can wait for a line
+    while the run goes on."""
+
+    def __init__(self, pipe: Any) -> None:
+        self.lines: list[str] = []
+        self._cond = threading.Condition()
+        self._thread = threading.Thread(target=self._read, args=(pipe,), daemon=True)
+        self._thread.start()
+
+    def _read(self, pipe: Any) -> None:
+        for line in pipe:
+            with self._cond:
+                self.lines.append(line)
+                self._cond.notify_all()
+
+    def wait_for(self, *parts: str, timeout: float = 20) -> str:
+        """The first line holding every one of ``parts`` (AssertionError after ``timeout``)."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                for line in self.lines:
+                    if all(p in line for p in parts):
+                        return line
+                left = deadline - time.monotonic()
+                assert left > 0, f"no line with {parts} in:\n{''.join(self.lines)}"
+                self._cond.wait(left)
+
+    def text(self) -> str:
+        self._thread.join(timeout=10)
+        return "".join(self.lines)
+
+
+def _reap(p: subprocess.Popen[str] | None) -> None:
+    """Kill ``p`` if it still runs and close its pipes."""
+    if p is None:
+        return
+    if p.poll() is None:
+        p.kill()
+    p.wait()
+    for pipe in (p.stdout, p.stderr):
+        if pipe is not None:
+            pipe.close()
+
+
+def _subscriber(port: int, topic: str, got: list[bytes]) -> Any:
+    """A persistent QoS 1 subscription on the broker at ``port`` (kept by the broker across
+    its restart)."""
+    import paho.mqtt.client as mqtt
+
+    ready = threading.Event()
+    c = mqtt.Client(
+        mqtt.CallbackAPIVersion.VERSION2,
+        client_id=f"test-sub-{time.time_ns()}",
+        clean_session=False,
+    )
+    c.on_connect = lambda client, *a: client.subscribe(topic, qos=1)
+    c.on_subscribe = lambda *a: ready.set()
+    c.on_message = lambda client, u, m: got.append(bytes(m.payload))
+    c.reconnect_delay_set(0.2, 1)
+    c.connect("127.0.0.1", port)
+    c.loop_start()
+    assert ready.wait(10)
+    return c
+
+
+def _settled(got: list[bytes], quiet_s: float, timeout: float = 30) -> int:
+    """How many messages ``got`` holds once none has come for ``quiet_s`` seconds."""
+    deadline = time.monotonic() + timeout
+    seen, since = len(got), time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        if len(got) != seen:
+            seen, since = len(got), time.monotonic()
+        elif seen and time.monotonic() - since >= quiet_s:
+            break
+    return seen
+
+
+def test_a_lost_input_connection_is_a_warning_while_it_lasts(
+    tmp_path: Path, readings: tuple[Path, pa.Table]
+) -> None:
+    """The input broker killed (SIGKILL) and started again: a ``warning:`` line says the
+    connection is lost while it is, another when it is back; the metrics count it; nothing
+    is lost (the broker kept the session)."""
+    from hycq.publish import publish
+
+    b = Broker(tmp_path / "broker")
+    p = None
+    try:
+        path, table = readings
+        topic = _topic("warn")
+        out, metrics = tmp_path / "out.parquet", tmp_path / "m.json"
+        p = _start_run("q1", b.url(topic), "--output", str(out), "--metrics", str(metrics))
+        err = _Lines(p.stderr)
+        time.sleep(1.5)  # the broker has saved hycq's session (autosave, tests/mqtt.py)
+        b.kill()
+        lost = err.wait_for("lost the connection", timeout=10)
+        assert lost.startswith(f"warning: stream 'readings' ({b.url(topic)}): "), lost
+        assert f"MQTT broker at 127.0.0.1:{b.port}" in lost and "no data arrives" in lost
+        assert p.poll() is None
+        b.start()
+        back = err.wait_for("reconnected to the MQTT broker", timeout=20)
+        assert back.startswith("warning: stream 'readings'"), back
+        publish(path, b.url(topic), batch=100)
+        assert p.wait(timeout=120) == 0, err.text()
+        text = err.text()
+        assert "Traceback" not in text and text.count("warning:") == 2, text
+        live = json.loads(metrics.read_text())["live_sources"]["readings"]
+        assert live["disconnects"] == 1 and live["connects"] == 2, live
+        assert live["connection_warnings"] == 2 and live["longest_disconnect_s"] > 0, live
+        assert_same_stream(pq.read_table(out), _expected("q1", table))
+    finally:
+        _reap(p)
+        b.stop()
+
+
+def test_output_broker_killed_and_restarted_mid_run_loses_no_result(
+    broker: Broker, readings: tuple[Path, pa.Table], tmp_path: Path
+) -> None:
+    """``--output mqtt://...``: the output broker is killed (SIGKILL) after the first half's
+    results; the second half's are computed while it is down and held; once it is back they
+    are published, and the result stream a subscriber gets is the oracle's (QoS 1: at
+    least once, so a message in flight at the kill may come twice)."""
+    from hycq.publish import publish
+
+    out_broker = Broker(tmp_path / "out-broker")
+    got: list[bytes] = []
+    sub = _subscriber(out_broker.port, "results", got)
+    p = None
+    try:
+        table = readings[1]
+        topic = _topic("outage")
+        metrics = tmp_path / "m.json"
+        time.sleep(1.5)  # the subscriber's session saved before the broker is killed
+        p = _start_run(
+            "q1", broker.url(topic), "--output", out_broker.url("results"),
+            "--metrics", str(metrics),
+        )  # fmt: skip
+        err = _Lines(p.stderr)
+        half = table.num_rows // 2
+        first, second = tmp_path / "first.csv", tmp_path / "second.csv"
+        no_header = pacsv.WriteOptions(include_header=False)
+        pacsv.write_csv(table.slice(0, half), first, no_header)
+        pacsv.write_csv(table.slice(half), second, no_header)
+        publish(first, broker.url(topic), batch=50, end=False)
+        before = _settled(got, quiet_s=1.0)
+        assert before > 0
+        out_broker.kill()
+        err.wait_for("warning: --output", "lost the connection", timeout=10)
+        publish(second, broker.url(topic), batch=50, end=False)
+        time.sleep(1.0)  # the second half's instants fire while the broker is down
+        out_broker.start()
+        err.wait_for("warning: --output", "reconnected", timeout=20)
+        c = _publisher(broker)
+        try:
+            _send(c, topic, [json.dumps({"end_of_stream": True})])
+        finally:
+            c.disconnect()
+            c.loop_stop()
+        assert p.wait(timeout=120) == 0, err.text()
+        m = json.loads(metrics.read_text())
+        unique = list(dict.fromkeys(got))
+        deadline = time.monotonic() + 30
+        while len(unique) < m["published_messages"] and time.monotonic() < deadline:
+            time.sleep(0.1)
+            unique = list(dict.fromkeys(got))
+    finally:
+        _reap(p)
+        sub.disconnect()
+        sub.loop_stop()
+        out_broker.stop()
+    assert "Traceback" not in err.text()
+    output = m["mqtt_output"]
+    assert output["disconnects"] == 1 and output["connects"] == 2, output
+    assert output["peak_unacknowledged"] > 10, output  # held while the broker was down
+    assert len(unique) == m["published_messages"] > before
+    rows = [json.loads(line) for msg in unique for line in msg.decode().splitlines()]
+    expected = _expected("q1", table)
+    assert_same_stream(pa.Table.from_pylist(rows).select(expected.column_names), expected)
+
+
+def test_a_full_output_buffer_waits_for_the_broker_then_stops_naming_it(tmp_path: Path) -> None:
+    """Past the bound: with the broker down, messages are held up to the buffer's size;
+    the next one waits, and once the broker has been unreachable for the outage limit the
+    publisher stops with a DataError (exit 2) naming the broker and what is lost."""
+    from engines.sources.mqtt import MqttPublisher, MqttUrl
+    from optimizer.ir.errors import DataError
+
+    b = Broker(tmp_path / "broker")
+    url = MqttUrl.parse(b.url("results"), "--output")
+    publisher = None
+    try:
+        publisher = MqttPublisher(url, buffer_messages=3, outage_s=1.0)
+        publisher.publish(b"acknowledged")
+        b.kill()
+        deadline = time.monotonic() + 10
+        while publisher.link.down_for() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        t0 = time.monotonic()
+        for _ in range(2):
+            publisher.publish(b"held")  # within the bound (with the first, if unacknowledged)
+        with pytest.raises(DataError) as caught:
+            publisher.publish(b"one too many")
+            publisher.publish(b"two too many")
+        waited = time.monotonic() - t0
+        assert 0.9 <= waited < 10, waited
+        text = str(caught.value)
+        assert text.startswith(f"--output {url}: the MQTT broker at 127.0.0.1:{b.port} ")
+        assert "the buffer of unacknowledged results is full: the 3 result message(s)" in text
+    finally:
+        if publisher is not None:
+            publisher.abort()
+        b.stop()
+
+
+def test_output_broker_gone_at_the_end_is_exit_2_naming_it(
+    tmp_path: Path,
+    readings: tuple[Path, pa.Table],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The output broker killed mid-run and never back: the run ends, waits the outage
+    limit (1 s here) for the results it holds, and exits 2 with one ``error:`` line naming
+    the broker; no internal error."""
+    import os
+
+    from engines.sources import mqtt as mqtt_module
+    from hycq.cli import main
+
+    monkeypatch.setattr(mqtt_module, "OUTPUT_OUTAGE_S", 1.0)
+    b = Broker(tmp_path / "broker")
+    fifo = tmp_path / "in.fifo"
+    os.mkfifo(fifo)
+    lines = readings[0].read_bytes().splitlines(keepends=True)
+    half = len(lines) // 2
+
+    def feed() -> None:
+        with fifo.open("wb") as f:
+            f.write(b"".join(lines[:half]))
+            f.flush()
+            time.sleep(1.0)
+            b.kill()
+            time.sleep(0.5)
+            f.write(b"".join(lines[half:]))
+
+    writer = threading.Thread(target=feed)
+    writer.start()
+    try:
+        url = b.url("results")
+        code = main(["run", str(QUERIES / "q1.sql"), "--data", f"readings={fifo}", "--output", url])
+    finally:
+        writer.join(timeout=30)
+        b.stop()
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert (
+        f"error: --output {url}: the MQTT broker at 127.0.0.1:{b.port} has been unreachable" in err
+    )
+    assert "the run has ended" in err and "internal error" not in err and "Traceback" not in err
+
+
+#: A self-join on a low-cardinality key: the row engine takes ~2 wall seconds per event-second
+#: of it at 1,000 tuples/s, so a live stream at that rate outruns it.
+SLOW_JOIN = """SELECT COUNT(*) AS n
+FROM readings [RANGE 10 SECONDS SLIDE 1 SECOND] AS a,
+     readings [RANGE 10 SECONDS SLIDE 1 SECOND] AS b
+WHERE a.property = b.property
+"""
+
+
+@pytest.mark.parametrize(
+    ("query", "rate", "kept_up"), [("q2", 2000, True), ("slow join", 1000, False)]
+)
+def test_a_live_source_is_judged_by_lag(
+    broker: Broker, tmp_path: Path, query: str, rate: int, kept_up: bool
+) -> None:
+    """A stream published in real time (``hycq data publish --pace realtime``): the run is
+    judged by whether its lag behind the stream's event time stayed bounded, not by its
+    throughput against the nominal rate (which a run that takes a stream as it comes always
+    misses by a little). A plan slower than the stream is still told it did not keep up."""
+    from hycq.publish import publish
+
+    if query == "q2":
+        path, extra = QUERIES / "q2.sql", []
+    else:
+        path = tmp_path / "slow.sql"
+        path.write_text(SLOW_JOIN)
+        extra = ["--catalog", str(QUERIES / "catalog.toml"), "--placement", "row"]
+    topic = _topic("lag")
+    metrics = tmp_path / "m.json"
+    p = subprocess.Popen(
+        [sys.executable, "-m", "hycq.cli", "run", str(path), "--data",
+         f"readings={broker.url(topic)}", "--metrics", str(metrics), *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+    )  # fmt: skip
+    try:
+        assert p.stderr is not None and "subscribed to" in p.stderr.readline()
+        catalog = QUERIES / "catalog.toml"
+        time.sleep(1.0)  # the source starts a moment after the query, as a user's would
+        publish(path, broker.url(topic), catalog=catalog, rate=rate, duration=4, pace="realtime")
+        _, err = p.communicate(timeout=120)
+    finally:
+        _reap(p)
+    assert p.returncode == 0, err
+    m = json.loads(metrics.read_text())
+    assert m["kept_up"] is kept_up and m.get("kept_up_rule") == "lag", m
+    summary = next(line for line in err.splitlines() if " tuples in " in line)
+    if kept_up:
+        assert m["live_lag_s"] <= 1.0 and "live source, kept up: lag grew by at most" in summary
+    else:
+        assert m["live_lag_s"] > 1.0 and "live source, did NOT keep up: fell" in summary
+
+
+def _readme_live_example() -> str:
+    """The shell block of the README's "Live streams" section, as a user pastes it."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("\n## Live streams", 1)[1].split("\n## ", 1)[0]
+    return section.split("```bash\n", 1)[1].split("\n```", 1)[0] + "\n"
+
+
+def _daemons(port: int) -> list[int]:
+    """Ids of the ``mosquitto -p PORT -d`` processes (the example's broker)."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError):
+            args = (proc / "cmdline").read_bytes().split(b"\0")
+            if Path(args[0].decode()).name == "mosquitto" and args[1:4] == [
+                b"-p",
+                str(port).encode(),
+                b"-d",
+            ]:
+                found.append(int(proc.name))
+    return found
+
+
+def test_the_readme_live_example_runs_as_written(
+    tmp_path: Path, readings: tuple[Path, pa.Table]
+) -> None:
+    """The README's live example, pasted into a shell as written, on a free port instead of
+    1883 and over 4 event-seconds instead of 360: every result of the readings it publishes
+    reaches the results topic (none published before the query subscribed is lost), and the
+    run's summary says it kept up with the live source."""
+    import os
+    import stat
+
+    from engines.runtime import RunOptions
+    from hycq.flags import CLI_OPTION_NAMES
+    from hycq.publish import stream_batches
+    from tests.mqtt import BINARY, free_port
+
+    if BINARY is None:
+        pytest.skip("mosquitto is not installed (apt-get install -y mosquitto)")
+    script = _readme_live_example()
+    assert script.count("1883") >= 4 and "--duration 360" in script, script
+    port = free_port()
+    script = script.replace("1883", str(port)).replace("--duration 360", "--duration 4")
+    shim = tmp_path / "bin" / "hycq"  # `hycq` as installed, from this checkout
+    shim.parent.mkdir()
+    shim.write_text(f'#!/bin/sh\nexec {sys.executable} -m hycq.cli "$@"\n')
+    shim.chmod(shim.stat().st_mode | stat.S_IEXEC)
+    (tmp_path / "queries").symlink_to(ROOT / "queries")
+    path = os.pathsep.join([str(shim.parent), str(Path(BINARY).parent), os.environ["PATH"]])
+    env = {**os.environ, "PATH": path, "PYTHONPATH": str(ROOT)}
+    got: list[bytes] = []
+    shell = subprocess.Popen(
+        ["bash", "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=tmp_path, env=env,
+    )  # fmt: skip
+    sub = None
+    try:
+        deadline = time.monotonic() + 20
+        while sub is None:  # the example's broker: subscribe as soon as it listens
+            try:
+                sub = _subscriber(port, "results", got)
+            except OSError:
+                assert time.monotonic() < deadline, "the example's broker did not start"
+                time.sleep(0.05)
+        out, err = shell.communicate(timeout=180)
+        assert shell.returncode == 0, out + err
+        _settled(got, quiet_s=1.0)
+    finally:
+        if shell.poll() is None:
+            shell.kill()
+            shell.communicate()
+        if sub is not None:
+            sub.disconnect()
+            sub.loop_stop()
+        for pid in _daemons(port):
+            os.kill(pid, signal.SIGTERM)
+    assert "note: stream 'readings' subscribed to" in out, out + err
+    summary = next(line for line in out.splitlines() if " tuples in " in line)
+    assert "live source, kept up" in summary and "error" not in out + err, out + err
+    options = RunOptions(rate=2000, duration=4, names=CLI_OPTION_NAMES)
+    _, batches, _ = stream_batches(QUERIES / "q2.sql", None, None, options)
+    published = pa.Table.from_batches(list(batches)).select(SCHEMA.names).cast(SCHEMA)
+    rows = [json.loads(line) for msg in dict.fromkeys(got) for line in msg.decode().splitlines()]
+    expected = _expected("q2", published)
+    assert_same_stream(pa.Table.from_pylist(rows).select(expected.column_names), expected)
+
+
+def test_a_stop_is_not_kept_waiting_on_a_dead_output_broker(
+    broker: Broker, readings: tuple[Path, pa.Table], tmp_path: Path
+) -> None:
+    """SIGINT while the output broker is down and results wait for it: the run does not
+    wait the outage limit; it stops at once with exit 2 saying what is lost."""
+    out_broker = Broker(tmp_path / "out-broker")
+    p = None
+    try:
+        path, _ = readings
+        topic = _topic("stop")
+        url = out_broker.url("results")
+        p = _start_run("q1", broker.url(topic), "--output", url)
+        err = _Lines(p.stderr)
+        lines = path.read_bytes().splitlines(keepends=True)
+        half = len(lines) // 2
+        c = _publisher(broker)
+        try:
+            _send(c, topic, [b"".join(lines[:half])])
+            time.sleep(1.0)  # its results are published
+            out_broker.kill()
+            err.wait_for("warning: --output", "lost the connection", timeout=10)
+            _send(c, topic, [b"".join(lines[half:])])  # results held for the broker
+        finally:
+            c.disconnect()
+            c.loop_stop()
+        time.sleep(1.0)
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        code = p.wait(timeout=30)
+        assert time.monotonic() - t0 < 10
+        text = err.text()
+    finally:
+        _reap(p)
+        out_broker.stop()
+    assert code == 2, text
+    assert f"error: --output {url}: the MQTT broker at 127.0.0.1:{out_broker.port} " in text
+    assert "the run was stopped by a signal" in text and "Traceback" not in text
+
+
+def test_publish_of_a_file_with_an_unterminated_quote_loses_only_that_line(
+    broker: Broker, tmp_path: Path
+) -> None:
+    """``hycq data publish FILE`` reads the file as ``run`` does: an unterminated quote on
+    line 51 of 20,000 costs that line, not the 19,950 after it."""
+    lines = [f"{i},{1377986401 + i // 50},{i * 0.5},1,{i % 7},0,0" for i in range(20000)]
+    lines[50] = lines[50].replace(",", ',"', 1)
+    path = tmp_path / "q.csv"
+    path.write_text("\n".join(lines) + "\n")
+    r = subprocess.run(
+        [sys.executable, "-m", "hycq.cli", "data", "publish", str(path),
+         "--to", broker.url(_topic("quote")), "--batch", "5000"],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "published 19,999 rows" in r.stdout, (r.stdout, r.stderr)

@@ -170,3 +170,28 @@ def test_queries_over_other_streams_or_with_one_name_exit_2(tmp_path: Path, work
     keyed = ROOT / "queries" / "keyed"
     run = hycq("run", keyed / "j2.sql", keyed / "theta.sql", "--output-dir", tmp_path / "o")
     assert run.returncode == 2 and "one stream" in run.stderr, run.stderr
+
+
+def test_a_shared_run_over_stdin_is_judged_by_lag(tmp_path: Path, workload) -> None:
+    """A shared run reading a live source (stdin) judges ``kept_up`` by its lag behind the
+    stream's event time, as ``hycq run`` does for one query (engines/runtime/live_lag.py)."""
+    import subprocess
+    import sys
+
+    import pyarrow.csv as pacsv
+
+    data, files, _ = workload
+    csv_path = tmp_path / "readings.csv"
+    pacsv.write_csv(pq.read_table(data), csv_path)
+    out = tmp_path / "out"
+    run = subprocess.run(
+        [sys.executable, "-m", "hycq.cli", "run", *map(str, files[:2]), "--catalog",
+         str(CATALOG), "--data", "readings=-", "--output-dir", str(out), "--dead-letter",
+         str(tmp_path / "dead.jsonl"), "--disorder", "kslack:7s"],
+        input=csv_path.read_bytes(), capture_output=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr.decode()
+    for f in files[:2]:
+        m = json.loads((out / f"{f.stem}.metrics.json").read_text())
+        assert m["kept_up_rule"] == "lag" and m["kept_up"] is True, m
+        assert 0 <= m["live_lag_s"] <= 1.0, m

@@ -176,3 +176,55 @@ def test_bench_refuses_stdin() -> None:
         input="",
     )
     assert r.returncode == 2 and "can be read only once" in r.stderr, r.stderr
+
+
+def _drained(fd: int, timeout: float) -> None:
+    """Wait until the pipe written through ``fd`` is empty: its reader took everything."""
+    import fcntl
+    import struct
+    import termios
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        left = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+        if left == 0:
+            return
+        time.sleep(0.01)
+    raise AssertionError("hycq did not read its stdin")
+
+
+def test_a_stream_on_stdin_in_real_time_is_judged_by_lag(tmp_path: Path) -> None:
+    """stdin fed at 2,000 tuples/s in real time, one event-second a wall second from when
+    hycq took the first: the run is judged by its lag behind the stream's event time, which
+    stayed bounded (engines/runtime/live_lag.py), not by its throughput against the
+    nominal rate."""
+    from engines.runtime import RunOptions
+    from hycq.flags import CLI_OPTION_NAMES
+    from hycq.publish import _payload, stream_batches
+
+    options = RunOptions(rate=2000, duration=5, names=CLI_OPTION_NAMES)
+    _, batches, _ = stream_batches(ROOT / "queries" / "smartplug" / "q2.sql", None, None, options)
+    table = pa.Table.from_batches(list(batches))
+    seconds = table.column("ts").to_numpy() - table.column("ts")[0].as_py()
+    metrics = tmp_path / "m.json"
+    with subprocess.Popen(
+        _cmd("q2", "--metrics", str(metrics)),
+        stdin=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
+    ) as p:  # fmt: skip
+        assert p.stdin is not None and p.stderr is not None
+        start = 0.0
+        for second in range(int(seconds.max()) + 1):
+            time.sleep(max(0.0, start + second - time.monotonic()))
+            p.stdin.write(_payload(table.filter(pa.array(seconds == second)), "csv"))
+            p.stdin.flush()
+            if second == 0:  # the clock starts once hycq has read the first second
+                _drained(p.stdin.fileno(), timeout=120)
+                start = time.monotonic()
+        p.stdin.close()
+        err = p.stderr.read().decode()
+        p.wait(timeout=120)
+    assert p.returncode == 0, err
+    m = json.loads(metrics.read_text())
+    assert m.get("kept_up_rule") == "lag" and m["kept_up"] is True, m
+    assert m["live_lag_s"] <= 1.0 and m["event_seconds"] == 5, m
+    assert "live source, kept up: lag grew by at most" in err

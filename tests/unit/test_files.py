@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -462,3 +464,156 @@ def test_strict_messages_name_row_and_column(tmp_path: Path) -> None:
         f"{path}: row 2: value '99999999999' out of range for INTEGER in column 'house_id'"
     )
     assert err.value.hint
+
+
+# -- quotes and long lines: a bad line costs that line, whatever follows it ----------------------
+
+
+def _quoted_file(path: Path, n: int, bad: dict[int, str], header: bool = False) -> list[int]:
+    """``n`` good rows numbered 0.., the lines in ``bad`` (1-based line: text) put in their
+    place; returns the ids of the good rows left."""
+    lines = [GOOD.format(i=i) for i in range(n)]
+    first = 2 if header else 1
+    for line, text in bad.items():
+        lines[line - first] = text
+    path.write_text((HEADER + "\n" if header else "") + "\n".join(lines) + "\n")
+    return [i for i in range(n) if i + first not in bad]
+
+
+QUOTE = "unterminated quote"
+
+
+@pytest.mark.parametrize("header", [False, True], ids=["debs", "csv"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {51: ('50,1377986401,"7.5,1,0,0,0', QUOTE)},  # the issue's: opened mid-file, not closed
+        {20000: ('19999,1377986401,1.5,1,0,0,"0', QUOTE)},  # on the last line
+        {10: ('"9,1377986401,1.5,1,0,0,0', QUOTE),  # closed on the next line, which is bad
+         11: ('10,1377986401,1.5",1,0,0,0', "unparsable value '1.5\"'")},  # by itself
+        {5: ('4,1377986401,"1.5,1,0,0,0', QUOTE), 700: ('699,"1377986401,1.5,1,0,0,0', QUOTE),
+         19990: ('19989,1377986401,1.5,1,0,0,"""0', QUOTE)},
+        {30: ('29,1377986401,1.5,1,0,0,"0""', QUOTE)},  # an escaped quote: still open
+    ],
+    ids=["mid-file", "last line", "closed by the next line", "several", "escaped"],
+)  # fmt: skip
+@pytest.mark.parametrize("batch_rows", [65536, 997])
+def test_an_unterminated_quote_costs_only_its_line(
+    tmp_path: Path, header: bool, bad: dict[int, tuple[str, str]], batch_rows: int
+) -> None:
+    path = tmp_path / "q.csv"
+    kept = _quoted_file(path, 20000, {n: text for n, (text, _) in bad.items()}, header)
+    table, seen = lenient(path, "csv" if header else "debs", batch_rows)
+    assert [n for n, _, _ in seen.seen] == sorted(bad)
+    for number, raw, reason in seen.seen:
+        text, why = bad[number]
+        assert reason.startswith(why), (number, reason)
+        assert raw == text or why != QUOTE  # an open-quote line is shown as it is
+    assert table.column("id").to_pylist() == kept
+    with pytest.raises(DataError, match=rf"row {min(bad)}: unterminated quote"):
+        list(read_batches(path, batch_rows=batch_rows))
+
+
+def test_a_quote_without_a_line_end_on_the_last_line(tmp_path: Path) -> None:
+    path = tmp_path / "q.csv"
+    path.write_text("\n".join(GOOD.format(i=i) for i in range(5)) + '\n5,1377986401,"1.5')
+    table, seen = lenient(path)
+    assert table.num_rows == 5
+    assert [(n, raw) for n, raw, _ in seen.seen] == [(6, '5,1377986401,"1.5')]
+
+
+def test_well_quoted_values_are_read(tmp_path: Path) -> None:
+    schema = pa.schema([("ts", pa.int64()), ("name", pa.string())])
+    path = tmp_path / "s.csv"
+    path.write_text('1,"a, b"\n2,"say ""hi"""\n3,x"y\n4,"q"r\n5,""\n')
+    table, seen = lenient(path, "debs", schema=schema)
+    assert seen.seen == []
+    assert table.column("name").to_pylist() == ["a, b", 'say "hi"', 'x"y', "qr", ""]
+
+
+def test_a_line_break_inside_quotes_is_an_unterminated_quote(tmp_path: Path) -> None:
+    """A row is one line: a quoted value cannot hold a line break (the line numbers of
+    every later row stay right)."""
+    schema = pa.schema([("ts", pa.int64()), ("name", pa.string())])
+    path = tmp_path / "s.csv"
+    path.write_text('1,a\n2,"two\nlines",x\n3,c\n4,d,e\n')
+    table, seen = lenient(path, "debs", schema=schema)
+    assert table.column("ts").to_pylist() == [1, 3]
+    assert [(n, r.split(":")[0]) for n, _, r in seen.seen] == [
+        (2, "unterminated quote"),
+        (3, "unparsable value 'lines\"' in column 'ts' (expected BIGINT)"),  # by itself
+        (5, "expected 2 fields, found 3"),
+    ]
+
+
+def _arrow_leaves_open(line: str) -> bool:
+    """Whether Arrow's CSV parser, reading ``line`` and then a plain line, runs a quoted value
+    of ``line`` past its line end (the next line ends up inside a value)."""
+    texts: list[str] = []
+
+    def skip(row: Any) -> str:
+        texts.append(row.text)
+        return "skip"
+
+    read = pacsv.read_csv(
+        pa.BufferReader(f"{line}\nend\n".encode()),
+        read_options=pacsv.ReadOptions(column_names=["c"]),
+        parse_options=pacsv.ParseOptions(invalid_row_handler=skip),
+        convert_options=pacsv.ConvertOptions(column_types={"c": pa.string()}),
+    )
+    return any("\n" in str(v) for v in read.column("c").to_pylist() + texts)
+
+
+def test_the_quote_check_agrees_with_the_csv_parser() -> None:
+    """Whether a line leaves a quoted value open is decided as Arrow's parser decides it
+    (random lines of quotes, commas, spaces and text)."""
+    from engines.sources.files.quotes import open_quote_lines
+
+    rng = np.random.default_rng(47)
+    alphabet = np.array(list('",a "'))
+    lines = ["".join(rng.choice(alphabet, size=rng.integers(0, 9))) for _ in range(3000)]
+    flagged = set(open_quote_lines(pa.array(lines)).to_pylist())
+    wrong = [line for i, line in enumerate(lines) if (i in flagged) != _arrow_leaves_open(line)]
+    assert wrong == []
+
+
+@pytest.mark.parametrize("batch_rows", [65536, 10])
+@pytest.mark.parametrize("size", [3 << 20, 20 << 20])
+def test_a_line_over_the_limit_is_a_dead_letter_found_in_linear_time(
+    tmp_path: Path, size: int, batch_rows: int
+) -> None:
+    from engines.sources.files import MAX_LINE_BYTES
+
+    path = tmp_path / "long.csv"
+    lines = [GOOD.format(i=i) for i in range(200)]
+    lines[99] = "99,1377986401," + "7" * size
+    path.write_text("\n".join(lines) + "\n")
+    start = time.perf_counter()
+    table, seen = lenient(path, batch_rows=batch_rows)
+    assert time.perf_counter() - start < 10  # was 7-10 s for 3 MB, an error for 20 MB
+    assert table.num_rows == 199
+    assert [(n, r.split(" (")[0]) for n, _, r in seen.seen] == [
+        (100, f"line longer than the limit of {MAX_LINE_BYTES:,} bytes")
+    ]
+    _, raw, reason = seen.seen[0]
+    assert raw.startswith("99,1377986401,777") and len(raw) < 2000  # truncated
+    assert f"{size + 14:,} bytes" in reason
+    with pytest.raises(DataError, match="row 100: line longer than the limit"):
+        list(read_batches(path, batch_rows=batch_rows))
+
+
+@pytest.mark.parametrize("header", [False, True])
+def test_a_line_at_the_limit_is_read(tmp_path: Path, header: bool) -> None:
+    from engines.sources.files import MAX_LINE_BYTES
+
+    schema = pa.schema([("ts", pa.int64()), ("name", pa.string())])
+    path = tmp_path / "edge.csv"
+    at = "2," + "x" * (MAX_LINE_BYTES - 2)
+    over = "3," + "y" * (MAX_LINE_BYTES - 1)
+    top = "ts,name\n" if header else ""
+    path.write_text(f"{top}1,a\n{at}\n{over}\n4,b\n{over}")  # the last without a line end
+    table, seen = lenient(path, "csv" if header else "debs", schema=schema)
+    assert table.column("ts").to_pylist() == [1, 2, 4]
+    assert len(table.column("name")[1].as_py()) == MAX_LINE_BYTES - 2
+    first = 2 if header else 1
+    assert [n for n, _, _ in seen.seen] == [first + 2, first + 4]

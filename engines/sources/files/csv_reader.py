@@ -1,112 +1,55 @@
-"""The CSV reader: headerless (``debs``) and headed CSV files, streamed by Arrow's CSV
-reader; a FIFO or character device is read once, chunk by chunk, as lines come."""
+"""The CSV reader: headerless (``debs``) and headed CSV files, FIFOs and character devices,
+cut into chunks of whole lines (engines/sources/files/lines.py) that Arrow's CSV parser
+reads from memory, one chunk at a time.
+
+A row is one line. Three things can go wrong with a line without spoiling its neighbours:
+a wrong number of fields (the parser's invalid-row handler), a quoted value left open at
+the line end (engines/sources/files/quotes.py), and a line over ``MAX_LINE_BYTES`` (a
+LongLine). Each is a bad row, reported with its line number in file order with the value
+problems of the rows around it (engines/sources/files/bad_rows.py)."""
 
 from __future__ import annotations
 
 import csv
 import io
-import os
-import select
-import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from engines import interrupts
 from engines.sources.files.columns import ReaderState
-from engines.sources.files.formats import SNIFF_BYTES, first_line
+from engines.sources.files.formats import first_line
+from engines.sources.files.lines import (
+    IDLE,
+    MAX_LINE_BYTES,
+    Chunk,
+    FileLines,
+    IdleChunk,
+    LongLine,
+    Piece,
+    Pipe,
+)
+from engines.sources.files.quotes import (
+    LineCounter,
+    is_utf8,
+    last_line_open,
+    mask_open_quotes,
+    mask_undecodable,
+)
+from optimizer.ir.errors import DataError
 
-
-class IdleChunk(bytes):
-    """What a live feed's ``chunks()`` yields when it has been silent for its ``idle_s``
-    wall seconds (after some data): the reader passes it on as an empty batch, and the
-    merge counts the stream as progressed past its last timestamp (docs/live.md)."""
-
-
-#: the one idle chunk
-IDLE = IdleChunk()
-
-
-class Pipe:
-    """A FIFO or character device, read once and only on the calling thread: its first line
-    is sniffed for the format, then complete lines are handed out as they come (a live feed
-    is not held back until a block fills). Waiting for data polls stop requests
-    (engines.interrupts), so a signal ends a run that waits on a quiet pipe; nothing blocks
-    inside Arrow, which parses each chunk from memory."""
-
-    def __init__(self, path: Path, idle_s: float | None = None) -> None:
-        self._fd = os.open(path, os.O_RDONLY)
-        self._buf = bytearray()
-        self._eof = False
-        #: wall seconds of silence (after some data) before an IDLE chunk; None: never
-        self.idle_s = idle_s
-
-    def sniff(self) -> bytes:
-        """The first bytes, up to the first line end or SNIFF_BYTES (kept for chunks())."""
-        while not self._eof and b"\n" not in self._buf and len(self._buf) < SNIFF_BYTES:
-            self._fill(None)
-        return bytes(self._buf[:SNIFF_BYTES])
-
-    def _fill(self, timeout: float | None) -> bool:
-        """Read what is there, waiting up to ``timeout`` (None: until something comes);
-        False if nothing came in time."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while not select.select([self._fd], [], [], 0.1)[0]:
-            interrupts.check_stop()
-            if deadline is not None and time.monotonic() >= deadline:
-                return False
-        data = os.read(self._fd, 1 << 16)
-        if data:
-            self._buf += data
-        else:
-            self._eof = True
-        return True
-
-    def chunks(self, block: int) -> Iterator[bytes]:
-        """Complete lines, at most about ``block`` bytes at a time, as soon as the pipe goes
-        quiet for a moment; the rest at the end (a last line without its line end too)."""
-        last: float | None = None  # when the last chunk (or IDLE) was handed out
-        while True:
-            quiet = False
-            if not self._eof and len(self._buf) < block:
-                quiet = not self._fill(0.05)
-                if (
-                    quiet
-                    and self.idle_s is not None
-                    and last is not None
-                    and time.monotonic() - last >= self.idle_s
-                    and b"\n" not in self._buf
-                ):
-                    last = time.monotonic()
-                    yield IDLE
-                    continue
-            end = self._buf.rfind(b"\n")
-            if self._eof:
-                if self._buf:
-                    yield bytes(self._buf)
-                    self._buf.clear()
-                return
-            if end >= 0 and (quiet or len(self._buf) >= block):
-                last = time.monotonic()
-                yield bytes(self._buf[: end + 1])
-                del self._buf[: end + 1]
-
-    def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-
+__all__ = ["IDLE", "IDLE_BATCH", "CsvSource", "IdleChunk", "Pipe"]
 
 #: the raw batch a pipe's IDLE chunk becomes (BatchReader yields an empty conformed batch)
 IDLE_BATCH = pa.record_batch({"idle": pa.array([], pa.int8())})
 
-
-def _lines(chunk: bytes) -> int:
-    """Lines of a chunk that the CSV parser counts (empty lines are skipped, not counted)."""
-    return sum(1 for line in chunk.split(b"\n") if line not in (b"", b"\r"))
+#: why a line that is not UTF-8 text is a bad row
+NOT_UTF8 = "not UTF-8 text"
+#: why a line that leaves a quoted value open is a bad row
+UNTERMINATED_QUOTE = (
+    "unterminated quote: a quoted value runs past the end of its line (a row is one line)"
+)
 
 
 class CsvSource(ReaderState):
@@ -117,24 +60,18 @@ class CsvSource(ReaderState):
     def _open_csv(self) -> None:
         self._line1 = first_line(self.path, self.pipe.sniff() if self.pipe else None)
         block = max(1 << 16, min(self.batch_rows * 48, 1 << 26))
-        # Line numbers of skipped rows are only known to a serial parser.
-        threads = self.on_bad is None
         if self.fmt == "debs":
-            names = list(self.profile.raw_columns)
-            read_options = pacsv.ReadOptions(
-                column_names=names, block_size=block, use_threads=threads
-            )
-            self._file_names = names
+            self._file_names = list(self.profile.raw_columns)
+            self._columns = list(self._file_names)
         else:
             header = next(csv.reader(io.StringIO(self._line1)), [])
             found = self._map_columns(header)
             self._file_names = header
-            names = [found[n] for n in self.schema.names]
-            read_options = pacsv.ReadOptions(block_size=block, use_threads=threads)
-        self._columns = names
+            self._columns = [found[n] for n in self.schema.names]
         position = {n: i for i, n in enumerate(self._file_names)}
+        names = self._columns
         self._raw_order = sorted(range(len(names)), key=lambda i: position.get(names[i], i))
-        convert = pacsv.ConvertOptions(
+        self._csv_convert = pacsv.ConvertOptions(
             column_types=dict.fromkeys(names, pa.string()),
             include_columns=names,
             check_utf8=False,  # checked per cell, so one bad byte costs one row, not the file
@@ -142,61 +79,156 @@ class CsvSource(ReaderState):
             strings_can_be_null=True,
             quoted_strings_can_be_null=False,  # "" is an empty string, not a missing value
         )
-        parse = pacsv.ParseOptions(
+        self._csv_parse = pacsv.ParseOptions(
             invalid_row_handler=self._invalid_row if self.on_bad is not None else None
         )
+        self._chunk_invalid: list[tuple[int, str, str]] = []
+        self._masked: dict[int, bytes] = {}
+        #: the chunk's lines that are not UTF-8 (masked like open quotes), by row number
+        self._undecodable: dict[int, bytes] = {}
+        self._raise_after: DataError | None = None
+        self._line_count = LineCounter()
+        pieces: Iterator[Piece]
         if self.pipe is None:
-            stream = pacsv.open_csv(
-                self.path, read_options=read_options, parse_options=parse, convert_options=convert
-            )
-            self._source = iter(stream)
-            return
-        # A pipe: each chunk of complete lines is parsed from memory, the header (if any)
-        # taken off the first; invalid rows are numbered from the chunk's first line.
-        read_options = pacsv.ReadOptions(
-            column_names=self._file_names, block_size=block, use_threads=threads
-        )
-        self._source = self._pipe_batches(block, read_options, parse, convert)
+            pieces = FileLines(self.path, block).chunks()  # opened when first iterated
+        else:
+            pieces = self.pipe.chunks(block)
+        self._source = self._batches(pieces)
 
-    def _pipe_batches(
-        self,
-        block: int,
-        read_options: pacsv.ReadOptions,
-        parse: pacsv.ParseOptions,
-        convert: pacsv.ConvertOptions,
-    ) -> Iterator[pa.RecordBatch]:
-        assert self.pipe is not None
+    def _batches(self, pieces: Iterator[Piece]) -> Iterator[pa.RecordBatch]:
+        """Raw batches (every column as text) of the chunks, in order; the header (if any)
+        taken off the first; long lines and open quotes become bad rows."""
         header = self._header_lines
         self._line_offset = 0
-        for chunk in self.pipe.chunks(block):
-            if isinstance(chunk, IdleChunk):
+        for piece in pieces:
+            if isinstance(piece, IdleChunk):
                 yield IDLE_BATCH
                 continue
-            if header:
-                end = chunk.find(b"\n")
-                chunk = chunk[end + 1 :] if end >= 0 else b""
-                self._line_offset, header = header, 0
-            if not _lines(chunk):
+            if isinstance(piece, LongLine):
+                if header:
+                    raise DataError(
+                        f"{self.path}: the header line is longer than the limit of "
+                        f"{MAX_LINE_BYTES:,} bytes",
+                        hint="a CSV file's first line names its columns",
+                    )
+                self._long_line(piece)
+                if self._raise_after is not None:
+                    raise self._raise_after
                 continue
-            table = pacsv.read_csv(
-                pa.BufferReader(chunk),
-                read_options=read_options,
-                parse_options=parse,
-                convert_options=convert,
+            chunk = piece if isinstance(piece, Chunk) else Chunk(piece)  # bytes: a pipe's
+            if header:
+                chunk = chunk.after_first_line()
+                self._line_offset, header = header, 0
+            yield from self._parse_chunk(chunk)
+            if self._raise_after is not None:  # without on_bad: the first bad line
+                raise self._raise_after
+
+    def _parse_chunk(self, chunk: Chunk) -> list[pa.RecordBatch]:
+        """One chunk of whole lines as raw batches (text columns); its bad lines noted for
+        the reports and the line numbering moved past it. Parsed once; again only when it
+        holds a quote left open (engines/sources/files/quotes.py)."""
+        if not len(chunk):
+            return []
+        self._undecodable = {}
+        if not is_utf8(memoryview(chunk.data)[chunk.start : chunk.end]):
+            masked_text = mask_undecodable(chunk.bytes(), len(self._file_names))
+            if self.on_bad is None:  # the rows before the first such line, then the error
+                self._raise_after = DataError(
+                    f"{self.path}: row {self._line_offset + min(masked_text.lines)}: {NOT_UTF8}",
+                    hint="the file must be UTF-8 text (or pass --dead-letter PATH to set such "
+                    "lines aside and go on)",
+                )
+                chunk = Chunk(masked_text.chunk[: masked_text.first_at])
+            else:
+                self._undecodable = masked_text.lines
+                chunk = Chunk(masked_text.chunk)
+            if not len(chunk):
+                return []
+        quoted = chunk.has(b'"')
+        batches: list[pa.RecordBatch] | None
+        try:
+            batches = self._read(chunk.arrow())
+        except pa.ArrowInvalid:
+            if not quoted or self.on_bad is not None:
+                raise
+            batches = None  # without on_bad: perhaps a value that ran on into the next lines
+        if quoted and (batches is None or self._ran_on(batches, chunk)):
+            text = chunk.bytes()
+            masked = mask_open_quotes(text, len(self._file_names))
+            if masked.lines and self.on_bad is None:  # the rows before it, then the error
+                self._raise_after = DataError(
+                    f"{self.path}: row {self._line_offset + min(masked.lines)}: "
+                    f"{UNTERMINATED_QUOTE}",
+                    hint="close the quote on its line, or remove it",
+                )
+                before = text[: masked.first_at]
+                batches = self._read(pa.py_buffer(before)) if before else []
+            elif masked.lines:
+                batches = self._read(pa.py_buffer(masked.chunk), masked.lines)
+            elif batches is None:
+                batches = self._read(pa.py_buffer(text))  # raises the parser's own error
+        assert batches is not None
+        for number, line, reason in self._chunk_invalid:
+            self._invalid_lines.append(number)
+            self._invalid.append((number, line, reason))
+        self._line_offset += sum(b.num_rows for b in batches) + len(self._chunk_invalid)
+        return [b for b in batches if b.num_rows]
+
+    def _ran_on(self, batches: list[pa.RecordBatch], chunk: Chunk) -> bool:
+        """Whether a quoted value of the chunk may have run past a line end: the parser
+        returned fewer rows than the chunk has lines (or it has blank lines), or its last
+        line leaves a quote open."""
+        rows = sum(b.num_rows for b in batches) + len(self._chunk_invalid)
+        return rows < self._line_count(chunk) or last_line_open(chunk)
+
+    def _read(
+        self, chunk: pa.Buffer, masked: dict[int, bytes] | None = None
+    ) -> list[pa.RecordBatch]:
+        """Parse a chunk from memory in one block (its lines are at most MAX_LINE_BYTES),
+        with Arrow's streaming reader (faster than ``read_csv`` for one block); ``masked``:
+        the lines :func:`mask_open_quotes` replaced, by row number."""
+        self._chunk_invalid = []
+        self._masked = masked or {}
+        for row, text in self._undecodable.items():
+            self._masked.setdefault(row, text)
+        read_options = pacsv.ReadOptions(
+            column_names=self._file_names,
+            block_size=chunk.size + 1,
+            use_threads=self.on_bad is None,  # the row numbers of skipped rows need one thread
+        )
+        reader = pacsv.open_csv(
+            pa.BufferReader(chunk),
+            read_options=read_options,
+            parse_options=self._csv_parse,
+            convert_options=self._csv_convert,
+        )
+        return list(reader)
+
+    def _long_line(self, line: LongLine) -> None:
+        """A line over the limit: a bad row with its start as text (without on_bad: the
+        error, once the rows before it are reported)."""
+        number = self._line_offset + 1
+        self._line_offset += 1
+        if self.on_bad is None:
+            self._raise_after = DataError(
+                f"{self.path}: row {number}: {line.reason()}",
+                hint=f"a line holds at most {MAX_LINE_BYTES:,} bytes: split or shorten it",
             )
-            self._line_offset += _lines(chunk)
-            yield from table.combine_chunks().to_batches()
+            return
+        self._invalid_lines.append(number)
+        self._invalid.append((number, line.text(), line.reason()))
 
     def _invalid_row(self, row: Any) -> str:
-        """The CSV parser's handler of a row with the wrong number of fields: defer, skip."""
-        number = int(row.number) if row.number is not None else 0
-        number += self._line_offset  # a pipe's chunk: lines before it
-        self._invalid_lines.append(number)
-        self._invalid.append(
-            (
-                number,
-                row.text,
-                f"expected {row.expected_columns} fields, found {row.actual_columns}",
-            )
-        )
+        """The CSV parser's handler of a row with the wrong number of fields (or a masked
+        open-quote line): defer, skip."""
+        local = int(row.number) if row.number is not None else 0
+        number = local + self._line_offset  # lines before the chunk
+        text = self._masked.get(local)
+        if text is not None:
+            reason = NOT_UTF8 if local in self._undecodable else UNTERMINATED_QUOTE
+            line = (number, text.decode("utf-8", "replace"), reason)
+        else:
+            found = f"expected {row.expected_columns} fields, found {row.actual_columns}"
+            line = (number, row.text, found)
+        self._chunk_invalid.append(line)
         return "skip"

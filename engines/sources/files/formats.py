@@ -172,6 +172,30 @@ def format_of(path: Path, head: bytes, names: Sequence[str]) -> str:
     return "csv" if looks_like_header(line, names) else "debs"
 
 
+def empty_reason(path: Path, fmt: str) -> str | None:
+    """Why a regular data file certainly holds no row (None: it may hold some), from its
+    first bytes or its Parquet metadata: a CSV file with a header line and only blank lines
+    after it, a Parquet file of 0 rows. (An empty or blank file is refused by
+    ``detect_format``; the run checks what it read too, for pipes and what this cannot
+    tell from the start of a file.)"""
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        try:
+            rows = pq.ParquetFile(path).metadata.num_rows
+        except (pa.ArrowException, OSError):
+            return None  # the reader says what is wrong with it
+        return "a Parquet file of 0 rows" if rows == 0 else None
+    if fmt != "csv":
+        return None
+    head = _head_of(path)
+    if len(head) == SNIFF_BYTES:
+        return None  # the rest is read by the run
+    ends = [i for i in (head.find(b"\n"), head.find(b"\r")) if i >= 0]
+    rest = head[min(ends) + 1 :] if ends else b""
+    return "only a header line" if not rest.strip(b"\r\n") else None
+
+
 def detect_format(path: Path | str, names: Sequence[str] | None = None) -> str:
     """``"debs"``, ``"csv"`` or ``"parquet"`` from the extension or the first bytes of a
     regular file (``names``: the columns a header would name; default: the raw columns of

@@ -88,7 +88,7 @@ class BatchReader(CsvSource, ParquetSource, BadRows):
         self.path = path
         self.pipe = pipe
         self._line1: str | None = None
-        self._line_offset = 0  # lines before the chunk being parsed (pipes)
+        self._line_offset = 0  # rows (non-blank lines) before the chunk being parsed
         self.fmt = fmt
         self.batch_rows = batch_rows
         self.schema = schema
