@@ -221,8 +221,7 @@ class SparkEngine(ColumnarEngine):
                 if attempt == START_ATTEMPTS:
                     raise EngineFault(f"{err} ({attempt} attempts)") from None
                 warnings.warn(
-                    f"spark: {err}; starting it again ({attempt} of {START_ATTEMPTS - 1} "
-                    "restarts)",
+                    f"spark: {err}; starting it again ({attempt} of {START_ATTEMPTS - 1} restarts)",
                     RuntimeWarning,
                     stacklevel=2,
                 )
