@@ -496,12 +496,7 @@ def _run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"warning: {w.message}\n")
     m = result.metrics
     if args.output != "-":
-        sys.stderr.write(
-            f"{m['tuples_in']} tuples in {m['wall_s']:.2f} s ({m['throughput']:,.0f} tuples/s, "
-            f"{_kept_up(m)}); "
-            f"{m['results']} result rows over {m['instants']} instants; "
-            f"{m['dead_letter']} rows dead-lettered\n"
-        )
+        sys.stderr.write(_run_summary(m) + "\n")
         for rec in m.get("migrations", []):
             sys.stderr.write(_migration_line(rec) + "\n")
     if m["interrupted"]:  # SIGINT/SIGTERM: what was computed is committed (engines/runtime/loop.py)
@@ -550,6 +545,30 @@ def _reachable_engines(
             hint="use --placement row or auto, or --migration gpt, gms or ghm",
         )
     return engines
+
+
+def _run_summary(m: dict[str, Any]) -> str:
+    """The one-line summary of a run. A resumed run (``--resume``) says which part each
+    figure describes: tuples, time, throughput and rate are this process's part (after the
+    checkpoint), results and instants the whole output."""
+    pace = (
+        f"{m['tuples_in']} tuples in {m['wall_s']:.2f} s ({m['throughput']:,.0f} tuples/s, "
+        f"{_kept_up(m)})"
+    )
+    totals = (
+        f"{m['results']} result rows over {m['instants']} instants; "
+        f"{m['dead_letter']} rows dead-lettered"
+    )
+    resumed = (m.get("checkpoint") or {}).get("resumed")
+    if resumed is None:
+        return f"{pace}; {totals}"
+    at = resumed["instant"]
+    before = int(resumed["tuples_before"])
+    return (
+        f"resumed from {resumed['checkpoint']} (instant {'none' if at is None else at}, "
+        f"{before} tuples taken before); this part: {pace}; whole stream: "
+        f"{before + int(m['tuples_in'])} tuples, {totals}"
+    )
 
 
 #: ``hycq run`` flags a shared run of several queries does not take, with their defaults.

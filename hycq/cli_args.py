@@ -475,9 +475,11 @@ def build_parser() -> argparse.ArgumentParser:
     rn.add_argument(
         "--checkpoint-every",
         type=positive_float,
-        default=10.0,
+        default=None,
         metavar="S",
-        help="wall-clock seconds between checkpoints (default: 10)",
+        help="wall-clock seconds between checkpoints, however large the input's batches "
+        "(default: 10; a resumed run keeps the interval its run was started with unless "
+        "given anew)",
     )
     rn.add_argument(
         "--resume",

@@ -312,7 +312,7 @@ def run_queries(
     from engines.runtime.dead_letters import DeadLetters, check_rejections
     from engines.runtime.inputs import MergedInputs, open_inputs
     from engines.runtime.live_lag import LagMeter
-    from engines.runtime.loop import _live, _until_stopped
+    from engines.runtime.loop import _live, _Stoppable, _until_stopped
     from engines.runtime.sinks import ResultSink, output_schema
     from hycq.api import Assembly
 
@@ -349,7 +349,8 @@ def run_queries(
             )  # as ``hycq run --late`` decides it for the query alone
             q.assembly = Assembly(q.plan, q.placement, settings, late_insert=late_insert)
             made.append(q)
-            q.engine = q.assembly.make_engine(_emitter(q, stop), _late_handler(q, dead, columns))
+            engine = q.assembly.make_engine(_emitter(q, stop), _late_handler(q, dead, columns))
+            q.engine = _Stoppable(engine)  # a stop cuts an instant's work short (run_plan)
         merged = MergedInputs(queries[0].plan, inputs, options.duration, dead)
         items = iter(merged)
         first = next(items, None)
@@ -476,12 +477,14 @@ def _adapt(
 
 
 def _emitter(q: SharedQuery, stop: Any) -> Callable[[int, Any], None]:
+    from engines import interrupts
     from engines.interrupts import StopRequested
 
     def emit(instant: int, rows: Any) -> None:
-        q.sink.write(instant, rows)
-        q.latencies.append((time.perf_counter() - q.arrival) * 1e3)
-        q.last_instant = instant
+        with interrupts.held():  # an instant is written whole or not at all
+            q.sink.write(instant, rows)
+            q.latencies.append((time.perf_counter() - q.arrival) * 1e3)
+            q.last_instant = instant
         if stop.requested:
             raise StopRequested
 
@@ -491,15 +494,18 @@ def _emitter(q: SharedQuery, stop: Any) -> Callable[[int, Any], None]:
 def _late_handler(
     q: SharedQuery, dead: Any, columns: list[str]
 ) -> Callable[[str, tuple[Any, ...], str], None]:
+    from engines import interrupts
+
     def on_late(stream: str, row: tuple[Any, ...], reason: str) -> None:
-        q.late += 1
         note = f"; its delay exceeded the K-slack of query {q.name} (K = {q.kappa} ticks)"
-        dead.add(
-            stream,
-            dict(zip(columns, row, strict=False)),
-            f"query {q.name}: {reason}{note if q.kappa else ''}",
-            "late",
-        )
+        with interrupts.held():  # a dead letter is written whole
+            q.late += 1
+            dead.add(
+                stream,
+                dict(zip(columns, row, strict=False)),
+                f"query {q.name}: {reason}{note if q.kappa else ''}",
+                "late",
+            )
 
     return on_late
 

@@ -34,6 +34,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from engines import interrupts
 from engines.columnar import ColumnarEngine, EngineFault, query_data_error
 from optimizer.ir.errors import ConfigError
 
@@ -121,6 +122,11 @@ class DataFusionEngine(ColumnarEngine):
             self.ctx.deregister_table(table)
 
     def query(self, sql: str) -> pa.Table:
+        if interrupts.in_zone():  # DataFusion cannot be cancelled: a stop abandons the query
+            return interrupts.run_stoppable(lambda: self._query(sql))
+        return self._query(sql)
+
+    def _query(self, sql: str) -> pa.Table:
         try:
             return self.ctx.sql(sql).to_arrow_table()
         except Exception as err:

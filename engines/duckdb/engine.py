@@ -16,6 +16,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from engines import interrupts
 from engines.columnar import ColumnarEngine, EngineFault, query_data_error
 
 
@@ -64,6 +65,11 @@ class DuckDBEngine(ColumnarEngine):
             self.con.unregister(table)
 
     def query(self, sql: str) -> pa.Table:
+        # a stop request interrupts the query (engines.interrupts)
+        with interrupts.native(self.con.interrupt):
+            return self._query(sql)
+
+    def _query(self, sql: str) -> pa.Table:
         try:
             rel = self._relations.get(sql)
             if rel is None:

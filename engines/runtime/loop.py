@@ -15,13 +15,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engines import input_wait
+from engines import input_wait, interrupts
 from engines.interrupts import GracefulStop, StopRequested
 from engines.output_files import check_distinct, check_writable, write_bytes
 from engines.runtime.checkpoint import (
     Checkpointer,
     Loaded,
     Recorder,
+    Reread,
     check_output,
     restore_partial,
 )
@@ -79,7 +80,7 @@ def run_plan(
     for option, path in outputs[1:]:
         if path is not None:
             check_writable(path, option)
-    ckpt = _checkpointer(plan, placement, options)
+    ckpt = _checkpointer(plan, placement, options, catalog)
     loaded = ckpt.loaded if ckpt is not None else None
     resume_floor = loaded.last_instant if loaded is not None else None
     file_output = options.output not in (None, "-") and not is_mqtt(options.output)
@@ -91,13 +92,11 @@ def run_plan(
         dead.restore(loaded.manifest["dead"])
     if inputs is None:
         inputs = open_inputs(plan, catalog, options, dead)
-    #: per stream, rows a resumed run re-reads and skips (those the checkpoint's log holds)
-    skip: dict[str, int] = {}
+    #: the inputs a resumed run reads again from their start (files, generators)
+    rereads = {i.stream.name: i.description for i in inputs if not _live(i)}
     if loaded is not None:
-        rereads = {i.stream.name for i in inputs if not _live(i)}
         before = loaded.manifest["dead"]["by_stream"]
         dead.mute = {s: int(n) for s, n in before.items() if s in rereads}
-        skip = {s: n for s, n in ckpt.delivered_before.items() if s in rereads}  # type: ignore[union-attr]
     stop = GracefulStop(options.stop_on_signal)
     try:
         sink = ResultSink(
@@ -125,18 +124,20 @@ def run_plan(
     def emit(instant: int, rows: Rows | pa.Table) -> None:
         if resume_floor is not None and instant <= resume_floor:
             return  # emitted before the checkpoint a resumed run replayed
-        sink.write(instant, rows)
-        now = time.perf_counter()
-        latency = (now - arrival[0]) * 1e3
-        latencies.append(latency)
-        if merged is not None and merged.buffers:
-            needed = merged.arrived_when_past(instant)
-            if needed is not None:
-                event_lags.append(max(0, needed - instant))
-        timeline.emitted(instant, len(rows), latency, now)
-        last_instant[0] = instant
-        if live_run:  # the work an instant needs counts, also after the last batch
-            live_lag.taken(now, input_wait.waited(), instant)
+        # An instant is written whole or not at all: a stop inside waits for its end.
+        with interrupts.held():
+            sink.write(instant, rows)
+            now = time.perf_counter()
+            latency = (now - arrival[0]) * 1e3
+            latencies.append(latency)
+            if merged is not None and merged.buffers:
+                needed = merged.arrived_when_past(instant)
+                if needed is not None:
+                    event_lags.append(max(0, needed - instant))
+            timeline.emitted(instant, len(rows), latency, now)
+            last_instant[0] = instant
+            if live_run:  # the work an instant needs counts, also after the last batch
+                live_lag.taken(now, input_wait.waited(), instant)
         if stop.requested:  # checked at every instant: one input batch may fire millions
             raise StopRequested
 
@@ -145,14 +146,17 @@ def run_plan(
     def on_late(stream: str, row: tuple[Any, ...], reason: str) -> None:
         if recorder is not None and recorder.replaying:
             return  # set aside before the checkpoint: the dead-letter file holds it
-        if merged is not None:
-            if stream in merged.buffers:
-                merged.buffers[stream].stats.late_dropped += 1
-            reason += merged.late_note(stream)
-        dead.add(stream, dict(zip(columns.get(stream, []), row, strict=False)), reason, "late")
+        with interrupts.held():  # a dead letter is written whole
+            if merged is not None:
+                if stream in merged.buffers:
+                    merged.buffers[stream].stats.late_dropped += 1
+                reason += merged.late_note(stream)
+            row_dict = dict(zip(columns.get(stream, []), row, strict=False))
+            dead.add(stream, row_dict, reason, "late")
 
     engine: PlanExecutor
     recorder: Recorder | None = None
+    reread: Reread | None = None
     try:
         engine = make_engine(emit, on_late)
     except StopRequested:  # stopped while the engines started (Spark): nothing read or emitted
@@ -161,9 +165,14 @@ def run_plan(
         stop.restore()
         sink.abort()
         raise
+    engine = _Stoppable(engine)
     if ckpt is not None:
         recorder = Recorder(engine)
         engine = recorder
+        if loaded is not None:
+            reread = Reread(loaded, recorder, rereads)
+        else:
+            recorder.digest(sorted(rereads))
     try:
         merged = MergedInputs(
             plan,
@@ -185,6 +194,7 @@ def run_plan(
     progress = progress_bar(options, total_expected)
     tuples_in = 0
     valid: dict[str, int] = {}  # rows per stream that passed validation (and the cut)
+    fresh: dict[str, int] = {}  # of those, the rows this process ingested (not skipped)
     spans: dict[str, tuple[int, int]] = {}  # (min, max) timestamp per stream
     min_ts: int | None = None
     max_ts: int | None = None
@@ -205,17 +215,31 @@ def run_plan(
     gc.disable()
     skipped = 0
     replay: dict[str, Any] = {}
+
+    def checkpoint(step: bool = True) -> None:
+        """Write a checkpoint if one is due (``step`` False: by the clock alone, while the
+        loop waits for input or for the wall clock); the run stands between two pieces."""
+        if ckpt is not None and not stop.requested and ckpt.due(step):
+            _write_checkpoint(ckpt, recorder, last_instant[0], sink, dead, len(latencies), reread)
+
     try:
         if loaded is not None:
             assert recorder is not None
-            replay = _replay(loaded, recorder, {i.stream.name: i.stream.time_index for i in inputs})
+            time_index = {i.stream.name: i.stream.time_index for i in inputs}
+            with contextlib.suppress(StopRequested):  # stopped while replaying: ends below
+                replay = _replay(loaded, recorder, time_index)
         elif ckpt is not None:  # an empty first one: a crash before the next is resumable too
             _write_checkpoint(ckpt, recorder, last_instant[0], sink, dead)
+        # While a live source is quiet, its wait gives the loop its turn (a checkpoint).
+        on_wait = (lambda: checkpoint(step=False)) if ckpt is not None else None
+        # Pieces of at most this many rows: checkpoints follow the wall clock, whatever the
+        # size of the batches a source delivers (a generator's second at a high rate).
+        limit = options.read_batch_rows if ckpt is not None else None
         # One slice at a time, read from the sources only when the engine has taken the
         # previous one (at most one pending batch per stream): there is no queue, so a plan
         # that cannot keep up slows the reading down (backpressure) instead of buffering a
         # backlog (at realtime pace it falls behind the wall clock: kept_up false).
-        for inp, whole in _until_stopped(iter(merged), stop):
+        for inp, whole in _until_stopped(iter(merged), stop, on_wait):
             if stop.requested:
                 break
             name = inp.stream.name
@@ -224,22 +248,18 @@ def run_plan(
                 with contextlib.suppress(StopRequested):
                     merged.tell(engine)
                 continue
-            if skip.get(name):  # a resumed run: rows the replayed log already held
-                k = skip[name]
-                valid[name] = valid.get(name, 0) + min(k, whole.num_rows)
-                if whole.num_rows <= k:
-                    skip[name] = k - whole.num_rows
-                    skipped += whole.num_rows
+            if reread is not None and reread.skipping(name):  # rows the replayed log held
+                rest = reread.take(name, whole)
+                taken = whole.num_rows - (0 if rest is None else rest.num_rows)
+                valid[name] = valid.get(name, 0) + taken
+                skipped += taken
+                if rest is None:
                     merged.take_tells()  # told to the engine in the replay
                     continue
-                whole = whole.slice(k)
-                skip[name] = 0
-                skipped += k
+                whole = rest
             valid[name] = valid.get(name, 0) + whole.num_rows
-            # Realtime replays event time against the wall clock one event-second at a time
-            # (file batches span many seconds).
-            pieces = _by_second(whole, t_index, tps) if realtime else iter((whole,))
-            for batch in pieces:
+            fresh[name] = fresh.get(name, 0) + whole.num_rows
+            for batch in _pieces(whole, t_index, tps, realtime, limit):
                 lo = int(pc.min(batch.column(t_index)).as_py())
                 hi = int(pc.max(batch.column(t_index)).as_py())
                 if min_ts is None:
@@ -249,7 +269,7 @@ def run_plan(
                     due = wall_start + (lo - min_ts) / tps
                     now = time.perf_counter()
                     if due > now:
-                        stop.sleep_until(due)
+                        _sleep_until(stop, due, ckpt, lambda: checkpoint(step=False))
                     else:
                         lag_max = max(lag_max, now - due)
                 if stop.requested:
@@ -280,10 +300,11 @@ def run_plan(
                     next_sample += sample_every * tps
                 memory.check(tuples_in)
                 timeline.step_done(time.perf_counter())
-            if ckpt is not None and ckpt.due() and not stop.requested:
-                _write_checkpoint(ckpt, recorder, last_instant[0], sink, dead)
+                checkpoint()
         if ckpt is not None and stop.requested:  # interrupted: resume from here
-            _write_checkpoint(ckpt, recorder, last_instant[0], sink, dead)
+            _write_checkpoint(ckpt, recorder, last_instant[0], sink, dead, len(latencies), reread)
+        if reread is not None and not stop.requested:
+            reread.finish()  # every skipped row was there (a shorter input is refused)
         if not stop.requested:
             arrival[0] = time.perf_counter()
             # End of input: fire the remaining instants. An interrupted run skips this: the
@@ -296,7 +317,7 @@ def run_plan(
         timeline.step_done(wall_end)
         wall_s = wall_end - wall_start
         if not stop.requested:
-            check_rejections(inputs, valid, tuples_in, dead, names)
+            check_rejections(inputs, valid, tuples_in + skipped, dead, names)
         table = sink.close()
         dead.close()
         if ckpt is not None and not stop.requested:
@@ -322,7 +343,8 @@ def run_plan(
             progress.stop()
 
     event_s = (max_ts - min_ts + 1) / tps if min_ts is not None and max_ts is not None else 0.0
-    rate = sum(_density(i, valid, spans, tps) for i in inputs)
+    # this process's part: a resumed run's skipped rows are not in ``spans``
+    rate = sum(_density(i, fresh, spans, tps) for i in inputs)
     throughput = tuples_in / wall_s if wall_s > 0 else 0.0
     ops = operator_metrics(engine) if operator_metrics is not None else {}
     for op_id, m in ops.items():
@@ -343,8 +365,8 @@ def run_plan(
         "rate": rate,
         "kept_up": bool(kept_up),
         "kept_up_rule": rule,
-        "results": sink.rows,
-        "instants": len(latencies),
+        "results": sink.rows,  # the output's: a resumed run's include those written before
+        "instants": len(latencies) + (ckpt.instants_before if ckpt is not None else 0),
         "event_seconds": event_s,
         "latency_ms": {
             "p50": float(np.percentile(latencies, 50)) if latencies else None,
@@ -377,6 +399,11 @@ def run_plan(
                 "instant": loaded.last_instant,
                 "refused": loaded.refused,
                 "skipped_rows": skipped,
+                # what the run had done before this process: tuples_in, wall_s, throughput
+                # and rate describe this process's part, results and instants the whole
+                "tuples_before": sum(ckpt.delivered_before.values()),
+                "instants_before": ckpt.instants_before,
+                "results_before": int(loaded.manifest["results"]),
                 **replay,
             }
     disorder = merged.disorder_metrics()
@@ -415,7 +442,7 @@ def run_plan(
 
 
 def _checkpointer(
-    plan: LogicalPlan, placement: dict[str, str], options: RunOptions
+    plan: LogicalPlan, placement: dict[str, str], options: RunOptions, catalog: Catalog
 ) -> Checkpointer | None:
     """The run's checkpointer (None without ``--checkpoint``); a resumed one has loaded
     its checkpoint and restored the partial output files."""
@@ -428,7 +455,7 @@ def _checkpointer(
             "K-slack buffers' contents are not part of a checkpoint",
             hint="drop --disorder (late tuples then follow --late), or drop --checkpoint",
         )
-    ckpt = Checkpointer(options.checkpoint, plan, placement, options, plan_time_unit(plan))
+    ckpt = Checkpointer(options.checkpoint, plan, placement, options, plan_time_unit(plan), catalog)
     if ckpt.loaded is not None:
         sizes = ckpt.loaded.manifest["sizes"]
         restore_partial(ckpt.partial_output, options.output, sizes.get("output"), "output")
@@ -464,10 +491,31 @@ def _write_checkpoint(
     last_instant: int | None,
     sink: ResultSink,
     dead: DeadLetters,
+    instants: int = 0,
+    reread: Reread | None = None,
 ) -> None:
+    """A checkpoint of the run as it stands (none if nothing changed since the newest)."""
     assert recorder is not None
     sizes = {"output": sink.sync(), "dead_letter": dead.sync()}
-    ckpt.write(recorder, last_instant, sizes, dead, sink.rows)
+    if ckpt.number and ckpt.unchanged(recorder, (last_instant, sizes, dead.count)):
+        ckpt.skip()
+        return
+    if reread is not None:
+        digests = reread.digests()
+    else:
+        digests = {s: d.hexdigest() for s, d in recorder.digests.items()}
+    ckpt.write(recorder, last_instant, sizes, dead, sink.rows, instants, digests)
+
+
+def _sleep_until(
+    stop: GracefulStop, due: float, ckpt: Checkpointer | None, checkpoint: Callable[[], None]
+) -> None:
+    """Wait for the wall clock to reach ``due`` (realtime pace), writing the checkpoints that
+    come due meanwhile; a stop request ends the wait."""
+    while ckpt is not None and not stop.requested and ckpt.next_due < due:
+        stop.sleep_until(ckpt.next_due)
+        checkpoint()
+    stop.sleep_until(due)
 
 
 def _live(inp: StreamInput) -> bool:
@@ -490,16 +538,54 @@ def _density(
 
 
 def _until_stopped(
-    items: Iterator[tuple[StreamInput, pa.RecordBatch]], stop: GracefulStop
+    items: Iterator[tuple[StreamInput, pa.RecordBatch]],
+    stop: GracefulStop,
+    on_wait: Callable[[], None] | None = None,
 ) -> Iterator[tuple[StreamInput, pa.RecordBatch]]:
     """``items`` until a stop is requested (checked before each is read; a reader waiting
-    on a pipe raises StopRequested, which ends the items too)."""
+    on a pipe raises StopRequested, which ends the items too). While a reader waits (it
+    polls for stop requests), ``on_wait`` runs at each poll."""
     while not stop.requested:
         try:
-            item = next(items)
+            with interrupts.waiting_for_input(on_wait):
+                item = next(items)
         except (StopIteration, StopRequested):
             return
         yield item
+
+
+class _Stoppable:
+    """The engine as the run loop calls it: each call is an instant's work that a stop
+    request interrupts where it is (engines.interrupts.interruptible), not only at the next
+    instant; the engine is not used after that."""
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+
+    def ingest(self, stream: str, batch: pa.RecordBatch, time_column: int) -> int:
+        with interrupts.interruptible():
+            taken: int = self.engine.ingest(stream, batch, time_column)
+            return taken
+
+    def advance_stream(self, stream: str, ts: int) -> None:
+        with interrupts.interruptible():
+            self.engine.advance_stream(stream, ts)
+
+    def end_stream(self, stream: str) -> None:
+        with interrupts.interruptible():
+            self.engine.end_stream(stream)
+
+    def finish(self) -> None:
+        with interrupts.interruptible():
+            self.engine.finish()
+
+    def saw_range(self, stream: str, lo: int, hi: int) -> None:
+        """(A shared run's executors, hycq/shared_run.py.)"""
+        with interrupts.interruptible():
+            self.engine.saw_range(stream, lo, hi)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.engine, name)
 
 
 class _Idle:
@@ -519,6 +605,21 @@ class _Idle:
 
     def operator_metrics(self) -> dict[str, dict[str, Any]]:
         return {}
+
+
+def _pieces(
+    batch: pa.RecordBatch, t: int, tps: int, realtime: bool, limit: int | None
+) -> Iterator[pa.RecordBatch]:
+    """The slices of ``batch`` the loop gives the engine one at a time: one per event-second
+    at realtime pace (a file's batch spans many seconds), each at most ``limit`` rows (None:
+    no limit); the whole batch otherwise."""
+    pieces = _by_second(batch, t, tps) if realtime else iter((batch,))
+    for piece in pieces:
+        if limit is None or piece.num_rows <= limit:
+            yield piece
+            continue
+        for start in range(0, piece.num_rows, limit):
+            yield piece.slice(start, limit)
 
 
 def _by_second(batch: pa.RecordBatch, t: int, tps: int) -> Iterator[pa.RecordBatch]:

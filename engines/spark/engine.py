@@ -311,38 +311,60 @@ class SparkEngine(ColumnarEngine):
     ) -> None:
         self._chunks[table] = (list(chunks), schema)
         frames = self._frames.setdefault(table, {})
+        # Py4J calls are not cut by a stop (a half-read answer would break the connection);
+        # a stop request cancels the jobs instead.
         try:
-            live = {cid for cid, _ in chunks}
-            for cid in list(frames):
-                if cid not in live:
-                    del frames[cid]
-            for cid, chunk in chunks:
-                if cid not in frames:
-                    frames[cid] = self.spark.createDataFrame(chunk)
-            parts = [frames[cid] for cid, _ in chunks]
-            if parts:
-                view = reduce(lambda a, b: a.unionAll(b), parts)
-            else:
-                view = self.spark.createDataFrame(schema.empty_table())
-            view.createOrReplaceTempView(table)
+            with interrupts.native(self._cancel_jobs):
+                self._register(table, chunks, schema, frames)
         except _errors() as err:
             raise EngineFault(f"spark could not register {table}: {err}") from err
+
+    def _register(
+        self,
+        table: str,
+        chunks: Sequence[tuple[int, pa.Table]],
+        schema: pa.Schema,
+        frames: dict[int, Any],
+    ) -> None:
+        """Create the frames of new chunks and the table's view over all of them."""
+        live = {cid for cid, _ in chunks}
+        for cid in list(frames):
+            if cid not in live:
+                del frames[cid]
+        for cid, chunk in chunks:
+            if cid not in frames:
+                frames[cid] = self.spark.createDataFrame(chunk)
+        parts = [frames[cid] for cid, _ in chunks]
+        if parts:
+            view = reduce(lambda a, b: a.unionAll(b), parts)
+        else:
+            view = self.spark.createDataFrame(schema.empty_table())
+        view.createOrReplaceTempView(table)
 
     def drop_input(self, table: str) -> None:
         self._chunks.pop(table, None)
         self._frames.pop(table, None)
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception), interrupts.held():
             self.spark.catalog.dropTempView(table)
 
     def query(self, sql: str) -> pa.Table:
         from pyspark.errors import ArithmeticException, NumberFormatException
 
         try:
-            return self.spark.sql(sql).toArrow()
+            with interrupts.native(self._cancel_jobs):  # a stop request cancels the job
+                return self.spark.sql(sql).toArrow()
         except (ArithmeticException, NumberFormatException) as err:  # ANSI: the data's fault
             raise query_data_error(self.name, err) from None
         except _errors() as err:
             raise EngineFault(f"spark query failed: {err}") from err
+
+    def _cancel_jobs(self) -> None:
+        """Cancel the running Spark jobs, from a helper thread: called by a signal handler
+        while this thread waits inside a Py4J call, whose connection it must not reuse."""
+        context = self.spark.sparkContext
+        threading.Thread(
+            target=context.cancelAllJobs, name="hycq-spark-cancel", daemon=True
+        ).start()
 
     def restart(self) -> None:
         """Start a new session (and JVM, if the old one died) and re-create every input.

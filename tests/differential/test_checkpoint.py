@@ -10,11 +10,16 @@ checkpoint does not cover, and the resumed run must cut them back and produce th
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import time
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
 import pytest
 
 from engines.arrow_types import arrow_schema
@@ -262,5 +267,208 @@ def test_resume_before_the_first_checkpoint_starts_over(
     with pytest.warns(RuntimeWarning, match="no checkpoint yet; starting from the beginning"):
         api.run(q, _options(tmp_path, {"readings": path}, resume=True), "row")
     text = (SMARTPLUG / "q4.sql").read_text()
+    expected = oracle(text, CATALOG, without_late(text, CATALOG, {"readings": table}))
+    assert_same_stream(_read_jsonl(tmp_path / "out.jsonl", expected.schema), expected)
+
+
+# -- a resumed run refuses a changed input ---------------------------------------------------
+
+
+def _same_size_edit(path: Path, line: int) -> None:
+    """Change one digit of the value on ``line`` (0-based), keeping the file's size and its
+    modification time: only the rows themselves show the change."""
+    st = path.stat()
+    lines = path.read_bytes().split(b"\n")
+    fields = lines[line].split(b",")
+    digit = fields[2][-1:]
+    fields[2] = fields[2][:-1] + (b"1" if digit != b"1" else b"2")
+    lines[line] = b",".join(fields)
+    path.write_bytes(b"\n".join(lines))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert path.stat().st_size == st.st_size
+
+
+def _generator_catalog(folder: Path, **settings: Any) -> Path:
+    """The smart-plug catalog with its generator's settings replaced (small and quick)."""
+    text = (SMARTPLUG / "catalog.toml").read_text()
+    base = {"houses": 1, "seed": 42, **settings}
+    text = text.replace("houses = 40\nseed = 42", "\n".join(f"{k} = {v}" for k, v in base.items()))
+    text = text.replace("rate = 2000", "rate = 40")
+    path = folder / "catalog.toml"
+    path.write_text(text)
+    return path
+
+
+def _file_catalog(folder: Path, data: Path) -> Path:
+    """The smart-plug catalog whose stream is read from ``data`` (a catalog's own file)."""
+    text = (SMARTPLUG / "catalog.toml").read_text()
+    head = text.split("[streams.readings.source]")[0]
+    path = folder / "catalog.toml"
+    path.write_text(f'{head}[streams.readings.source]\nkind = "file"\npath = "{data.name}"\n')
+    return path
+
+
+def _parquet(table: pa.Table, path: Path) -> Path:
+    pq.write_table(table, path, row_group_size=80)
+    return path
+
+
+CHANGES: dict[str, tuple[str, str]] = {
+    # name: (what the first run reads, what the error says)
+    "csv edited in place, same size and time": ("csv", r"first \d[\d,]* rows of .*readings\.csv"),
+    "csv with a row appended": ("csv", r"readings\.csv \(size [\d,]+ -> [\d,]+ bytes"),
+    "csv touched": ("csv", r"readings\.csv \(modified .* -> "),
+    "parquet rewritten": ("parquet", r"readings\.parquet \(size"),
+    "catalog's file edited": ("catalog-file", r"readings\.csv \(.*modified"),
+    "generator seed": ("generator", r"its catalog definition: source\.options\.seed 42 -> 43"),
+    "generator shape": ("generator", r"source\.options\.houses 1 -> 2"),
+    "generator rate": ("generator", r"its catalog definition: rate 40.0 -> 50.0"),
+    "catalog column dropped": ("generator", r"its catalog definition: columns \["),
+    "query constant": ("csv", r"the query's plan differs"),
+    "idle timeout": ("csv", r"idle_timeout None -> 5"),
+}
+
+
+@pytest.mark.parametrize("change", sorted(CHANGES))
+def test_resume_refuses_a_changed_input(
+    readings: tuple[Path, pa.Table], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str
+) -> None:
+    """Whatever a checkpoint replays or re-reads changed since (a file's rows, size or time;
+    a catalog's file, a generator's settings, a column; the query; an option): ``--resume``
+    is refused naming what changed (CheckpointError, exit 2), and with the original input
+    restored it resumes to the oracle's stream."""
+    kind, message = CHANGES[change]
+    original, table = readings
+    folder = tmp_path / "in"
+    folder.mkdir()
+    query = SMARTPLUG / "q1.sql"
+    catalog: Path | None = None
+    data: dict[str, Path] = {}
+    if kind == "csv":
+        data = {"readings": folder / "readings.csv"}
+        shutil.copy2(original, data["readings"])
+    elif kind == "parquet":
+        data = {"readings": _parquet(table, folder / "readings.parquet")}
+    elif kind == "catalog-file":
+        shutil.copy2(original, folder / "readings.csv")
+        catalog = _file_catalog(folder, folder / "readings.csv")
+    else:
+        catalog = _generator_catalog(folder)
+    q = api.load_query(str(query), catalog)
+    extra: dict[str, Any] = {"duration": 60.0} if kind == "generator" else {}
+    with monkeypatch.context() as m:
+        _crash_at(m, 8)
+        with pytest.raises(Crash):
+            api.run(q, _options(tmp_path, data, resume=False, **extra), "row")
+    saved = {p: p.read_bytes() for p in folder.iterdir()}
+    times = {p: p.stat() for p in folder.iterdir()}
+    resumed_q = q
+    if change == "csv edited in place, same size and time":
+        _same_size_edit(data["readings"], 3)
+    elif change == "csv with a row appended":
+        with data["readings"].open("ab") as fh:
+            fh.write(b"999999,1377986401,1.0,1,0,0,0\n")
+    elif change in ("csv touched", "catalog's file edited"):
+        path = data.get("readings", folder / "readings.csv")
+        if change == "catalog's file edited":
+            path.write_bytes(path.read_bytes().replace(b",1,", b",0,", 1))
+        os.utime(path, ns=(time.time_ns(), time.time_ns()))
+    elif change == "parquet rewritten":
+        values = pc.add(table.column("value"), 1.0)
+        _parquet(table.set_column(2, "value", values), data["readings"])
+    elif change == "generator seed":
+        resumed_q = api.load_query(str(query), _generator_catalog(folder, seed=43))
+    elif change == "generator shape":
+        resumed_q = api.load_query(str(query), _generator_catalog(folder, houses=2))
+    elif change == "generator rate":
+        catalog = _generator_catalog(folder)
+        catalog.write_text(catalog.read_text().replace("rate = 40", "rate = 50"))
+        resumed_q = api.load_query(str(query), catalog)
+    elif change == "catalog column dropped":  # one the query does not read
+        catalog = _generator_catalog(folder)
+        catalog.write_text(catalog.read_text().replace('id = "BIGINT"\n', "", 1))
+        resumed_q = api.load_query(str(query), catalog)
+    elif change == "query constant":
+        edited = folder / "q1.sql"
+        edited.write_text(query.read_text().replace("0.9 * m.max_load", "0.8 * m.max_load"))
+        resumed_q = api.load_query(str(edited), SMARTPLUG / "catalog.toml")
+    elif change == "idle timeout":
+        extra["idle_timeout"] = 5.0
+    with pytest.raises(CheckpointError, match=message) as caught:
+        api.run(resumed_q, _options(tmp_path, data, resume=True, **extra), "row")
+    assert caught.value.hint
+    # nothing was lost: the original input resumes to the uninterrupted run's stream
+    for path, blob in saved.items():
+        path.write_bytes(blob)
+        os.utime(path, ns=(times[path].st_atime_ns, times[path].st_mtime_ns))
+    extra.pop("idle_timeout", None)
+    api.run(q, _options(tmp_path, data, resume=True, **extra), "row")
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    opts = _options(plain, data, resume=False, **extra)
+    opts.checkpoint = None
+    api.run(q, opts, "row")
+    expected = _inferred(plain / "out.jsonl")
+    assert expected.num_rows > 0
+    assert_same_stream(_inferred(tmp_path / "out.jsonl"), expected)
+
+
+def _inferred(path: Path) -> pa.Table:
+    return pa.Table.from_pylist([json.loads(line) for line in path.read_text().splitlines()])
+
+
+@pytest.mark.parametrize(("given", "kept"), [(None, 7.5), (3.0, 3.0)])
+def test_a_resumed_run_keeps_its_interval_unless_given_anew(
+    readings: tuple[Path, pa.Table],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    given: float | None,
+    kept: float,
+) -> None:
+    path, _ = readings
+    q = api.load_query(str(SMARTPLUG / "q4.sql"), None)
+    opts = _options(tmp_path, {"readings": path}, resume=False)
+    opts.checkpoint = CheckpointOptions(tmp_path / "ckpt", every_s=7.5, every_batches=3)
+    with monkeypatch.context() as m:
+        _crash_at(m, 7)
+        with pytest.raises(Crash):
+            api.run(q, opts, "row")
+    assert json.loads(max((tmp_path / "ckpt").glob("ckpt-*.json")).read_text())["every_s"] == 7.5
+    opts.checkpoint = CheckpointOptions(tmp_path / "ckpt", every_s=given, resume=True)
+    result = api.run(q, opts, "row")
+    assert result.metrics["checkpoint"]["every_s"] == kept
+
+
+def test_a_stop_while_the_log_is_replayed_ends_the_resume_cleanly(
+    readings: tuple[Path, pa.Table], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stop request during a resumed run's replay: the run ends as interrupted (nothing
+    new committed, the checkpoint still good), and the next resume finishes the stream."""
+    from engines import interrupts
+
+    path, table = readings
+    q = api.load_query(str(SMARTPLUG / "q2.sql"), None)
+    data = {"readings": path}
+    with monkeypatch.context() as m:
+        _crash_at(m, 12)
+        with pytest.raises(Crash):
+            api.run(q, _options(tmp_path, data, resume=False), "row")
+    original = Recorder.ingest
+    replayed = [0]
+
+    def ingest(self: Recorder, stream: str, b: pa.RecordBatch, t: int) -> int:
+        if self.replaying:
+            replayed[0] += 1
+            if replayed[0] == 2:
+                interrupts.request_stop()
+        return original(self, stream, b, t)
+
+    with monkeypatch.context() as m:
+        m.setattr(Recorder, "ingest", ingest)
+        metrics = api.run(q, _options(tmp_path, data, resume=True), "row").metrics
+    assert metrics["interrupted"] == "SIGINT" and metrics["tuples_in"] == 0
+    assert replayed[0] >= 2
+    api.run(q, _options(tmp_path, data, resume=True), "row")
+    text = (SMARTPLUG / "q2.sql").read_text()
     expected = oracle(text, CATALOG, without_late(text, CATALOG, {"readings": table}))
     assert_same_stream(_read_jsonl(tmp_path / "out.jsonl", expected.schema), expected)

@@ -4,12 +4,18 @@ stream (engines/runtime/checkpoint.py; in-process crash points: tests/differenti
 
 The runs replay event time against the wall clock (``--pace realtime``), so a kill lands in
 the middle of the stream at a random instant, between checkpoints or during one.
+
+Checkpoints follow the wall clock whatever the size of the input's batches: a small file (one
+batch) replayed in real time, and standard input that goes quiet, are checkpointed every
+``--checkpoint-every`` seconds too.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
+import re
 import subprocess
 import sys
 import time
@@ -72,7 +78,9 @@ def _kill_and_resume(folder: Path, placement: str, kills: int, seed: int) -> lis
         with log.open("wb") as err:
             proc = subprocess.Popen(base + flag, stdout=subprocess.DEVNULL, stderr=err, cwd=folder)
         if attempt < kills:
-            deadline = time.monotonic() + rng.uniform(2.0, 4.0)
+            # from the first checkpoint on (start-up takes seconds on a busy machine)
+            _wait_for_checkpoint(proc, folder / "ckpt")
+            deadline = time.monotonic() + rng.uniform(0.5, 2.5)
             while proc.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.05)
         if proc.poll() is None and attempt < kills:
@@ -85,6 +93,14 @@ def _kill_and_resume(folder: Path, placement: str, kills: int, seed: int) -> lis
         ends.append("finished")
         break
     return ends
+
+
+def _wait_for_checkpoint(proc: subprocess.Popen[bytes], folder: Path, limit: float = 90) -> None:
+    """Until ``folder`` holds a checkpoint manifest (or the run ended)."""
+    deadline = time.monotonic() + limit
+    while proc.poll() is None and not list(folder.glob("ckpt-*.json")):
+        assert time.monotonic() < deadline, "the run wrote no checkpoint"
+        time.sleep(0.05)
 
 
 def _check(folder: Path) -> None:
@@ -106,3 +122,113 @@ def test_twenty_kills(tmp_path: Path, placement: str) -> None:
     ends = _kill_and_resume(tmp_path, placement, kills=20, seed=7)
     assert ends.count("killed") >= 10, ends
     _check(tmp_path)
+
+
+def _manifest(folder: Path) -> dict | None:
+    """The newest checkpoint manifest in ``folder`` (None: none yet)."""
+    newest = sorted(folder.glob("ckpt-*.json"))
+    return json.loads(newest[-1].read_text()) if newest else None
+
+
+def test_a_small_realtime_file_is_checkpointed_by_the_clock(tmp_path: Path) -> None:
+    """Far fewer rows than one read batch (65,536), replayed in real time: a kill after a few
+    seconds finds a checkpoint holding the rows read so far, and the resumed run's output is
+    byte for byte the uninterrupted run's."""
+    sql = tmp_path / "query.sql"
+    sql.write_text(QUERY)
+    data, table = _data(tmp_path, SECONDS)
+    assert table.num_rows < 65536
+    base = [
+        sys.executable, "-m", "hycq.cli", "run", str(sql), "--catalog", str(CATALOG_PATH),
+        "--data", f"readings={data}", "--placement", "row",
+    ]  # fmt: skip
+    ckpt, out = tmp_path / "ckpt", tmp_path / "out.jsonl"
+    log = tmp_path / "first.log"
+    with log.open("wb") as err:
+        proc = subprocess.Popen(
+            [*base, "--pace", "realtime", "--output", str(out), "--checkpoint", str(ckpt),
+             "--checkpoint-every", "1"],
+            stdout=subprocess.DEVNULL, stderr=err, cwd=tmp_path,
+        )  # fmt: skip
+    try:
+        _wait_for_checkpoint(proc, ckpt)
+        time.sleep(4.0)
+        assert proc.poll() is None, log.read_text()
+        proc.kill()
+        proc.wait()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    m = _manifest(ckpt)
+    assert m is not None and m["number"] >= 3, m
+    assert m["delivered"]["readings"] > 0 and m["last_instant"] is not None
+    # the file's rows changed since (a value of the part already read): refused, exit 2
+    original, st = data.read_bytes(), data.stat()
+    first, rest = original.split(b"\n", 1)
+    fields = first.split(b",")
+    fields[2] = fields[2][:-1] + (b"1" if fields[2][-1:] != b"1" else b"2")
+    data.write_bytes(b",".join(fields) + b"\n" + rest)
+    refused = subprocess.run(
+        [*base, "--output", str(out), "--resume", str(ckpt)],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert refused.returncode == 2, refused.stderr
+    error, hint = refused.stderr.strip().splitlines()
+    assert error.startswith("error: --resume: the input of stream 'readings' changed"), error
+    assert str(data) in error and "modified" in error and hint.lstrip().startswith("hint: ")
+    data.write_bytes(original)
+    os.utime(data, ns=(st.st_atime_ns, st.st_mtime_ns))
+    resumed = subprocess.run(
+        [*base, "--output", str(out), "--resume", str(ckpt)],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resumed from ckpt-" in resumed.stderr
+    whole = tmp_path / "whole.jsonl"
+    plain = subprocess.run(
+        [*base, "--output", str(whole)], capture_output=True, text=True, timeout=300,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert plain.returncode == 0, plain.stderr
+    assert out.read_bytes() == whole.read_bytes()
+    # the resumed run's summary: its rate is the data's, its counts say what they cover
+    rate = re.compile(r"rate ([\d,.]+)/s")
+    assert rate.findall(resumed.stderr) == rate.findall(plain.stderr) != []
+    totals = re.search(r"(\d+) result rows over (\d+) instants", plain.stderr)
+    assert totals is not None
+    assert f"whole stream: {table.num_rows} tuples, {totals.group(0)}" in resumed.stderr
+
+
+def test_quiet_stdin_is_checkpointed_by_the_clock(tmp_path: Path) -> None:
+    """Rows on standard input, then silence (the pipe stays open): a checkpoint holding the
+    rows comes within the interval, not only when the next rows arrive."""
+    data, table = _data(tmp_path, 6)
+    ckpt = tmp_path / "ckpt"
+    sql = tmp_path / "query.sql"
+    sql.write_text(QUERY)
+    log = tmp_path / "run.log"
+    with log.open("wb") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "hycq.cli", "run", str(sql), "--catalog", str(CATALOG_PATH),
+             "--data", "readings=-", "--placement", "row", "--output",
+             str(tmp_path / "out.jsonl"), "--checkpoint", str(ckpt), "--checkpoint-every", "1"],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err, cwd=tmp_path,
+        )  # fmt: skip
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(data.read_bytes())  # (the reader waits for a first line to start)
+        proc.stdin.flush()
+        deadline = time.monotonic() + 90
+        m = _manifest(ckpt)
+        while not (m and m["delivered"].get("readings") == table.num_rows):
+            assert proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, f"no checkpoint of the rows: {m}"
+            time.sleep(0.1)
+            m = _manifest(ckpt)
+        proc.stdin.close()
+        assert proc.wait(timeout=120) == 0, log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -5,6 +5,10 @@ paced run and its summary). Here the hostile cases:
 
 * one input batch that fires very many instants (two readings 1e8 s apart under a 2-second
   window): the stop is checked at every instant, not only between batches;
+* one instant that takes very long (a burst whose window join is a cross product, on the row
+  engine, DuckDB and DataFusion): the stop is honoured inside the instant's work, within the
+  bound docs/checkpoints.md states (STOP_BOUND_S), the output complete up to the instant
+  before;
 * two signals 1-10 ms apart (the second lands anywhere: in a DuckDB query, in the commit):
   exit 128 + the signal, never 1, no temporary file;
 * signals at random moments of a run's life (start-up, planning, engine start, the run loop,
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -161,6 +166,166 @@ def test_a_batch_firing_millions_of_instants_stops_at_an_instant(
     # The first instants hold the readings, the oracle's; every later one is an empty window.
     assert_prefix(got, COUNT_SQL, far_apart / "far.csv", full_upto=1377986402)
     assert set(got.column("n").to_pylist()[3:]) == {0}
+
+
+# -- one instant, very slow ----------------------------------------------------------------
+
+#: What docs/checkpoints.md ("Stopping") promises: from the signal to the process's exit.
+STOP_BOUND_S = 2.0
+#: Slack for this shared test machine (several test runs beside this one).
+SLACK_S = 1.0
+#: The burst's second: its instant joins every burst tuple with every other one.
+T0 = 1377986401
+BURST_AT = T0 + 10
+#: a window join without an equality: every pair of the 3-second windows is a candidate
+CROSS_SQL = (
+    "SELECT COUNT(*) AS n, SUM(a.value) AS s FROM readings [RANGE 3 SECONDS SLIDE 1 SECOND] "
+    "AS a, readings [RANGE 3 SECONDS SLIDE 1 SECOND] AS b WHERE (a.id + b.id) % 1000 = 1\n"
+)
+
+
+@pytest.fixture(scope="module")
+def burst(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Ten quiet seconds (5 readings each), one second of 300,000 readings, five quiet
+    seconds: the burst's instant is ~9e10 candidate pairs, minutes on any engine."""
+    folder = tmp_path_factory.mktemp("burst")
+    (folder / "q.sql").write_text(CROSS_SQL)
+    (folder / "catalog.toml").write_text(CATALOG_PATH.read_text())
+    counts = [(T0 + s, 5) for s in range(10)] + [(BURST_AT, 300_000)]
+    counts += [(T0 + s, 5) for s in range(11, 16)]
+    ts = pa.array([t for t, n in counts for _ in range(n)], pa.int64())
+    n = len(ts)
+    table = pa.table(
+        {
+            "id": pa.array(range(1, n + 1), pa.int64()),
+            "ts": ts,
+            "value": pa.array([float(i % 97) for i in range(n)]),
+            "property": pa.array([1] * n, pa.int32()),
+            "plug_id": pa.array([i % 4 for i in range(n)], pa.int32()),
+            "household_id": pa.array([0] * n, pa.int32()),
+            "house_id": pa.array([0] * n, pa.int32()),
+        }
+    )
+    options = pacsv.WriteOptions(include_header=False, quoting_style="none")
+    pacsv.write_csv(table, folder / "burst.csv", options)
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("placement", "engine", "suffix"),
+    [("row", "duckdb", ".jsonl"), ("column", "duckdb", ".csv"), ("column", "datafusion", ".jsonl")],
+)
+def test_a_stop_inside_a_slow_instant_is_honoured_at_once(
+    burst: Path, tmp_path: Path, placement: str, engine: str, suffix: str
+) -> None:
+    out = tmp_path / f"out{suffix}"
+    proc = start(
+        "run", "q.sql", "--data", "readings=burst.csv", "--output", out, "--metrics",
+        tmp_path / "m.json", "--placement", placement, "--column-engine", engine, cwd=burst,
+    )  # fmt: skip
+    wait_for(proc, tmp_path, f".{out.name}.*.tmp")
+    time.sleep(4.0)  # the quiet instants are done; the burst's is under way
+    assert proc.poll() is None, proc.communicate()
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    try:
+        _, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the stop waited for the instant's end")
+    took = time.monotonic() - sent
+    assert took < STOP_BOUND_S + SLACK_S, f"the stop took {took:.1f} s"
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err and "internal error" not in err, err
+    no_temporaries(tmp_path)
+    m = json.loads((tmp_path / "m.json").read_text())
+    assert m["interrupted"] == "SIGTERM" and m["last_instant"] == BURST_AT - 1
+    got = read_output(out)
+    assert got.num_rows == m["results"]
+    # every instant before the burst's, each whole: the uninterrupted run's prefix
+    assert sorted(set(got.column("_ts").to_pylist())) == list(range(T0, BURST_AT))
+    assert_prefix(got, CROSS_SQL, burst / "burst.csv")
+
+
+def test_a_stop_inside_a_slow_instant_of_a_shared_run_is_honoured_at_once(
+    burst: Path, tmp_path: Path
+) -> None:
+    """Two queries over the stream run together (hycq/shared_run.py), one of them slow."""
+    (tmp_path / "count.sql").write_text(COUNT_SQL)
+    (tmp_path / "catalog.toml").write_text(CATALOG_PATH.read_text())
+    shutil.copy(burst / "q.sql", tmp_path / "cross.sql")
+    proc = start(
+        "run", "count.sql", "cross.sql", "--data", f"readings={burst / 'burst.csv'}",
+        "--output-dir", "out", "--placement", "row", cwd=tmp_path,
+    )  # fmt: skip
+    wait_for(proc, tmp_path / "out", ".cross.jsonl.*.tmp")
+    time.sleep(4.0)
+    assert proc.poll() is None, proc.communicate()
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    try:
+        _, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the stop waited for the instant's end")
+    took = time.monotonic() - sent
+    assert took < STOP_BOUND_S + SLACK_S, f"the stop took {took:.1f} s"
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err and "internal error" not in err, err
+    got = read_output(tmp_path / "out" / "cross.jsonl")
+    assert sorted(set(got.column("_ts").to_pylist())) == list(range(T0, BURST_AT))
+    assert_prefix(got, CROSS_SQL, burst / "burst.csv")
+
+
+@pytest.fixture(scope="module")
+def keyed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """30 s of the keyed three-stream workload, 300 tuples/s per stream, 15 keys."""
+    folder = tmp_path_factory.mktemp("keyed")
+    done = subprocess.run(
+        [sys.executable, "-m", "hycq.cli", "data", "generate", "--generator", "keyed",
+         "--out", str(folder), "--seconds", "30", "--rate", "300", "--keys", "15"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (folder / "cross.json").write_text('{"join_order": ["r", "t", "s"], "placement": "row"}')
+    return folder
+
+
+def test_a_stop_during_a_migration_to_a_cross_product_is_honoured_at_once(
+    keyed: Path, tmp_path: Path
+) -> None:
+    """At event-second 10 the three-way join migrates to the order r, t, s, whose first join
+    is a cross product: the state transfer and every instant after it are very slow."""
+    j3 = ROOT / "queries" / "keyed" / "j3.sql"
+    out = tmp_path / "out.jsonl"
+    proc = start(
+        "run", j3, "--catalog", keyed / "catalog.toml", "--placement", "row", "--migrate",
+        f"10={keyed / 'cross.json'}", "--output", out, "--metrics", tmp_path / "m.json",
+        cwd=keyed,
+    )  # fmt: skip
+    wait_for(proc, tmp_path, f".{out.name}.*.tmp")
+    time.sleep(5.0)
+    assert proc.poll() is None, proc.communicate()
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    try:
+        _, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the stop waited for the migration or the instant to end")
+    took = time.monotonic() - sent
+    assert took < STOP_BOUND_S + SLACK_S, f"the stop took {took:.1f} s"
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err and "internal error" not in err, err
+    m = json.loads((tmp_path / "m.json").read_text())
+    got = read_output(out)
+    assert got.num_rows == m["results"] > 0
+    last = m["last_instant"]
+    assert max(got.column("_ts").to_pylist()) <= last
+    catalog = load_catalog(keyed / "catalog.toml")
+    tables = {}
+    for name in "rst":
+        table = pacsv.read_csv(keyed / f"{name}.csv")
+        tables[name] = table.filter(pc.less_equal(table.column("ts"), last))
+    expected = oracle(j3.read_text(), catalog, tables)
+    assert_same_stream(got, expected.filter(pc.less_equal(expected.column("_ts"), last)))
 
 
 # -- two signals in quick succession -------------------------------------------------------
