@@ -427,7 +427,14 @@ class MigOp(RowOperator):
                         RuntimeWarning,
                         stacklevel=2,
                     )
-                    self.engine.restart()
+                    try:
+                        self.engine.restart()
+                    except EngineFault as again:  # it did not come back: one more attempt
+                        interrupts.reraise_if_interrupted()
+                        self.stats.faults.append(
+                            {"instant": instant, "engine": self.engine.name,
+                             "error": f"restart failed: {again}"[:500]}
+                        )  # fmt: skip
                     continue
                 if self.fallback is None:
                     raise

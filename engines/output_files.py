@@ -1,13 +1,16 @@
 """Files written at paths the user names: never an input, never torn, never left half-done.
 
-Every file hycq writes where the user said (``run --output/--metrics/--dead-letter/--report``,
-``report --out``, ``bench --json/--plot``, ``calibrate --out``, ``data generate --out``) goes
+Every file hycq writes where the user said (``run --output/--metrics/--dead-letter/--report``
+and the ``--checkpoint`` folder's partial files, ``report --out``, ``bench --json/--plot``,
+``calibrate --out``, ``data generate --out`` and every file it writes into a folder) goes
 through this module:
 
 * :func:`check_distinct` refuses an output that is the same file as an input or as another
   output: the same ``(st_dev, st_ino)`` once symlinks are followed (so a hard link counts
   too), or, for a file that does not exist yet, the same resolved path. Character devices
   (``/dev/null``, a terminal) are never "the same file": writing there loses nothing.
+* :func:`check_read_once` refuses one input file given twice to an option that adds up
+  what it reads (``calibrate --from``).
 * :func:`check_writable` checks, before any long work, that a file can be created where the
   output goes (the folder exists and takes a new file: read-only folders and file systems are
   found here, not after minutes of measuring).
@@ -54,7 +57,7 @@ from types import TracebackType
 from typing import IO, Any
 
 from engines import interrupts
-from optimizer.ir.errors import OutputError
+from optimizer.ir.errors import OptionError, OutputError
 
 #: Temporary files not yet committed or aborted (removed by remove_temporaries).
 _LIVE: set[Path] = set()
@@ -92,6 +95,11 @@ def _same(a: Path | str, b: Path | str) -> bool:
     return False
 
 
+def same_file(a: Path | str, b: Path | str) -> bool:
+    """Whether two paths name the same file, as :func:`check_distinct` decides it."""
+    return _same(a, b)
+
+
 def check_distinct(inputs: Sequence[Named], outputs: Sequence[Named]) -> None:
     """OutputError unless every output is a different file from every input and from the
     other outputs (``-``, stdout, is skipped)."""
@@ -111,6 +119,18 @@ def check_distinct(inputs: Sequence[Named], outputs: Sequence[Named]) -> None:
                     f"{other_what} and {what} name the same file ({path}): "
                     "one would overwrite the other",
                     hint="give each output its own path",
+                )
+
+
+def check_read_once(option: str, paths: Sequence[Path | str]) -> None:
+    """OptionError when two of an option's input files are one file (by name, symlink or
+    hard link): what it reads from them would count twice."""
+    for k, path in enumerate(paths):
+        for other in paths[:k]:
+            if _same(path, other) and _stat(path) is not None:
+                raise OptionError(
+                    f"{option} {other} and {path} are the same file: it would be read twice",
+                    hint=f"give {option} each file once",
                 )
 
 

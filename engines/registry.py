@@ -86,7 +86,8 @@ class Setting:
 
     ``key`` is the keyword the factory receives; ``kind`` is ``int`` (a positive integer),
     ``float`` (a positive number) or ``pairs`` (repeatable ``KEY=VALUE``, given to the
-    factory as a dict; ``prefix`` is what every KEY must start with).
+    factory as a dict; ``prefix`` is what every KEY must start with). ``maximum`` bounds an
+    ``int`` or ``float`` (default: optimizer.ir.limits.LIMIT, e.g. MAX_THREADS for threads).
     """
 
     flag: str
@@ -95,6 +96,7 @@ class Setting:
     help: str
     metavar: str | None = None
     prefix: str = ""
+    maximum: float | None = None
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,7 @@ from optimizer.costmodel import PlanCoster
 from optimizer.estimate import estimate
 from optimizer.ir.cost import Cost
 from optimizer.ir.costing import CostModel
-from optimizer.ir.errors import OptionError
+from optimizer.ir.errors import OptionError, UserError
 from optimizer.ir.measured import MeasuredStatistics
 from optimizer.ir.plan import Join, LogicalPlan, Select
 from optimizer.phase_one import join_chains
@@ -259,13 +259,20 @@ class AdaptiveController:
                 "since that was last found)"
             )
             return None
-        options = replace(self.options, correction=tuple(sorted(self.correction.items())))
+        options = replace(
+            self.options,
+            correction=tuple(sorted(self.correction.items())),
+            engines=self._engines(),
+        )
         best = optimize(self.query, options, measured=measured, statistics=self.base_statistics)
         run_cost = plan_cost(best, run.plan, run.placement)
         target = _target(best.plan, best.placement)
         record.update(
             running=_cost_json(run_cost), best=_cost_json(best.cost), target_differs=False
         )
+        if target != _target(run.plan, run.placement) and not self._reachable(best, record):
+            self._streak_target, self._streak, self._savings = None, 0, []
+            return None
         if target == _target(run.plan, run.placement):
             self._streak_target, self._streak, self._savings = None, 0, []
             record["why"] = "the running plan is the best plan"
@@ -318,6 +325,37 @@ class AdaptiveController:
         self._streak_target, self._streak, self._savings = None, 0, []
         self._settled = None
         return request
+
+    def _engines(self) -> tuple[str, ...]:
+        """The engines re-optimization may place on: a forced strategy that moves row-engine
+        state reaches only all-row plans (engines/migration/strategies.py)."""
+        if self.policy.strategy == "auto":
+            return self.options.engines
+        from engines.migration import strategies
+
+        if strategies.get(self.policy.strategy).row_only:
+            return ("row",)
+        return self.options.engines
+
+    def _reachable(self, best: Optimized, record: dict[str, Any]) -> bool:
+        """Whether the forced strategy can migrate the running plan to ``best`` (its
+        windows, join trees and states allow it); if not, the check stays, saying why."""
+        if self.policy.strategy == "auto":
+            return True
+        from engines.migration import strategies
+
+        run = self.running
+        try:
+            strategies.check(
+                self.policy.strategy, (run.plan, run.placement), (best.plan, best.placement)
+            )
+        except UserError as err:
+            record["why"] = (
+                f"the best plan is out of reach of --migration {self.policy.strategy} "
+                f"({err.message}): staying on the running plan"
+            )
+            return False
+        return True
 
     def _correct(
         self,

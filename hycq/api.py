@@ -493,12 +493,30 @@ def _migration_setup(
         q, (opt.plan, engines), migration, base, samples, column_engine
     )
     setup = _MigrationSetup(schedule)
+    if migration.adapt and migration.strategy != "auto":
+        _check_adaptable(migration.strategy, opt.plan, engines)
     if migration.adapt:
         tps = 1000 // TIME_UNITS_MS[plan_time_unit(opt.plan)]
         setup.controller, setup.monitor, setup.check_every = migrations.make_adaptive(
             q, opt, base, migration, tps, engines
         )
     return setup
+
+
+def _check_adaptable(strategy: str, plan: Any, engines: dict[str, str]) -> None:
+    """``--adapt`` with a forced strategy: UserError before the run when the strategy cannot
+    migrate this query's plans at all (its windows or the starting placement rule it out),
+    instead of at the first migration the controller asks for. Which targets the strategy
+    reaches (their join trees) the controller checks per target (hycq/adapt.py)."""
+    from engines.migration import strategies
+
+    try:
+        strategies.check(strategy, (plan, engines), (plan, engines), precheck=False)
+    except UserError as err:
+        raise type(err)(
+            f"--adapt --migration {strategy}: no migration of this run is possible: {err.message}",
+            hint=err.hint,
+        ) from None
 
 
 class _Engines:

@@ -1,4 +1,4 @@
-"""The ``hycq`` command line (see CONTRACT.md for the interface outside checks rely on).
+"""The ``hycq`` command line (docs/interface.md is the interface scripts rely on).
 
 Exit status: 0 success; 2 bad user input (one ``error: ...`` message on stderr, no
 traceback); 1 internal failure (traceback only with ``--debug``).
@@ -20,11 +20,12 @@ from typing import TYPE_CHECKING, Any
 from hycq.cli_args import (
     build_parser,
     engine_names,
-    positive_float,
     quality_options,
+    rate_float,
     settings_of,
 )
 from optimizer.ir.errors import HycqError, OptionError, UserError, did_you_mean
+from optimizer.ir.limits import MAX_RATE
 
 if TYPE_CHECKING:
     from engines.sources.mqtt import MqttUrl
@@ -157,6 +158,7 @@ def _explain(args: argparse.Namespace) -> int:
             row_core=args.row_core,
             join_order=_join_order(args),
             data=data,
+            strict_data=True,
         ),
     )
     info = api.explain(q, args.rate, engines, optimized=opt)
@@ -187,6 +189,9 @@ def _explain(args: argparse.Namespace) -> int:
     cost = info["cost"]
     verdict = "feasible (keeps up)" if info["feasible"] else "NOT feasible (cannot keep up)"
     print(f"cost: <C_b={cost['bottleneck']:.4g}, C_u={cost['utilization']:.4g}>  {verdict}")
+    line = _bottleneck_line(info)
+    if line:
+        print(line)
     limit = info["max_feasible_rate"]
     print(
         "feasible up to: "
@@ -215,6 +220,31 @@ def _explain(args: argparse.Namespace) -> int:
             f"row-engine ms per second: {costs}"
         )
     return 0
+
+
+def _bottleneck_line(info: dict[str, Any]) -> str | None:
+    """What the operators tagged ``bottleneck`` are: the costliest unit, which is C_b, or
+    with a shared row core the largest share of the row thread's load, which is."""
+    marked = [op for op in info["operators"] if op["bottleneck"]]
+    if not marked:
+        return None
+    units: dict[str, list[dict[str, Any]]] = {}
+    for op in marked:
+        units.setdefault(str(op["unit"]), []).append(op)
+    names = "; ".join(
+        f"group {unit} on {ops[0]['engine']} ({', '.join(op['id'] for op in ops)})"
+        if unit.startswith("g")
+        else ", ".join(op["id"] for op in ops)
+        for unit, ops in units.items()
+    )
+    u = marked[0]["u"]
+    if info["row_core"] == "shared":
+        return (
+            f"bottleneck: {names}, u={u:.3g}: the largest share of C_b, the load of the row "
+            "engine's one thread (it runs every row operator and waits for every group's "
+            "query, so C_b is their sum)"
+        )
+    return f"bottleneck: {names}, u={u:.3g} (= C_b, the costliest unit)"
 
 
 def _explain_data(args: argparse.Namespace, q: Any) -> dict[str, Any]:
@@ -290,6 +320,17 @@ def _checkpoint_options(args: argparse.Namespace) -> Any:
     if args.checkpoint is not None:
         return CheckpointOptions(args.checkpoint, args.checkpoint_every)
     return None
+
+
+def _checkpoint_files(checkpoint: Any) -> list[tuple[str, Path]]:
+    """The files a checkpointed run writes into its folder under fixed names (its output and
+    dead letters as they grow): outputs too, never an input or another output."""
+    from engines.runtime.checkpoint import DEAD_LETTER_PARTIAL, OUTPUT_PARTIAL
+
+    if checkpoint is None:
+        return []
+    flag = "--resume" if checkpoint.resume else "--checkpoint"
+    return [(flag, checkpoint.directory / n) for n in (OUTPUT_PARTIAL, DEAD_LETTER_PARTIAL)]
 
 
 def _kept_up(m: dict[str, Any]) -> str:
@@ -447,10 +488,11 @@ def _run(args: argparse.Namespace) -> int:
             ("--metrics", args.metrics),
             ("--dead-letter", args.dead_letter),
             ("--report", args.report),
+            *_checkpoint_files(options.checkpoint),
         ],
     )
     optimizer = api.OptimizerOptions(
-        engines=("row", args.column_engine),
+        engines=_reachable_engines(migration, args.placement, placement, args.column_engine),
         cost_model=args.cost_model,
         incremental=not getattr(args, "no_incremental", False),
         row_core=args.row_core,
@@ -478,6 +520,41 @@ def _run(args: argparse.Namespace) -> int:
         report_after_run(q, optimizer, options, m, args.placement, args.report)
         sys.stderr.write(f"wrote report {args.report}\n")
     return 0
+
+
+def _reachable_engines(
+    migration: Any, flag: str, placement: str | dict[str, str], column_engine: str
+) -> tuple[str, ...]:
+    """The engines the run's plans may use. A forced strategy that moves row-engine state
+    (``--migration ms|jisc|pt|hybmig|hybmig-lazy``) can only migrate between all-row plans:
+    then ``--placement auto`` plans over the row engine alone, at the start as at every
+    re-optimization (a note says so), and a placement with columnar operators is refused
+    before the run (the first migration could only fail)."""
+    from engines.migration import strategies
+
+    engines = ("row", column_engine)
+    if migration.strategy == "auto" or not migration.requested:
+        return engines
+    if not strategies.get(migration.strategy).row_only:
+        return engines
+    if placement == "auto":
+        sys.stderr.write(
+            f"note: --migration {migration.strategy} moves row-engine state: the run plans "
+            "over the row engine only (--placement auto, and every re-optimization of "
+            "--adapt)\n"
+        )
+        return ("row",)
+    columnar = placement == "column" or (
+        isinstance(placement, dict) and any(e != "row" for e in placement.values())
+    )
+    if columnar:
+        raise OptionError(
+            f"--migration {migration.strategy} moves row-engine state, but --placement "
+            f"{flag} runs operators on a columnar engine: no migration of this run could "
+            "happen",
+            hint="use --placement row or auto, or --migration gpt, gms or ghm",
+        )
+    return engines
 
 
 def _run_summary(m: dict[str, Any]) -> str:
@@ -706,7 +783,7 @@ def _bench(args: argparse.Namespace) -> int:
     rates = []
     for text in args.rates.split(","):
         try:
-            rates.append(positive_float(text.strip()))
+            rates.append(rate_float(text.strip()))
         except argparse.ArgumentTypeError as err:
             raise OptionError(f"--rates: {err}", hint="e.g. --rates 1000,5000,40000") from None
     plans = [p.strip() for p in args.plans.split(",") if p.strip()]
@@ -851,7 +928,7 @@ def _refit(args: argparse.Namespace) -> int:
 
     from cost_models.calibrated import default_profile_path, load_profile
     from cost_models.refit import refit
-    from engines.output_files import check_writable, write_bytes
+    from engines.output_files import check_read_once, check_writable, same_file, write_bytes
     from hycq.observations import extract_all
     from optimizer.ir.errors import ConfigError
 
@@ -865,8 +942,13 @@ def _refit(args: argparse.Namespace) -> int:
             f"no calibration profile at {path} to refit",
             hint="run 'hycq calibrate' first (or pass --profile IN.json)",
         )
-    profile = load_profile(path)
     out = args.out if args.out is not None else path
+    # The profile may be refit in place (--out defaults to it; a --from naming it is refused
+    # as a profile when read); the metrics it reads may not be written over, nor counted twice.
+    check_read_once("--from", args.from_paths)
+    if not same_file(out, path):
+        _check_outputs([("--from", p) for p in args.from_paths], [("--out", out)])
+    profile = load_profile(path)
     check_writable(out, "--out")
     observations, _ = extract_all(args.from_paths, lambda m: sys.stderr.write(f"warning: {m}\n"))
     new, report = refit(
@@ -908,8 +990,17 @@ def _refit(args: argparse.Namespace) -> int:
 
 
 def _data_publish(args: argparse.Namespace) -> int:
+    from engines.output_files import check_writable
     from hycq.publish import publish
 
+    if args.dead_letter is not None:
+        inputs = [("the source", args.source), ("--catalog", args.catalog)]
+        if args.source.suffix.lower() == ".sql":
+            from hycq.api import find_catalog
+
+            inputs.append(("catalog", find_catalog(str(args.source), args.catalog)))
+        _check_outputs(inputs, [("--dead-letter", args.dead_letter)])
+        check_writable(args.dead_letter, "--dead-letter")
     done = publish(
         args.source,
         args.to,
@@ -921,11 +1012,18 @@ def _data_publish(args: argparse.Namespace) -> int:
         batch=args.batch,
         fmt=args.payload_format,
         end=not args.no_end,
+        dead_letter=args.dead_letter,
     )
     rate = done.rows / done.wall_s if done.wall_s > 0 else 0.0
+    rejected = ""
+    if done.rejected:
+        where = "pass --dead-letter PATH to see them"
+        if args.dead_letter is not None:
+            where = f"dead letters: {args.dead_letter}"
+        rejected = f"; {done.rejected:,} row{'s' if done.rejected != 1 else ''} rejected ({where})"
     print(
         f"published {done.rows:,} rows in {done.messages:,} messages to {args.to} "
-        f"in {done.wall_s:.2f} s ({rate:,.0f} rows/s); source: {done.source}"
+        f"in {done.wall_s:.2f} s ({rate:,.0f} rows/s); source: {done.source}{rejected}"
     )
     return 0
 
@@ -938,6 +1036,7 @@ def _data_generate(args: argparse.Namespace) -> int:
     if args.generator in ("x3", "x4"):
         return _generate_qddh(args)
     from engines.output_files import check_writable
+    from engines.sources.budget import Budget
     from engines.sources.delays import parse_delay
     from engines.sources.smartplug import generate_to_file
     from optimizer.ir.profile import parse_profile
@@ -972,7 +1071,9 @@ def _data_generate(args: argparse.Namespace) -> int:
     if args.rate_profile is not None:
         if args.rate is not None:
             raise OptionError("--rate and --rate-profile exclude each other", hint="drop one")
-        profile = parse_profile(args.rate_profile, "--rate-profile", positive_somewhere=True)
+        profile = parse_profile(
+            args.rate_profile, "--rate-profile", high=MAX_RATE, positive_somewhere=True
+        )
     delay = None if args.delay is None else parse_delay(args.delay, "--delay")
     if delay is not None:
         delay.max_ticks(1)  # the smart-plug stream is in whole seconds
@@ -987,10 +1088,25 @@ def _data_generate(args: argparse.Namespace) -> int:
             )
         plugs = args.plugs if args.plugs is not None else _default_plugs(args.houses)
         rate = plugs * args.plug_rate
+        if rate > MAX_RATE:
+            raise OptionError(
+                f"--plug-rate {args.plug_rate:g} x {plugs:,} plugs is {rate:g} tuples/s, above "
+                f"the largest rate hycq accepts ({MAX_RATE:g})",
+                hint="lower --plug-rate, --plugs or --houses",
+            )
+    if rate is None and profile is None:
+        rate = _smartplug_rate()
     load_share = 0.5 if args.load_share is None else args.load_share
     if not 0.0 <= load_share <= 1.0:
         raise OptionError(f"--load-share must be in [0, 1], got {load_share:g}", hint="e.g. 0.9")
+    note = Path(f"{args.out}.README.md")
+    _check_outputs([], [("--out", args.out), ("its delay note", note if delay else None)])
     check_writable(args.out, "--out")
+    budget = Budget(
+        args.out,
+        suffix[1:],
+        "lower --seconds or the rate (--rate, --plug-rate, --rate-profile), or write elsewhere",
+    )
     rows = generate_to_file(
         args.out,
         seconds=args.seconds,
@@ -1001,16 +1117,28 @@ def _data_generate(args: argparse.Namespace) -> int:
         delay=delay,
         plugs=args.plugs,
         load_share=load_share,
+        before=budget.before,
+        progress=budget.add,
     )
     sys.stderr.write(f"wrote {rows} rows to {args.out}\n")
     if delay is not None:
         from engines.output_files import write_bytes
         from engines.sources.delays import readme_text
 
-        note = Path(f"{args.out}.README.md")
         write_bytes(note, readme_text(args.out.name, {"readings": delay}, "s", args.seed), "--out")
         sys.stderr.write(f"wrote {note} (the delay parameters)\n")
     return 0
+
+
+def _smartplug_rate() -> float:
+    """The default rate of generated smart-plug data: the shipped catalog's, the rate 'hycq
+    run' gives its generator (one default for both)."""
+    from optimizer.sql.catalog import load_catalog
+
+    catalog = Path(__file__).resolve().parents[1] / "queries" / "smartplug" / "catalog.toml"
+    stream = load_catalog(catalog).get("readings")
+    assert stream is not None and stream.rate is not None
+    return float(stream.rate)
 
 
 def _refuse_smartplug_flags(args: argparse.Namespace) -> None:
@@ -1031,6 +1159,8 @@ def _default_plugs(houses: int | None) -> int:
 
 
 def _generate_multiway(args: argparse.Namespace) -> int:
+    from engines.output_files import write_bytes
+    from engines.sources.budget import Budget
     from engines.sources.multiway import query_text, workload, write_workload
 
     _refuse_smartplug_flags(args)
@@ -1042,17 +1172,42 @@ def _generate_multiway(args: argparse.Namespace) -> int:
         raise OptionError(f"output folder does not exist: {out.parent}")
     rate = args.rate if args.rate is not None else 100.0
     keys = args.keys if args.keys != 100 else None
+    _check_multiway(args, rate, keys)
     streams = workload(args.shape, args.ways, rate, args.window, args.multiplicity, keys)
-    files = write_workload(streams, out, args.seconds, args.seed, args.format)
-    (out / "query.sql").write_text(query_text(args.shape, streams, args.window) + "\n")
+    _check_folder_files(out, [f"{s.name}.{args.format}" for s in streams], "query.sql")
+    budget = Budget(out, args.format, "lower --seconds, --rate or --multiplicity", in_memory=True)
+    files = write_workload(
+        streams, out, args.seconds, args.seed, args.format, budget.before, budget.add
+    )
+    write_bytes(out / "query.sql", query_text(args.shape, streams, args.window) + "\n", "--out")
     names = ", ".join(p.name for p in files.values())
     sys.stderr.write(f"wrote {names}, catalog.toml and query.sql to {out}\n")
     return 0
 
 
+def _check_multiway(args: argparse.Namespace, rate: float, keys: int | None) -> None:
+    """The multiway workload's derived numbers stay in range: t's rate (q3: --rate x
+    --multiplicity) and the join values' domain (rate x --window, INTEGER columns)."""
+    if args.shape == "q3" and rate * args.multiplicity > MAX_RATE:
+        raise OptionError(
+            f"--rate {rate:g} x --multiplicity {args.multiplicity:g} gives stream t "
+            f"{rate * args.multiplicity:g} tuples/s, above the largest rate hycq accepts "
+            f"({MAX_RATE:g})",
+            hint="lower --rate or --multiplicity",
+        )
+    domain = keys if keys is not None else round(rate * args.window)
+    if domain > 2**31 - 1:
+        raise OptionError(
+            f"--rate {rate:g} x --window {args.window:g} makes the join values range over "
+            f"{domain:,} keys, more than an INTEGER column holds (2^31 - 1)",
+            hint="lower --rate or --window, or give --keys",
+        )
+
+
 def _generate_qddh(args: argparse.Namespace) -> int:
+    from engines.sources.budget import Budget
     from engines.sources.keyed import DEFAULT_ORIGIN
-    from engines.sources.qddh_joins import RATE, write_workload
+    from engines.sources.qddh_joins import RATE, WORKLOADS, write_workload
 
     fixed = [
         flag
@@ -1085,16 +1240,29 @@ def _generate_qddh(args: argparse.Namespace) -> int:
         raise OptionError(f"--out {out} is a file; --generator {args.generator} writes a folder")
     if not out.parent.exists():
         raise OptionError(f"output folder does not exist: {out.parent}")
-    out.mkdir(exist_ok=True)
+    names = [f"{name}.{args.format}" for name in WORKLOADS[args.generator][0]]
+    _check_folder_files(out, names, "README.md")
     origin = args.origin if args.origin is not None else DEFAULT_ORIGIN
     rate = args.rate if args.rate is not None else RATE
-    counts = write_workload(out, args.generator, args.seconds, args.seed, origin, args.format, rate)
+    budget = Budget(out, args.format, "lower --seconds or --rate", in_memory=True)
+    counts = write_workload(
+        out,
+        args.generator,
+        args.seconds,
+        args.seed,
+        origin,
+        args.format,
+        rate,
+        budget.before,
+        budget.add,
+    )
     files = ", ".join(f"{name}.{args.format} ({n} rows)" for name, n in counts.items())
     sys.stderr.write(f"wrote {files}, catalog.toml and README.md to {out}\n")
     return 0
 
 
 def _generate_keyed(args: argparse.Namespace) -> int:
+    from engines.sources.budget import Budget
     from engines.sources.delays import parse_delay
     from engines.sources.joins import join_workload
     from engines.sources.keyed import DEFAULT_ORIGIN, KeyedStream, parse_stream_spec, write_workload
@@ -1113,7 +1281,9 @@ def _generate_keyed(args: argparse.Namespace) -> int:
     if args.rate_profile is not None:
         if args.rate is not None:
             raise OptionError("--rate and --rate-profile exclude each other", hint="drop one")
-        profile = parse_profile(args.rate_profile, "--rate-profile", positive_somewhere=True)
+        profile = parse_profile(
+            args.rate_profile, "--rate-profile", high=MAX_RATE, positive_somewhere=True
+        )
     if args.join_streams is None and (args.shift_at is not None or args.uniform):
         raise OptionError("--shift-at and --uniform go with --join-streams N")
     delay = None if args.delay is None else parse_delay(args.delay, "--delay")
@@ -1149,12 +1319,25 @@ def _generate_keyed(args: argparse.Namespace) -> int:
         )
         specs = args.stream or ["r", "s", "t"]
         streams = [parse_stream_spec(spec, defaults) for spec in specs]
-    out.mkdir(exist_ok=True)
+    _check_folder_files(out, [f"{s.name}.{args.format}" for s in streams])
     origin = args.origin if args.origin is not None else DEFAULT_ORIGIN
-    counts = write_workload(out, streams, args.seconds, args.seed, origin, args.format)
+    budget = Budget(
+        out, args.format, "lower --seconds or the streams' rates (--rate, --stream NAME:rate=R)"
+    )
+    counts = write_workload(
+        out, streams, args.seconds, args.seed, origin, args.format, budget.before, budget.add
+    )
     files = ", ".join(f"{name}.{args.format} ({n} rows)" for name, n in counts.items())
     sys.stderr.write(f"wrote {files} and catalog.toml to {out}\n")
     return 0
+
+
+def _check_folder_files(folder: Path, streams: list[str], *others: str) -> None:
+    """A generator's files in its --out folder (the streams, catalog.toml and ``others``) are
+    distinct files: a symlink or hard link between two of them would make one overwrite the
+    other."""
+    names = [*streams, "catalog.toml", *others]
+    _check_outputs([], [(f"--out file {name}", folder / name) for name in names])
 
 
 def _check_quality_flags(kind: str, quality: Any) -> None:

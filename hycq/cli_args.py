@@ -13,10 +13,20 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from optimizer.ir.errors import HycqError, OptionError, did_you_mean
+from optimizer.ir.limits import (
+    LIMIT,
+    MAX_EPOCH_S,
+    MAX_HOUSES,
+    MAX_KEYS,
+    MAX_PLUGS,
+    MAX_RATE,
+    MAX_SEED,
+    MAX_SKEW,
+)
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with CONTRACT-style errors: ``error: ...`` and exit status 2."""
+    """argparse with the errors of docs/interface.md: ``error: ...`` and exit status 2."""
 
     def error(self, message: str) -> NoReturn:
         hint = f"see '{self.prog} --help'"
@@ -42,34 +52,88 @@ class _DebugParser(_Parser):
         )
 
 
-def positive_float(text: str) -> float:
+def _bounded_float(high: float) -> Any:
+    """An argparse type: a number in (0, high]."""
+
+    def parse(text: str) -> float:
+        value = _float(text)
+        if not (math.isfinite(value) and 0 < value <= high):
+            raise argparse.ArgumentTypeError(
+                f"must be a positive number up to {high:g}, got '{text}'"
+            )
+        return value
+
+    return parse
+
+
+#: A number in (0, LIMIT] (optimizer/ir/limits.py): spans, intervals, sizes, factors.
+positive_float = _bounded_float(LIMIT)
+#: A rate, tuples per event-second, in (0, MAX_RATE].
+rate_float = _bounded_float(MAX_RATE)
+
+
+def _float(text: str) -> float:
     try:
-        value = float(text)
+        return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got '{text}'") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number, got '{text}'")
-    return value
 
 
-def _positive_int(text: str) -> int:
+def _int(text: str) -> int:
     try:
-        value = int(text)
+        return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer, got '{text}'") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got '{text}'")
+
+
+def _bounded_int(low: int, high: int, what: str = "") -> Any:
+    """An argparse type: an integer in [low, high] (``what`` says what it counts)."""
+
+    def parse(text: str) -> int:
+        value = _int(text)
+        if not low <= value <= high:
+            kind = "a positive integer" if low == 1 else f"an integer >= {low}"
+            raise argparse.ArgumentTypeError(f"must be {kind} up to {high:,}{what}, got '{text}'")
+        return value
+
+    return parse
+
+
+#: A positive count (rows, repeats, plugs...) up to LIMIT.
+_positive_int = _bounded_int(1, int(LIMIT))
+_non_negative_int = _bounded_int(0, int(LIMIT))
+_seed = _bounded_int(0, MAX_SEED)
+
+
+def _skew(text: str) -> float:
+    """A Zipf exponent in [0, MAX_SKEW]."""
+    value = _float(text)
+    if not (math.isfinite(value) and 0 <= value <= MAX_SKEW):
+        raise argparse.ArgumentTypeError(f"must be a number in [0, {MAX_SKEW:g}], got '{text}'")
     return value
 
 
 def _non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got '{text}'") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"must be a number >= 0, got '{text}'")
+    """A number in [0, LIMIT]."""
+    value = _float(text)
+    if not (math.isfinite(value) and 0 <= value <= LIMIT):
+        raise argparse.ArgumentTypeError(
+            f"must be a number >= 0 and at most {LIMIT:g}, got '{text}'"
+        )
     return value
+
+
+def package_version() -> str:
+    """The installed package's version (its metadata); ``hycq.__version__`` when hycq runs
+    from a source tree that is not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("hycq")
+    except PackageNotFoundError:
+        from hycq import __version__
+
+        return __version__
 
 
 def engine_names(columnar: bool = False) -> str:
@@ -115,7 +179,9 @@ def _engine_settings(p: argparse.ArgumentParser) -> None:
                     help=setting.help,
                 )
             else:
-                kind = _positive_int if setting.kind == "int" else positive_float
+                high = setting.maximum if setting.maximum is not None else LIMIT
+                int_kind = setting.kind == "int"
+                kind = _bounded_int(1, int(high)) if int_kind else _bounded_float(high)
                 metavar = setting.metavar or ("N" if setting.kind == "int" else "S")
                 p.add_argument(
                     setting.flag, type=kind, dest=dest, metavar=metavar, help=setting.help
@@ -155,23 +221,11 @@ _EXAMPLES = {
 }
 
 
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got '{text}'") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, got '{text}'")
-    return value
-
-
 def _plan_flags(p: argparse.ArgumentParser) -> None:
     """QUERY and the flags that say what to plan for, shared by explain and report."""
     p.add_argument("query", metavar="QUERY", help="a .sql file, or - for stdin")
     p.add_argument("--catalog", type=Path, help="catalog TOML (default: catalog.toml beside QUERY)")
-    p.add_argument(
-        "--rate", type=positive_float, help="arrival rate of every input stream, tuples/s"
-    )
+    p.add_argument("--rate", type=rate_float, help="arrival rate of every input stream, tuples/s")
     p.add_argument(
         "--engines",
         default="row,duckdb",
@@ -271,6 +325,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Hybrid row/column continuous-query optimizer and executor for CQL.",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"hycq {package_version()}",
+        help="print 'hycq VERSION' and exit",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_DebugParser)
     sub.required = True
 
@@ -288,7 +348,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="STREAM=PATH",
         help="measure the statistics on this file instead of the catalog's source (as "
-        "'run' and 'bench' do with --data), so the plan is the one chosen for that data",
+        "'run' and 'bench' do with --data), so the plan is the one chosen for that data (a "
+        "file that cannot be read or gives no valid row is exit 2, as for 'run')",
     )
     ex.add_argument(
         "--join-impl",
@@ -296,7 +357,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="also show, per chain of joins, the row engine's join implementation for this "
         "setting and every alternative's predicted cost (docs/joins.md; JSON: join_impls)",
     )
-    ex.add_argument("--json", action="store_true", help="print one JSON object (see CONTRACT)")
+    ex.add_argument(
+        "--json", action="store_true", help="print one JSON object (fields: docs/interface.md)"
+    )
     ex.add_argument("--schema", action="store_true", help="show every operator's output schema")
 
     rn = sub.add_parser(
@@ -343,7 +406,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rn.add_argument(
         "--rate",
-        type=positive_float,
+        type=rate_float,
         help="input rate, tuples per event-second: the generator's density, or a file replayed "
         "at this rate by rescaling its timestamps",
     )
@@ -684,7 +747,7 @@ def build_parser() -> argparse.ArgumentParser:
         "0 fits on all and reports none)",
     )
     refit.add_argument(
-        "--seed", type=int, default=0, help="seed of the held-out split (default: 0)"
+        "--seed", type=_seed, default=0, help="seed of the held-out split (default: 0)"
     )
 
     _quality_parser(sub)
@@ -732,9 +795,9 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--seconds", type=positive_float, default=60.0, help="event-time span (60)")
     gen.add_argument(
         "--rate",
-        type=positive_float,
-        help="tuples per event-second (smartplug default: every sensor reports once per "
-        "second, about 2 readings per plug per second; keyed: per stream, default 20)",
+        type=rate_float,
+        help="tuples per event-second (smartplug default: the rate of the shipped catalog's "
+        "readings, 2000, as for 'hycq run'; keyed: per stream, default 20)",
     )
     gen.add_argument(
         "--rate-profile",
@@ -752,20 +815,24 @@ def build_parser() -> argparse.ArgumentParser:
         "stream's default (per stream: --stream r:delay=zipf:20s,3); recorded in the "
         "catalog (keyed) or in OUT.README.md (smartplug)",
     )
-    gen.add_argument("--houses", type=_positive_int, help="smartplug: number of houses (40)")
+    gen.add_argument(
+        "--houses",
+        type=_bounded_int(1, MAX_HOUSES),
+        help=f"smartplug: number of houses (40; at most {MAX_HOUSES:,})",
+    )
     shape = gen.add_argument_group(
         "smart-plug data shapes (--generator smartplug; the real data: 1,677 plugs in 40 "
         "houses, 2 readings per plug per second, half load, half work)"
     )
     shape.add_argument(
         "--plugs",
-        type=_positive_int,
+        type=_bounded_int(1, MAX_PLUGS),
         metavar="N",
-        help="exactly N plugs (e.g. 100 to 50,000), instead of --houses",
+        help=f"exactly N plugs (e.g. 100 to 50,000; at most {MAX_PLUGS:,}), instead of --houses",
     )
     shape.add_argument(
         "--plug-rate",
-        type=positive_float,
+        type=rate_float,
         metavar="R",
         help="readings per plug per event-second (e.g. 0.05 to 50), instead of --rate: the "
         "rate becomes plugs x R",
@@ -776,7 +843,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="F",
         help="fraction of readings that are load (property 1) rather than work (0.5)",
     )
-    gen.add_argument("--seed", type=_non_negative_int, default=42, help="random seed (42)")
+    gen.add_argument("--seed", type=_seed, default=42, help="random seed (42)")
     mw = gen.add_argument_group("multiway join workloads (--generator multiway)")
     mw.add_argument(
         "--shape",
@@ -835,17 +902,22 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="with --join-streams: uniform keys in every stream, no shift (JISC section 6)",
     )
-    keyed.add_argument("--keys", type=_positive_int, default=100, help="key domain 0..KEYS-1 (100)")
+    keyed.add_argument(
+        "--keys",
+        type=_bounded_int(1, MAX_KEYS),
+        default=100,
+        help=f"key domain 0..KEYS-1 (100; at most {MAX_KEYS:,})",
+    )
     keyed.add_argument(
         "--skew",
-        type=_non_negative_float,
+        type=_skew,
         default=0.0,
-        help="Zipf exponent of the key distribution (0: uniform)",
+        help=f"Zipf exponent of the key distribution (0: uniform; at most {MAX_SKEW:g})",
     )
     keyed.add_argument("--time-unit", choices=("s", "ms"), default="s", help="timestamp unit (s)")
     keyed.add_argument(
         "--origin",
-        type=_non_negative_int,
+        type=_bounded_int(0, MAX_EPOCH_S),
         help="epoch seconds of offset 0 (default 1400000000)",
     )
     keyed.add_argument(
@@ -874,7 +946,7 @@ def _publish_parser(data_sub: Any) -> None:
     pub.add_argument("--stream", help="the stream to publish (when there are several)")
     pub.add_argument(
         "--rate",
-        type=positive_float,
+        type=rate_float,
         help="tuples per event-second: the generator's density, or a file's timestamps "
         "rescaled to it",
     )
@@ -899,6 +971,13 @@ def _publish_parser(data_sub: Any) -> None:
         help="payload: raw CSV lines or a JSON array of objects (csv)",
     )
     pub.add_argument("--no-end", action="store_true", help="do not send the end-of-stream message")
+    pub.add_argument(
+        "--dead-letter",
+        type=Path,
+        metavar="PATH",
+        help="write the rows that fit no column of the stream, with the reason (JSON lines); "
+        "they are not published (none valid at all: exit 2, nothing sent)",
+    )
 
 
 def _fraction(text: str) -> float:

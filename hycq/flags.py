@@ -15,5 +15,6 @@ CLI_OPTION_NAMES = OptionNames(
     dead_letter="--dead-letter",
     data="--data",
     rate="--rate",
+    duration="--duration",
     memory_limit="--memory-limit",
 )

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from engines.migration.request import MigrationRequest, ScheduledMigration
 from optimizer.ir.errors import OptionError, UserError
+from optimizer.ir.limits import LIMIT
 from optimizer.ir.plan import LogicalPlan
 from optimizer.phase_one import chain_aliases, join_chains
 
@@ -71,9 +72,9 @@ def parse_migrate(spec: str) -> tuple[float, Path]:
             f"--migrate {spec}: AT '{at_text}' is not a number",
             hint="AT is event-seconds after the first tuple, e.g. --migrate 30=target.json",
         ) from None
-    if not math.isfinite(at) or at < 0:
+    if not math.isfinite(at) or not 0 <= at <= LIMIT:
         raise OptionError(
-            f"--migrate {spec}: AT must be a number >= 0, got '{at_text}'",
+            f"--migrate {spec}: AT must be a number >= 0 and at most {LIMIT:g}, got '{at_text}'",
             hint="AT is event-seconds after the first tuple, e.g. --migrate 30=target.json",
         )
     if Path(path).suffix.lower() != ".json":

@@ -65,6 +65,10 @@ class OptimizerOptions:
     sample: bool = True
     data: Mapping[str, Path | MqttUrl] = field(default_factory=dict)
     """Files to sample streams from (the run's ``--data``); else the catalog's sources."""
+    strict_data: bool = False
+    """A ``data`` file that cannot be sampled, or gives no valid row, is an error (``explain
+    --data``: no plan for data the run would refuse) instead of a fall-back to catalog
+    statistics (a run reports it itself, with its dead letters)."""
     disorder: bool = False
     """The run puts K-slack buffers in front of the windows (``--disorder`` other than
     none): the gateway's cost includes their per-tuple work."""
@@ -126,7 +130,12 @@ class Optimized:
         return self.coster.placement_cost(placement)
 
     def operator_rows(self, placement: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
-        """Per-operator estimates and costs of ``placement`` (default: the chosen one)."""
+        """Per-operator estimates and costs of ``placement`` (default: the chosen one).
+
+        ``bottleneck`` marks the operators of the costliest unit (an operator, or a columnar
+        group's members): the one whose u is C_b, or, with a shared row core (where C_b is
+        the row thread's load, the sum of every row operator's u and the queries of the
+        groups it waits for), the largest share of it. Ties mark every unit tied."""
         placement = dict(placement or self.placement)
         plan = self.plan
         units: dict[str, tuple[str, float, float]] = {}  # op -> (unit id, u, unit cost)
@@ -143,18 +152,15 @@ class Optimized:
                 u = arrow.get(op_id, self.coster.row_cost(op_id).utilization)
                 c = self.model.unit_cost(plan.op(op_id), ROW, est)
                 units[op_id] = (op_id, u, c)
-        cost = self.cost_of(placement)
         shared = self.coster.shared_row_core
         peak = max((u for _, u, _ in units.values()), default=0.0)
-        core_bottleneck = shared and cost.core_load >= cost.unit_peak and cost.core_load > 0
         rows = []
         for op in plan.operators():
             est = self.estimates[op.id]
             unit, u, c = units[op.id]
-            on_core = shared and not unit.startswith("g")
-            if on_core:
+            is_bottleneck = u == peak
+            if shared and not unit.startswith("g"):
                 unit = "row-core"  # every row operator shares the one Python thread
-            is_bottleneck = core_bottleneck if on_core else (not core_bottleneck and u == peak)
             rows.append(
                 {
                     "id": op.id,
@@ -188,9 +194,10 @@ def sample_streams(
     rate: float | None,
     data: Mapping[str, Path | MqttUrl],
     rows_wanted: int = SAMPLE_ROWS,
+    strict: bool = False,
 ) -> tuple[dict[str, Any], str]:
     """A sample of each input stream (Arrow): its first ``rows_wanted`` rows, and a note on
-    where it came from."""
+    where it came from; ``strict``: a ``data`` file without a valid row is a DataError."""
     import pyarrow as pa
 
     from engines.runtime import DeadLetters, RunOptions, open_inputs
@@ -222,11 +229,29 @@ def sample_streams(
         close = getattr(inp.batches, "close", None)
         if close is not None:
             close()
+        if strict and not rows and dead.by_stream.get(inp.stream.name):
+            _no_valid_row(inp, dead, data)  # read to its end: every row was rejected
         table = pa.Table.from_batches(got) if got else None
         if table is not None:
             samples[inp.stream.name] = table.slice(0, rows_wanted)
             notes.append(f"{inp.stream.name}: {min(rows, rows_wanted)} rows of {inp.description}")
     return samples, "; ".join(notes)
+
+
+def _no_valid_row(inp: Any, dead: Any, data: Mapping[str, Path | MqttUrl]) -> None:
+    """DataError when a file the user named (``--data``) gave no valid row in its sample:
+    the run would stop on it (engines/runtime/dead_letters.py), so must what plans for it."""
+    from optimizer.ir.errors import DataError
+
+    if inp.stream.name.lower() not in {k.lower() for k in data}:
+        return  # the catalog's own source: the plan falls back to catalog statistics
+    bad = dead.by_stream[inp.stream.name]
+    raise DataError(
+        f"no valid row in {inp.description}: all {bad} rows were rejected "
+        f"(first: {dead.first_reason.get(inp.stream.name, '?')})",
+        hint="check the catalog's columns against the file ('hycq run --dead-letter PATH' "
+        "writes every rejected row and why)",
+    )
 
 
 def optimize(
@@ -286,9 +311,13 @@ def optimize(
         note = f"measured at run time over {measured.seconds:g} event-seconds"
     elif opts.sample:
         try:
-            wide, where = sample_streams(q, opts.rate, opts.data, WIDE_SAMPLE_ROWS)
-        except UserError as err:  # a missing data file must not stop explain
-            note = f"none: could not sample the input ({err.message})"
+            wide, where = sample_streams(
+                q, opts.rate, opts.data, WIDE_SAMPLE_ROWS, strict=opts.strict_data
+            )
+        except UserError as err:
+            if opts.strict_data and opts.data:
+                raise  # a file the user named (--data) that cannot be read: as the run would
+            note = f"none: could not sample the input ({err.message})"  # the catalog's source
         else:
             samples = {s: t.slice(0, SAMPLE_ROWS) for s, t in wide.items()}
             stats = measure(q.plan, samples, wide=wide, evaluate=subplan_keys)

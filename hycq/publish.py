@@ -13,6 +13,11 @@ when its first timestamp is due (event time mapped to wall time from the first r
 ``max`` sends as fast as the broker acknowledges (QoS 1, a bounded number of messages
 unacknowledged; a broker outage is ridden out as ``--output mqtt://`` does, docs/live.md).
 Rows stay Arrow until they are written into a payload.
+
+Rows that do not fit the stream's columns are not published: they are counted, reported
+and written to ``dead_letter`` (as ``hycq run --dead-letter`` writes them). A source that
+yields no valid row is an error (exit 2) and nothing is sent, not even the end-of-stream
+message, as ``hycq run`` refuses an input that kept no valid row.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from engines.sources.mqtt import END_OF_STREAM, MqttPublisher, MqttUrl
 from engines.sources.mqtt_payload import MAX_MESSAGE_BYTES
 from hycq.flags import CLI_OPTION_NAMES
 from optimizer.ir.catalog import StreamDef
-from optimizer.ir.errors import OptionError
+from optimizer.ir.errors import DataError, OptionError
 
 #: The catalog of a data file published without ``--catalog``.
 SMARTPLUG_CATALOG = Path(__file__).resolve().parents[1] / "queries" / "smartplug" / "catalog.toml"
@@ -45,6 +50,8 @@ class Published:
     messages: int
     wall_s: float
     source: str
+    #: rows that fit no column (not published; written to ``dead_letter`` when given)
+    rejected: int = 0
     #: ``time.time()`` when the first message was sent, and its first timestamp (ticks)
     first_wall: float | None = None
     first_ts: int | None = None
@@ -71,15 +78,17 @@ def stream_batches(
     catalog_path: Path | None,
     stream_name: str | None,
     options: RunOptions,
+    dead: DeadLetters | None = None,
 ) -> tuple[StreamDef, Any, str]:
-    """The stream to publish, its Arrow batches and a description (module docstring)."""
+    """The stream to publish, its Arrow batches and a description (module docstring); rows
+    that fit no column go to ``dead``."""
     from engines.runtime.inputs import open_stream
     from hycq.api import load_query
     from optimizer.ir.plan import Source
     from optimizer.sql.catalog import load_catalog
 
     suffix = source.suffix.lower()
-    dead = DeadLetters(None)
+    dead = dead if dead is not None else DeadLetters(None)
     if suffix == ".sql":
         q = load_query(source, catalog_path)
         reads = [op.stream for op in q.plan.operators() if isinstance(op, Source)]
@@ -141,14 +150,38 @@ def publish(
     batch: int = 1000,
     fmt: str = "csv",
     end: bool = True,
+    dead_letter: Path | None = None,
 ) -> Published:
     """Publish the stream (module docstring); returns what was sent."""
-    from engines.runtime.inputs import ticks_per_second
-
     url = MqttUrl.parse(to, "--to")
     url.check_publishable("--to")
     options = RunOptions(rate=rate, duration=duration, names=CLI_OPTION_NAMES)
-    sdef, batches, description = stream_batches(source, catalog, stream, options)
+    dead = DeadLetters(dead_letter, CLI_OPTION_NAMES.dead_letter)
+    try:
+        sdef, batches, description = stream_batches(source, catalog, stream, options, dead)
+        done = _send(url, sdef, batches, description, dead, duration, pace, batch, fmt, end)
+    except BaseException:
+        dead.abort()
+        raise
+    dead.close()
+    return done
+
+
+def _send(
+    url: MqttUrl,
+    sdef: StreamDef,
+    batches: Any,
+    description: str,
+    dead: DeadLetters,
+    duration: float | None,
+    pace: str,
+    batch: int,
+    fmt: str,
+    end: bool,
+) -> Published:
+    """Publish the batches, then the end-of-stream message once some row was valid."""
+    from engines.runtime.inputs import ticks_per_second
+
     tps = ticks_per_second(sdef)
     t_index = sdef.time_index
     publisher = MqttPublisher(url, "--to")
@@ -179,6 +212,8 @@ def publish(
                     publisher.publish(payload)
                     messages += 1
                 rows += part.num_rows
+        if rows == 0:
+            _nothing_valid(description, dead)
         if end:
             publisher.publish(json.dumps(END_OF_STREAM).encode())
             messages += 1
@@ -186,4 +221,28 @@ def publish(
     except BaseException:
         publisher.abort()
         raise
-    return Published(rows, messages, time.perf_counter() - t0, description, first_epoch, first_ts)
+    return Published(
+        rows,
+        messages,
+        time.perf_counter() - t0,
+        description,
+        rejected=dead.by_kind.get("invalid", 0),
+        first_wall=first_epoch,
+        first_ts=first_ts,
+    )
+
+
+def _nothing_valid(description: str, dead: DeadLetters) -> None:
+    """DataError for a source that gave no row to publish (module docstring)."""
+    bad = dead.by_kind.get("invalid", 0)
+    if bad:
+        reason = next(iter(dead.first_reason.values()), "?")
+        raise DataError(
+            f"no valid row in {description}: all {bad:,} rows were rejected (first: {reason})",
+            hint="pass --dead-letter PATH to see every rejected row and why; check the "
+            "catalog's columns (--catalog, --stream) against the file",
+        )
+    raise DataError(
+        f"no rows to publish in {description}",
+        hint="check the file, --duration and the catalog's source",
+    )

@@ -7,6 +7,7 @@ from typing import Any
 
 from engines.registry import Calibration, EngineSpec, Setting
 from engines.sqlgen import get_dialect
+from optimizer.ir.limits import MAX_THREADS
 from optimizer.ir.placement import SQL_CAPABILITIES
 
 NS = 1e-9
@@ -38,7 +39,9 @@ ENGINE = EngineSpec(
             "--datafusion-threads",
             "threads",
             "int",
-            "DataFusion target partitions (worker threads; default: all cores)",
+            "DataFusion target partitions (worker threads; default: all cores; at most "
+            f"{MAX_THREADS})",
+            maximum=MAX_THREADS,
         ),
         Setting(
             "--datafusion-conf",

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from optimizer.ir.errors import OptionError
+from optimizer.ir.limits import LIMIT
 
 #: PD gains (U_p, U_d) per query kind (Table 4.2, tuned with Ziegler-Nichols there).
 PD_GAINS = {"aggregate": (0.2, 4.0), "join": (0.6, 0.8)}
@@ -100,11 +101,10 @@ def parse_overrides(items: Sequence[str], base: QualityParams | None = None) -> 
             value = kind(text)
         except ValueError:
             raise OptionError(f"--quality-param {item}: '{text}' is not a number") from None
-        ok = math.isfinite(value) and (value > low if low >= 0 else value >= 0)
-        if high is not None:
-            ok = ok and value <= high
+        top = high if high is not None else LIMIT
+        ok = math.isfinite(value) and (value > low if low >= 0 else value >= 0) and value <= top
         if not ok:
-            bound = f"in (0, {high:g}]" if high is not None else (">= 0" if low < 0 else "> 0")
+            bound = f"in (0, {top:g}]" if low >= 0 else f"in [0, {top:g}]"
             raise OptionError(f"--quality-param {item}: {name} must be {bound}")
         changes[name] = value
     return dataclasses.replace(params, **changes)  # type: ignore[arg-type]

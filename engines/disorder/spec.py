@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 
 from optimizer.ir.errors import OptionError
+from optimizer.ir.limits import check_number
 
 #: Units a K may carry, in milliseconds.
 K_UNITS_MS = {"ms": 1, "s": 1000, "sec": 1000, "min": 60_000, "m": 60_000}
@@ -55,5 +56,7 @@ def parse_disorder(text: str, option: str = "--disorder") -> DisorderSpec:
                 f"{option} {text!r}: K needs a non-negative number and a unit",
                 hint=f"e.g. {option} kslack:2s or kslack:500ms (units: ms, s, min)",
             )
-        return DisorderSpec("kslack", float(m.group(1)) * K_UNITS_MS[m.group(2)])
+        k_ms = float(m.group(1)) * K_UNITS_MS[m.group(2)]
+        check_number(k_ms / 1000, f"{option} {text!r}: K in seconds")
+        return DisorderSpec("kslack", k_ms)
     raise OptionError(f"{option} {text!r} is not a disorder policy", hint=f"use {accepted}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from engines.registry import Calibration, EngineSpec, Setting
+from optimizer.ir.limits import MAX_THREADS
 from optimizer.ir.placement import SQL_CAPABILITIES
 
 NS = 1e-9
@@ -30,7 +31,13 @@ ENGINE = EngineSpec(
     factory=_make,
     dialect="duckdb",
     settings=(
-        Setting("--duckdb-threads", "threads", "int", "DuckDB worker threads (default: all cores)"),
+        Setting(
+            "--duckdb-threads",
+            "threads",
+            "int",
+            f"DuckDB worker threads (default: all cores; at most {MAX_THREADS})",
+            maximum=MAX_THREADS,
+        ),
     ),
     # Per-row SQL costs: the medians of six `hycq calibrate --engines duckdb` runs on the
     # 2-core reference machine (windows of 20k to 1.8M rows, 1,677 and 50,000 plugs;

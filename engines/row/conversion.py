@@ -18,7 +18,8 @@ from engines.row.compile import NAN
 
 
 def batch_to_rows(batch: pa.RecordBatch | pa.Table) -> Rows:
-    """Arrow columns -> Python tuples (the row engine's one conversion; ~1.5 us per row)."""
+    """Arrow columns -> Python tuples (the row engine's one conversion; 0.4-0.6 us per row
+    on the reference machine, the cost model's ``ingest``)."""
     return list(
         zip(
             *[

@@ -27,6 +27,7 @@ from engines.sources.mqtt import MqttUrl
 from engines.time_merge import TimeMerge
 from optimizer.ir.catalog import TIME_UNITS_MS, Catalog, StreamDef
 from optimizer.ir.errors import DataError, OptionError
+from optimizer.ir.limits import MAX_RATE
 from optimizer.ir.plan import LogicalPlan
 from optimizer.ir.plan import Source as SourceOp
 from optimizer.ir.plan import Window as WindowOp
@@ -186,12 +187,19 @@ def _generator_input(stream: StreamDef, options: RunOptions) -> StreamInput:
     text = spec.option("rate_profile")
     if text is not None and options.rate is None:  # a --rate given to the run replaces it
         kwargs["rate_profile"] = parse_profile(
-            str(text), f"{stream.name}: rate_profile", positive_somewhere=True
+            str(text), f"{stream.name}: rate_profile", high=MAX_RATE, positive_somewhere=True
         )
     gen = SmartPlugGenerator(rate=rate, **kwargs)
     # The catalog declares a subset of the generator's columns (checked when it was loaded).
     columns = [c.name.lower() for c in stream.columns]
-    batches = gen.batches(seconds, options.batch_seconds)
+    try:
+        batches = gen.batches(seconds, options.batch_seconds)
+    except OptionError as err:  # too many tuples or timestamps: name the run's options
+        flags = options.names
+        raise OptionError(
+            f"{flags.rate} {rate:g} x {flags.duration} {seconds:g}: {err.message}",
+            hint=f"lower {flags.rate} or {flags.duration}",
+        ) from None
     if columns != list(SCHEMA.names):
         names = [c.name for c in stream.columns]
         batches = (b.select(columns).rename_columns(names) for b in batches)

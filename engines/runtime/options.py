@@ -25,6 +25,7 @@ class OptionNames:
     dead_letter: str = "dead_letter"
     data: str = "data"
     rate: str = "rate"
+    duration: str = "duration"
     memory_limit: str = "memory_limit_mb"
 
 

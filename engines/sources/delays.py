@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from optimizer.ir.errors import OptionError
+from optimizer.ir.limits import MAX_SKEW
 
 _SPEC = re.compile(r"^\s*zipf\s*:\s*([0-9.]+(?:e[+-]?\d+)?)\s*(ms|s)?\s*,\s*([0-9.]+)\s*$", re.I)
 #: Salt that separates a stream's delay draws from its other draws.
@@ -95,8 +96,10 @@ def parse_delay(text: str, what: str) -> DelaySpec:
     max_s = value / 1000.0 if (m.group(2) or "s").lower() == "ms" else value
     if not (math.isfinite(max_s) and max_s >= 0):
         raise OptionError(f"{what}: MAX must be >= 0, got '{text}'", hint="e.g. zipf:20s,2")
-    if not (math.isfinite(skew) and skew >= 0):
-        raise OptionError(f"{what}: SKEW must be >= 0, got '{text}'", hint="e.g. zipf:20s,2")
+    if not (math.isfinite(skew) and 0 <= skew <= MAX_SKEW):
+        raise OptionError(
+            f"{what}: SKEW must be in [0, {MAX_SKEW:g}], got '{text}'", hint="e.g. zipf:20s,2"
+        )
     if max_s > 86400:
         raise OptionError(f"{what}: MAX above a day ('{text}')", hint="e.g. zipf:20s,2")
     return DelaySpec(max_s, skew)

@@ -52,7 +52,7 @@ from __future__ import annotations
 import math
 import re
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -66,6 +66,7 @@ from engines.output_files import OutputFile, write_bytes
 from engines.sources.delays import DelaySpec, delay_rng, parse_delay
 from optimizer.ir.catalog import TIME_UNITS_MS
 from optimizer.ir.errors import OptionError
+from optimizer.ir.limits import LIMIT, MAX_KEYS, MAX_RATE, MAX_SKEW
 from optimizer.ir.profile import Profile, parse_profile
 
 #: Columns of every keyed stream.
@@ -129,19 +130,25 @@ class KeyedStream:
             problems.append("selectivity must stay within [0, 1]")
         if not self.name or not self.name.isidentifier():
             problems.append(f"stream name {self.name!r} must be an identifier, e.g. r")
-        if not (math.isfinite(self.rate) and self.rate > 0):
-            problems.append(f"rate must be a positive number, got {self.rate}")
-        if isinstance(self.keys, bool) or not isinstance(self.keys, int) or self.keys < 1:
-            problems.append(f"keys must be a positive integer, got {self.keys!r}")
-        if not (math.isfinite(self.skew) and self.skew >= 0):
-            problems.append(f"skew must be >= 0, got {self.skew}")
-        if not (math.isfinite(self.start) and self.start >= 0):
-            problems.append(f"start must be an offset >= 0 seconds, got {self.start}")
-        if self.end is not None and not (math.isfinite(self.end) and self.end > self.start):
+        if not (math.isfinite(self.rate) and 0 < self.rate <= MAX_RATE):
+            problems.append(f"rate must be a positive number up to {MAX_RATE:g}, got {self.rate}")
+        if (
+            isinstance(self.keys, bool)
+            or not isinstance(self.keys, int)
+            or not 1 <= self.keys <= MAX_KEYS
+        ):
+            problems.append(f"keys must be an integer in [1, {MAX_KEYS:,}], got {self.keys!r}")
+        if not (math.isfinite(self.skew) and 0 <= self.skew <= MAX_SKEW):
+            problems.append(f"skew must be in [0, {MAX_SKEW:g}], got {self.skew}")
+        if not (math.isfinite(self.start) and 0 <= self.start <= LIMIT):
+            problems.append(f"start must be an offset in [0, {LIMIT:g}] seconds, got {self.start}")
+        if self.end is not None and not (
+            math.isfinite(self.end) and self.start < self.end <= LIMIT
+        ):
             problems.append(f"end must be after start ({self.start}), got {self.end}")
         for lo, hi in self.silent:
-            if not (math.isfinite(lo) and math.isfinite(hi) and 0 <= lo < hi):
-                problems.append(f"silent period {lo}-{hi} must have 0 <= from < to")
+            if not (math.isfinite(lo) and math.isfinite(hi) and 0 <= lo < hi <= LIMIT):
+                problems.append(f"silent period {lo}-{hi} must have 0 <= from < to <= {LIMIT:g}")
         if self.time_unit not in TIME_UNITS_MS:
             problems.append(f"time unit must be 's' or 'ms', got {self.time_unit!r}")
         if self.delay is not None and self.time_unit in TIME_UNITS_MS:
@@ -195,13 +202,42 @@ class KeyedGenerator:
         return math.ceil(Fraction(span) * self._rate / self.tps)
 
     def rows(self, seconds: float) -> int:
-        """How many tuples ``batches(seconds)`` yields (without drawing them)."""
+        """How many tuples ``batches(seconds)`` yields (without drawing them; at a constant
+        rate in constant time, whatever the count)."""
         total = self._count(seconds)
+        if not self.stream.silent:
+            return total
+        if self._profile is None:
+            return total - self._silent_count(total)
         kept = total
         for i0 in range(0, total, 1 << 20):
             rel = self._offsets(i0, min(1 << 20, total - i0))
             kept -= int(np.count_nonzero(~self._audible(rel)))
         return kept
+
+    def _silent_count(self, total: int) -> int:
+        """At a constant rate: how many of the first ``total`` tuples fall in a silent
+        period (the periods merged, so that overlaps count once)."""
+        periods = sorted((self._ticks(lo), self._ticks(hi)) for lo, hi in self.stream.silent)
+        merged: list[list[int]] = []
+        for lo, hi in periods:
+            if merged and lo <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], hi)
+            else:
+                merged.append([lo, hi])
+        return sum(self._tuples_before(hi, total) - self._tuples_before(lo, total)
+                   for lo, hi in merged)  # fmt: skip
+
+    def _tuples_before(self, tick: int, total: int) -> int:
+        """At a constant rate: how many of the first ``total`` tuples have an offset (ticks
+        after the origin, as :meth:`_offsets`) below ``tick``."""
+        num, den = self._rate.numerator, self._rate.denominator
+        # offset(i) = floor(i * tps * den / num) + start < tick  <=>  i < (tick - start) * num
+        # / (tps * den), the bound an integer difference of ticks makes exact
+        span = tick - self._ticks(self.stream.start)
+        if span <= 0:
+            return 0
+        return min(total, math.ceil(Fraction(span * num, self.tps * den)))
 
     def _index_before(self, t: float) -> int:
         """Rate profile: how many of the stream's tuples lie before offset ``t``."""
@@ -429,10 +465,14 @@ def write_workload(
     seed: int = 42,
     origin: int = DEFAULT_ORIGIN,
     fmt: str = "csv",
+    before: Callable[[int], None] | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> dict[str, int]:
     """Write one file per stream (``<name>.csv`` with a header row, or ``<name>.parquet``)
     and ``catalog.toml`` naming them into ``folder``; returns rows per stream. Each file
-    appears atomically (written to a temporary file and renamed)."""
+    appears atomically (written to a temporary file and renamed). ``before`` is called
+    with the number of rows before anything is written (it may refuse them,
+    engines/sources/budget.py), ``progress`` with the rows of every batch written."""
     folder = Path(folder)
     if fmt not in FORMATS:
         raise OptionError(f"unknown format {fmt!r}", hint="use csv or parquet")
@@ -443,15 +483,25 @@ def write_workload(
         raise OptionError(f"stream names must be distinct, got {', '.join(names)}")
     counts: dict[str, int] = {}
     files: dict[str, str] = {}
-    for s in streams:
+    gens = [KeyedGenerator(s, seed, origin) for s in streams]
+    if before is not None:
+        before(sum(g.rows(seconds) for g in gens))
+    folder.mkdir(exist_ok=True)
+    for s, gen in zip(streams, gens, strict=True):
         name = f"{s.name}.{fmt}"
-        counts[s.name] = _write_stream(folder / name, KeyedGenerator(s, seed, origin), seconds, fmt)
+        counts[s.name] = _write_stream(folder / name, gen, seconds, fmt, progress)
         files[s.name] = name
     write_bytes(folder / "catalog.toml", catalog_text(streams, seed, origin, files), "--out")
     return counts
 
 
-def _write_stream(path: Path, gen: KeyedGenerator, seconds: float, fmt: str) -> int:
+def _write_stream(
+    path: Path,
+    gen: KeyedGenerator,
+    seconds: float,
+    fmt: str,
+    progress: Callable[[int], None] | None = None,
+) -> int:
     """Write one stream through :class:`OutputFile` (a temporary file renamed on success,
     removed on any failure or signal; the umask honoured; symlinks and devices written
     through)."""
@@ -464,19 +514,23 @@ def _write_stream(path: Path, gen: KeyedGenerator, seconds: float, fmt: str) -> 
                 for batch in gen.batches(seconds, per_batch):
                     csv_writer.write_batch(batch)
                     rows += batch.num_rows
+                    if progress is not None:
+                        progress(batch.num_rows)
         else:
             with pq.ParquetWriter(out.file("wb"), SCHEMA) as pq_writer:
                 for batch in gen.batches(seconds, per_batch):
                     pq_writer.write_batch(batch)
                     rows += batch.num_rows
+                    if progress is not None:
+                        progress(batch.num_rows)
     return rows
 
 
 #: ``--stream`` settings that take a profile (optimizer.ir.profile) as well as a number.
 _PROFILE_SETTINGS = {
-    "rate": ("rate_profile", {"positive_somewhere": True}),
-    "keys": ("keys_profile", {"low": 1, "integer": True, "steps_only": True}),
-    "skew": ("skew_profile", {"steps_only": True}),
+    "rate": ("rate_profile", {"high": MAX_RATE, "positive_somewhere": True}),
+    "keys": ("keys_profile", {"low": 1, "high": MAX_KEYS, "integer": True, "steps_only": True}),
+    "skew": ("skew_profile", {"high": MAX_SKEW, "steps_only": True}),
     "hot": ("hot", {"integer": True, "steps_only": True}),
     "sel": ("selectivity", {"high": 1.0}),
 }
@@ -562,4 +616,7 @@ def parse_stream_spec(spec: str, defaults: KeyedStream) -> KeyedStream:
                 hint="numbers; silent periods as FROM-TO seconds, several joined by +; "
                 "rate, keys, skew, hot, sel also as a profile, e.g. rate=0:1000,60:40000",
             ) from None
-    return KeyedStream(name=name.strip(), **values)  # type: ignore[arg-type]
+    try:
+        return KeyedStream(name=name.strip(), **values)  # type: ignore[arg-type]
+    except OptionError as err:  # name the option the bad value came from
+        raise OptionError(f"--stream {spec}: {err.message}", hint=err.hint) from None

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,13 +82,18 @@ class MultiwayStream:
         )
 
 
+def stream_rows(stream: MultiwayStream, seconds: float) -> int:
+    """How many tuples :func:`stream_table` makes for ``seconds``."""
+    stop = seconds if stream.end is None else min(seconds, stream.end)
+    return max(0, math.ceil((stop - stream.start) * stream.rate - 1e-9))
+
+
 def stream_table(
     stream: MultiwayStream, seconds: float, seed: int = 42, origin: int = DEFAULT_ORIGIN
 ) -> pa.Table:
     """The stream's tuples over ``[start, min(end, seconds))``, in event-time order."""
     tps = 1000 // TIME_UNITS_MS[stream.time_unit]
-    stop = seconds if stream.end is None else min(seconds, stream.end)
-    n = max(0, math.ceil((stop - stream.start) * stream.rate - 1e-9))
+    n = stream_rows(stream, seconds)
     i = np.arange(n, dtype=np.int64)
     ticks = np.floor((stream.start + i / stream.rate) * tps + 1e-9).astype(np.int64)
     cols: list[pa.Array] = [pa.array(origin * tps + ticks, pa.int64())]
@@ -202,23 +207,39 @@ def catalog_text(
 
 
 def write_workload(
-    streams: list[MultiwayStream], out: Path, seconds: float, seed: int, fmt: str = "csv"
+    streams: list[MultiwayStream],
+    out: Path,
+    seconds: float,
+    seed: int,
+    fmt: str = "csv",
+    before: Callable[[int], None] | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> dict[str, Path]:
-    """Write every stream to ``out/<name>.<fmt>`` and ``out/catalog.toml`` (file sources)."""
+    """Write every stream to ``out/<name>.<fmt>`` and ``out/catalog.toml`` (file sources);
+    each file appears atomically (engines/output_files.py). ``before`` is called with the
+    number of rows before anything is written (it may refuse them,
+    engines/sources/budget.py), ``progress`` with the rows of every stream written."""
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
+    from engines.output_files import OutputFile, write_bytes
+
+    if before is not None:
+        before(sum(stream_rows(s, seconds) for s in streams))
     out.mkdir(parents=True, exist_ok=True)
     files = {}
     for s in streams:
         path = out / f"{s.name}.{fmt}"
         table = stream_table(s, seconds, seed)
-        if fmt == "csv":
-            pacsv.write_csv(table, path)
-        else:
-            pq.write_table(table, path)
+        file = OutputFile(path, "--out")
+        with file, file.errors():
+            if fmt == "csv":
+                pacsv.write_csv(table, file.file("wb"))
+            else:
+                pq.write_table(table, file.file("wb"))
         files[s.name] = path
-    (out / "catalog.toml").write_text(
-        catalog_text(streams, seed, {k: v.name for k, v in files.items()})
-    )
+        if progress is not None:
+            progress(table.num_rows)
+    text = catalog_text(streams, seed, {k: v.name for k, v in files.items()})
+    write_bytes(out / "catalog.toml", text, "--out")
     return files

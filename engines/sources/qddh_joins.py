@@ -20,7 +20,9 @@ for the value ``j + 1``); the dissertation's 30 minutes are ``seconds=1800``.
 
 from __future__ import annotations
 
+import math
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -151,15 +153,25 @@ def write_workload(
     origin: int = DEFAULT_ORIGIN,
     fmt: str = "csv",
     rate: float = RATE,
+    before: Callable[[int], None] | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> dict[str, int]:
     """Write the streams of ``workload``, ``catalog.toml`` and ``README.md`` (the delays)
-    into ``folder``; returns rows per stream."""
+    into ``folder``; returns rows per stream. ``before`` is called with the number of rows
+    before anything is written (it may refuse them, engines/sources/budget.py),
+    ``progress`` with the rows of every stream written."""
     if fmt not in FORMATS:
         raise OptionError(f"unknown format {fmt!r}", hint="use csv or parquet")
+    if workload not in WORKLOADS:
+        raise OptionError(f"unknown workload {workload!r}", hint="x3 or x4")
     folder = Path(folder)
-    tables = workload_tables(workload, seconds, seed, origin, rate)
+    if before is not None:  # every stream at ``rate``
+        before(len(WORKLOADS[workload][0]) * math.ceil(rate * seconds))
+    folder.mkdir(exist_ok=True)
     files: dict[str, str] = {}
-    for name, table in tables.items():
+    counts: dict[str, int] = {}
+    for name in WORKLOADS[workload][0]:
+        table = stream_table(workload, name, seconds, seed, origin, rate)
         files[name] = f"{name}.{fmt}"
         out = OutputFile(folder / files[name], "--out")
         with out, out.errors():
@@ -167,6 +179,9 @@ def write_workload(
                 pacsv.write_csv(table, out.file("wb"))
             else:
                 pq.write_table(table, out.file("wb"))
+        counts[name] = table.num_rows
+        if progress is not None:
+            progress(table.num_rows)
     streams, _ = WORKLOADS[workload]
     write_bytes(folder / "catalog.toml", catalog_text(workload, files, seconds, seed), "--out")
     delays = {n: DelaySpec(MAX_DELAY_S, skew) for n, (_, skew) in streams.items()}
@@ -179,4 +194,4 @@ def write_workload(
     write_bytes(
         folder / "README.md", note + "\nJoin-value skew schedules:\n\n" + schedules, "--out"
     )
-    return {name: t.num_rows for name, t in tables.items()}
+    return counts

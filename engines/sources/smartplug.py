@@ -42,7 +42,7 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -55,6 +55,7 @@ from scipy import special
 
 from engines.output_files import OutputFile
 from engines.sources.delays import DelaySpec, delay_rng
+from optimizer.ir import limits
 from optimizer.ir.errors import OptionError
 from optimizer.ir.profile import Profile
 
@@ -88,8 +89,10 @@ DEFAULT_START = 1377986401
 REAL_HOUSES = 40
 #: Plugs per house in the real data (1,677 plugs in 40 houses; the generator's default draw).
 REAL_PLUGS_PER_HOUSE = 1677 / 40
-#: Most plugs a generator may have (its per-plug state is a few arrays of this length).
-MAX_PLUGS = 1_000_000
+#: Most plugs a generator may have (its per-plug state is a few arrays of this length), and
+#: most houses (optimizer/ir/limits.py).
+MAX_PLUGS = limits.MAX_PLUGS
+MAX_HOUSES = limits.MAX_HOUSES
 #: Households per house -> number of houses, first-2s sample (40 houses, 285 households).
 HOUSEHOLDS_PER_HOUSE: dict[int, int] = {
     1: 2, 2: 3, 3: 2, 4: 9, 5: 3, 6: 5, 7: 1, 8: 2, 9: 1, 10: 2, 11: 2, 12: 1, 13: 2, 14: 3, 18: 2,
@@ -227,11 +230,13 @@ class _Run:
     noise_bits: np.random.PCG64
 
 
-def _check_int(name: str, value: object, minimum: int) -> int:
+def _check_int(name: str, value: object, minimum: int, maximum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
         raise OptionError(
             f"smart-plug generator: {name} must be an integer >= {minimum}, got {value!r}"
         )
+    if maximum is not None and value > maximum:
+        raise OptionError(f"smart-plug generator: at most {maximum:,} {name}, got {value:,}")
     return int(value)
 
 
@@ -289,7 +294,7 @@ class SmartPlugGenerator:
         self._load_share = Fraction(load_share).limit_denominator(10_000)
         if rate_profile is not None:
             rate = rate_profile.first if rate_profile.first > 0 else rate_profile.highest
-        self._houses = _check_int("houses", houses, 1)
+        self._houses = _check_int("houses", houses, 1, MAX_HOUSES if plugs is None else None)
         self._seed = _check_int("seed", seed, 0)
         self._start = _check_int("start", start, 0)
         if households_per_house is not None:
@@ -457,7 +462,11 @@ class SmartPlugGenerator:
         if self._profile is not None:
             highest = math.ceil(self._profile.highest)
         if (math.ceil(seconds) + 1) * highest >= 2**62:
-            raise OptionError(f"smart-plug generator: {seconds} s at this rate is too long")
+            raise OptionError(
+                f"smart-plug generator: {seconds:g} s at up to {highest:,} tuples/s are more "
+                "tuples than hycq numbers (2^62)",
+                hint="lower the rate or the span",
+            )
         if self._start + math.ceil(seconds) > _MAX_TS:
             raise OptionError(
                 f"smart-plug generator: {seconds} s from start {self._start} passes the largest "
@@ -646,8 +655,12 @@ def generate_to_file(
     delay: DelaySpec | None = None,
     plugs: int | None = None,
     load_share: float = 0.5,
+    before: Callable[[int], None] | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> int:
     """Write ``seconds`` event-seconds of synthetic readings; returns the number of rows.
+    ``before`` is called with the number of rows before anything is written (it may refuse
+    them, engines/sources/budget.py), ``progress`` with the rows of every batch written.
 
     ``delay`` induces disorder (engines/sources/delays.py): the rows stay in the generator's
     order, which becomes the arrival order, and each row's ``ts`` becomes its event-second
@@ -677,6 +690,8 @@ def generate_to_file(
     )
     if delay is not None:
         delay.max_ticks(1)  # whole seconds: the stream's unit
+    if before is not None:
+        before(gen.rows(seconds))
     batches = gen.batches(seconds, _BATCH_SECONDS)
     if delay is not None:
         batches = _delayed(batches, delay, delay_rng(seed, "readings"))
@@ -689,12 +704,16 @@ def generate_to_file(
                 for batch in batches:
                     csv_writer.write_batch(batch)
                     rows += batch.num_rows
+                    if progress is not None:
+                        progress(batch.num_rows)
         else:
             with pq.ParquetWriter(out.file("wb"), SCHEMA) as pq_writer:
                 for batch in batches:
                     if batch.num_rows:
                         pq_writer.write_batch(batch)
                     rows += batch.num_rows
+                    if progress is not None:
+                        progress(batch.num_rows)
     return rows
 
 

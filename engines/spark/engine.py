@@ -43,6 +43,10 @@ from optimizer.ir.errors import ConfigError
 #: answer is retried by Spark for about a minute.
 START_TIMEOUT_S = 90.0
 
+#: Starts of a session tried when the JVM dies during start-up for no reason it states (a
+#: crash, a kill): as many as the restarts after a fault mid-run (engines/mig.py), plus one.
+START_ATTEMPTS = 3
+
 #: Spark settings for this 2-core machine; ``conf`` entries override them.
 DEFAULT_CONF: dict[str, str] = {
     "spark.master": "local[*]",
@@ -121,16 +125,50 @@ def _abandon(box: dict[str, Any]) -> None:
 _JVM_REASON = re.compile(r"Invalid (initial|maximum) heap size.*|Error: .*|.*Exception: .*")
 
 
-def _reason(err: BaseException, log: IO[bytes]) -> str:
-    """One line saying why Spark failed: from the exception, else from the JVM's output."""
-    text = str(err).strip()
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    detail = ""
+class _JvmDied(EngineFault):
+    """The JVM went away during start-up without saying why (killed, crashed): a fault of
+    the moment, not of the settings, so the start is tried again."""
+
+
+def _jvm_detail(log: IO[bytes]) -> str:
+    """The first line of the JVM's console output that says why it failed ('' if none)."""
     with contextlib.suppress(OSError):
         log.seek(0)
         output = log.read().decode("utf-8", "replace").splitlines()
         found = [ln.strip() for ln in output if _JVM_REASON.fullmatch(ln.strip())]
-        detail = found[0] if found else ""
+        return found[0] if found else ""
+    return ""
+
+
+def _text(err: BaseException) -> str:
+    """``str(err)``, which for a Java exception asks the JVM for its message: when the JVM is
+    gone, that raises (Py4JNetworkError), so fall back to the exception's type."""
+    try:
+        return str(err).strip()
+    except Exception:  # noqa: BLE001 - any failure to describe it: name its type
+        return type(err).__name__
+
+
+def _jvm_gone(box: dict[str, Any], err: BaseException) -> bool:
+    """Whether the JVM this start launched has exited: its launcher is gone, or it exited
+    before it sent its gateway's port (PySpark's JAVA_GATEWAY_EXITED)."""
+    from pyspark import SparkContext
+
+    gateway = box.get("gateway") or SparkContext._gateway
+    proc = getattr(gateway, "proc", None)
+    if proc is None:
+        return "JAVA_GATEWAY_EXITED" in _text(err)
+    try:
+        return proc.poll() is not None
+    except Exception:  # noqa: BLE001 - a launcher we cannot ask counts as gone
+        return True
+
+
+def _reason(err: BaseException, log: IO[bytes]) -> str:
+    """One line saying why Spark failed: from the exception, else from the JVM's output."""
+    text = _text(err)
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    detail = _jvm_detail(log)
     for line in lines:  # a Java exception: its first line says it
         m = re.search(r"(\w+(\.\w+)*(Exception|Error)): (.*)", line)
         if m and "Py4J" not in m.group(1):
@@ -149,6 +187,8 @@ class SparkEngine(ColumnarEngine):
         self, conf: dict[str, str] | None = None, start_timeout: float = START_TIMEOUT_S
     ) -> None:
         self.conf = {**DEFAULT_CONF, **(conf or {})}
+        #: the settings the user gave (``--spark-conf``): what a start-up failure names
+        self.given = dict(conf or {})
         self.start_timeout = start_timeout
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
@@ -156,13 +196,37 @@ class SparkEngine(ColumnarEngine):
         self._frames: dict[str, dict[int, Any]] = {}  # table -> chunk id -> DataFrame
         self._chunks: dict[str, tuple[list[tuple[int, pa.Table]], pa.Schema]] = {}
         try:
-            self.spark = self._session()
+            self.spark = self._start()
         except EngineFault as err:  # at start-up it is the settings' fault (--spark-conf)
             raise ConfigError(
                 str(err),
                 hint="check --spark-conf (spark.master, spark.driver.memory, ...) and that "
                 "Java 17 is installed; --spark-connect-timeout S bounds the wait",
             ) from None
+
+    def _settings(self) -> str:
+        """The master and the user's other settings, for messages."""
+        given = [f"{k}={v}" for k, v in self.given.items() if k != "spark.master"]
+        return ", ".join([f"spark.master={self.conf.get('spark.master')}", *given])
+
+    def _start(self) -> Any:
+        """:meth:`_session`, tried again (up to START_ATTEMPTS in all) when the JVM died
+        during start-up without a reason: a JVM killed or crashed then is restarted as one
+        that dies mid-run is (engines/mig.py); a failure the JVM or Spark explains (a bad
+        master, a bad memory setting) or a timeout is not retried."""
+        for attempt in range(1, START_ATTEMPTS + 1):
+            try:
+                return self._session()
+            except _JvmDied as err:
+                if attempt == START_ATTEMPTS:
+                    raise EngineFault(f"{err} ({attempt} attempts)") from None
+                warnings.warn(
+                    f"spark: {err}; starting it again ({attempt} of {START_ATTEMPTS - 1} restarts)",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+                self.restarts += 1
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _session(self) -> Any:
         """A session on a fresh or running JVM, within ``start_timeout`` seconds.
@@ -205,7 +269,6 @@ class SparkEngine(ColumnarEngine):
 
         thread = threading.Thread(target=start, name="hycq-spark-start", daemon=True)
         thread.start()
-        master = self.conf.get("spark.master")
         try:
             finished = interrupts.wait(thread, self.start_timeout)
         except BaseException:  # a stop request or a signal: the start is given up
@@ -216,13 +279,20 @@ class SparkEngine(ColumnarEngine):
             _abandon(box)
             log.close()
             raise EngineFault(
-                f"Spark did not start within {self.start_timeout:g} s (spark.master={master})"
+                f"Spark did not start within {self.start_timeout:g} s ({self._settings()})"
             )
         if "error" in box:
-            _abandon(box)
+            # Describe the failure while the JVM may still answer (a Java exception's
+            # message comes from it), then stop that JVM.
             reason = _reason(box["error"], log)
+            died = _jvm_gone(box, box["error"]) and not _jvm_detail(log)
+            _abandon(box)
             log.close()
-            raise EngineFault(f"cannot start Spark (spark.master={master}): {reason}") from None
+            if died:
+                raise _JvmDied(
+                    f"the JVM died while Spark was starting ({self._settings()}): {reason}"
+                ) from None
+            raise EngineFault(f"cannot start Spark ({self._settings()}): {reason}") from None
         log.close()  # the JVM keeps its own descriptor
         spark = box["spark"]
         spark.sparkContext.setLogLevel("ERROR")
@@ -321,7 +391,7 @@ class SparkEngine(ColumnarEngine):
         SparkSession._instantiatedSession = None
         SparkSession._activeSession = None
         self.restarts += 1
-        self.spark = self._session()
+        self.spark = self._start()
         self._frames = {}
         for table, (chunks, schema) in self._chunks.items():
             interrupts.check_stop()

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from optimizer.ir.errors import OptionError
+from optimizer.ir.limits import LIMIT
 
 #: The profile syntax, for error hints.
 SYNTAX = "SECONDS:VALUE points joined by ',' (step) or '~' (linear ramp), the first at 0"
@@ -136,7 +137,7 @@ def parse_profile(
     text: str,
     what: str,
     low: float = 0.0,
-    high: float = math.inf,
+    high: float = LIMIT,
     integer: bool = False,
     steps_only: bool = False,
     positive_somewhere: bool = False,
@@ -183,6 +184,8 @@ def parse_profile(
             raise bad(f"'{p}' is not SECONDS:VALUE with numbers") from None
         if not (math.isfinite(t) and math.isfinite(v)):
             raise bad(f"'{p}' is not finite")
+        if abs(t) > LIMIT:
+            raise bad(f"{t:g} s is beyond {LIMIT:g} s, the longest span hycq accepts")
         if not low <= v <= high:
             raise bad(f"value {v:g} is outside [{low:g}, {high:g}]")
         if integer and v != int(v):

@@ -38,6 +38,7 @@ from typing import Any
 
 from optimizer.ir.catalog import TIME_UNITS_MS, Catalog, SourceSpec, StreamDef
 from optimizer.ir.errors import CatalogError, OptionError, did_you_mean
+from optimizer.ir.limits import MAX_KEYS, MAX_RATE, MAX_SKEW
 from optimizer.ir.profile import SYNTAX, parse_profile
 from optimizer.ir.schema import Field
 from optimizer.ir.types import TYPE_NAMES, DataType
@@ -83,9 +84,9 @@ QDDH_STREAMS: dict[str, dict[str, tuple[str, ...]]] = {
 }
 #: Generator settings that are profiles (optimizer.ir.profile), with their bounds.
 _PROFILES: dict[str, dict[str, Any]] = {
-    "rate_profile": {"positive_somewhere": True},
-    "keys_profile": {"low": 1, "integer": True, "steps_only": True},
-    "skew_profile": {"steps_only": True},
+    "rate_profile": {"high": MAX_RATE, "positive_somewhere": True},
+    "keys_profile": {"low": 1, "high": MAX_KEYS, "integer": True, "steps_only": True},
+    "skew_profile": {"high": MAX_SKEW, "steps_only": True},
     "hot": {"integer": True, "steps_only": True},
     "selectivity": {"high": 1.0},
 }

@@ -282,3 +282,18 @@ def test_renamed_ts_column_round_trips(folder: Path, suffix: str) -> None:
     else:
         rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert rows and all(set(r) == {"ts_value", "_ts"} and r["ts_value"] == r["_ts"] for r in rows)
+
+
+def test_version_prints_the_package_version() -> None:
+    """``hycq --version``: ``hycq <version>`` from the package metadata, exit 0; the same
+    version as pyproject.toml and ``hycq.__version__``."""
+    import tomllib
+    from importlib.metadata import version
+
+    import hycq as package
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    proc = hycq("--version")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"hycq {version('hycq')}\n" and proc.stderr == ""
+    assert version("hycq") == declared == package.__version__

@@ -7,6 +7,7 @@ decision is asserted, so they do not depend on a calibration profile.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -184,3 +185,33 @@ def test_explain_measures_statistics_on_a_given_data_file(tmp_path: Path) -> Non
     base = {o["id"]: o["cardinality"] for o in default["operators"]}
     assert card["aggregate1"] == 20_000 and base["aggregate1"] == 1677
     assert_user_error(hycq("explain", q2, "--data", f"readings={tmp_path / 'nope.csv'}"), "nope")
+
+
+@pytest.mark.parametrize("row_core", ["shared", "per-operator"])
+@pytest.mark.parametrize("path", SMARTPLUG, ids=lambda p: p.stem)
+def test_bottleneck_marks_only_the_costliest_unit(
+    path: Path, row_core: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``bottleneck`` marks the operators of the unit with the largest u (a group's members
+    together, ties all), not every operator of the row engine; without a shared row core
+    that u is C_b itself. The text output tags the same operators and says what they are."""
+    from hycq.cli import main
+
+    args = ["explain", str(path), "--cost-model", "analytical", "--row-core", row_core]
+    assert main([*args, "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    ops = [op for op in info["operators"] if op["u"] is not None]
+    peak = max(op["u"] for op in ops)
+    marked = {op["id"] for op in info["operators"] if op["bottleneck"]}
+    assert marked == {op["id"] for op in ops if op["u"] == peak}, (peak, ops)
+    if row_core == "per-operator":
+        assert peak == pytest.approx(info["cost"]["bottleneck"], rel=1e-9)
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    tagged = {
+        re.match(r"^[\s│├└─]*(\S+)", line).group(1)  # type: ignore[union-attr]
+        for line in text.splitlines()
+        if "bottleneck]" in line
+    }
+    assert tagged == marked
+    assert sum(line.startswith("bottleneck: ") for line in text.splitlines()) == 1

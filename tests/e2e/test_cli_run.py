@@ -152,3 +152,20 @@ def test_every_shipped_query_runs_on_the_row_engine(query: Path, tmp_path: Path)
     r = hycq("run", str(query), "--placement", "row", "--duration", seconds, "--output", str(out))
     assert r.returncode == 0, r.stderr
     assert pq.read_table(out).num_rows > 0
+
+
+def test_generated_data_and_a_run_have_one_default_rate(tmp_path: Path) -> None:
+    """``data generate`` and ``run`` (generator) default to the catalog's rate, so a file
+    generated without --rate replays at the rate a run without --data has."""
+    catalog = (ROOT / "queries" / "smartplug" / "catalog.toml").read_text()
+    rate = next(int(line.split("=")[1]) for line in catalog.splitlines() if line.startswith("rate"))
+    data = tmp_path / "d.csv"
+    r = hycq("data", "generate", "--out", str(data), "--seconds", "3")
+    assert r.returncode == 0, r.stderr
+    assert f"wrote {3 * rate} rows" in r.stderr
+    assert len(data.read_text().splitlines()) == 3 * rate
+    m = tmp_path / "m.json"
+    r = hycq("run", str(Q5), "--duration", "3", "--metrics", str(m))
+    assert r.returncode == 0, r.stderr
+    metrics = json.loads(m.read_text())
+    assert metrics["rate"] == rate and metrics["tuples_in"] == 3 * rate

@@ -239,3 +239,70 @@ def test_adapt_checks_every_interval_within_one_input_batch(tmp_path: Path) -> N
     ats = [d["at"] for d in m["adapt_decisions"]]
     gaps = [b - a for a, b in itertools.pairwise(ats)]  # smart-plug ts: seconds
     assert len(ats) >= 10 and all(5 <= g <= 6 for g in gaps), gaps
+
+
+# -- --adapt with a forced strategy: only the plans it can reach ------------------------------
+
+SMARTPLUG_Q2 = ROOT / "queries" / "smartplug" / "q2.sql"
+
+
+def _adapt_q2(tmp_path: Path, *extra: str) -> tuple[int, dict[str, Any]]:
+    """Q2 at 20,000 tuples/s with --adapt (the all-row plan cannot keep up there, and the
+    unrestricted optimizer moves the join and the counts to DuckDB)."""
+    metrics = tmp_path / "m.json"
+    argv = ["run", str(SMARTPLUG_Q2), "--rate", "20000", "--duration", "30", "--adapt",
+            "--reoptimize-every", "2", "--metrics", str(metrics), "--output",
+            str(tmp_path / "o.jsonl"), *extra]  # fmt: skip
+    code = main(argv)
+    m = json.loads(metrics.read_text()) if metrics.exists() else {}
+    return code, m
+
+
+@pytest.mark.parametrize("strategy", ["hybmig", "jisc", "ms"])
+def test_adapt_with_a_row_strategy_migrates_only_to_all_row_plans(
+    tmp_path: Path, capsys: Any, strategy: str
+) -> None:
+    """Under load the best plan is a DuckDB one, which a row-level strategy cannot reach:
+    the run goes on (no exit 2 in the middle of it), re-planning over the row engine."""
+    code, m = _adapt_q2(tmp_path, "--placement", "row", "--migration", strategy)
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert set(m["placement"].values()) == {"row"}
+    for rec in m["migrations"]:
+        assert set(rec["to"]["placement"].values()) == {"row"}, rec
+    checked = [d for d in m["adapt_decisions"] if "best" in d]
+    assert checked, m["adapt_decisions"]
+
+
+def test_adapt_with_a_row_strategy_starts_on_the_row_engine(tmp_path: Path, capsys: Any) -> None:
+    """--placement auto would start Q2 on DuckDB at this rate; a row-level strategy could
+    then never migrate, so the start is planned over the row engine too, and said."""
+    code, m = _adapt_q2(tmp_path, "--migration", "hybmig")
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert set(m["placement"].values()) == {"row"}
+    assert "note: --migration hybmig moves row-engine state" in err
+
+
+def test_adapt_with_a_row_strategy_refuses_a_columnar_start(tmp_path: Path, capsys: Any) -> None:
+    code, _ = _adapt_q2(tmp_path, "--migration", "hybmig", "--placement", "column")
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: "), err
+    assert "--migration hybmig" in err and "--placement column" in err
+    assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_adapt_with_a_strategy_the_windows_rule_out_is_refused_at_the_start(
+    data: Path, tmp_path: Path, capsys: Any
+) -> None:
+    """GPT waits for tuples to leave windows by time: with a ROWS window no migration of
+    this query is possible, so --adapt --migration gpt stops before the run, not at the
+    first migration."""
+    query = tmp_path / "rows.sql"
+    query.write_text("SELECT k, COUNT(*) AS n FROM r [ROWS 50] GROUP BY k")
+    out = tmp_path / "o.jsonl"
+    code = main(["run", str(query), "--catalog", str(data / "catalog.toml"), "--adapt",
+                 "--migration", "gpt", "--output", str(out)])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "not a time-based window" in err and "--adapt" in err, err
+    assert not out.exists()

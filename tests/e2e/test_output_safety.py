@@ -1,10 +1,12 @@
 """Output files never destroy anything: not an input, not another output, not a device.
 
-Every output hycq writes at a user's path (``run --output/--metrics/--dead-letter/--report``,
-``report --out``, ``bench --json/--plot``, ``calibrate --out``, ``data generate --out``):
+Every output hycq writes at a user's path (``run --output/--metrics/--dead-letter/--report``
+and the ``--checkpoint`` folder's partial files, ``report --out``, ``bench --json/--plot``,
+``calibrate --out``, ``data generate --out`` and the files it writes into a folder):
 
-* is refused (exit 2, before any work) when it is the same file as an input or another
-  output, whether by the same name, through a symlink or as a hard link;
+* is refused (exit 2, before any work, naming both) when it is the same file as an input
+  (``calibrate --from`` included) or another output, whether by the same name, through a
+  symlink or as a hard link;
 * replaces the *target* of a symlink (atomically, in the target's folder): the link stays;
 * is written in place into a FIFO or character device, never renamed over it;
 * gets the mode ``0666 & ~umask`` (or keeps the mode of the file it replaces);
@@ -423,24 +425,27 @@ def read_only(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 @pytest.mark.parametrize(
-    "args",
+    ("args", "part"),
     [
-        ("data", "generate", "--seconds", "600", "--out", "{}/big.csv"),
-        ("data", "generate", "--seconds", "600", "--out", "{}/big.parquet"),
-        ("run", "q.sql", "--duration", "300", "--placement", "row", "--output", "{}/o.jsonl"),
+        # a generation knows its size: refused before writing (engines/sources/budget.py)
+        (("data", "generate", "--seconds", "600", "--out", "{}/big.csv"), "free in"),
+        (("data", "generate", "--seconds", "600", "--out", "{}/big.parquet"), "free in"),
+        (("run", "q.sql", "--duration", "300", "--placement", "row", "--output", "{}/o.jsonl"),
+         "No space left on device"),
     ],
     ids=["generate csv", "generate parquet", "run jsonl"],
-)
+)  # fmt: skip
 def test_a_real_full_disk_is_a_clear_error(
     capsys: pytest.CaptureFixture[str],
     work: Path,
     full_disk: Path,
     monkeypatch: pytest.MonkeyPatch,
     args: tuple[str, ...],
+    part: str,
 ) -> None:
     monkeypatch.chdir(work)
     code, err = run_main(capsys, *(a.format(full_disk) for a in args))
-    assert_user_error(code, err, "No space left on device")
+    assert_user_error(code, err, part)
     assert list(full_disk.iterdir()) == []  # no partial output, no temporary file
 
 
@@ -505,4 +510,145 @@ def test_a_missing_folder_fails_before_calibrating(
 ) -> None:
     code, err = run_main(capsys, "calibrate", "--quick", "--out", work / "no" / "c.json")
     assert_user_error(code, err, "output folder does not exist")
+    assert "measuring" not in err
+
+
+# -- every command: its outputs against every input it reads, and against each other -------
+
+
+def _profile(path: Path) -> Path:
+    """A minimal calibration profile (what 'hycq calibrate --from' refits)."""
+    parameters = {"select": 1e-7, "engines": {}}
+    doc = {"format": 1, "created": "x", "machine": {}, "fits": {}, "parameters": parameters}
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.fixture
+def metrics(
+    capsys: pytest.CaptureFixture[str], work: Path, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """Real run metrics in ``work/m.json`` (what 'hycq calibrate --from' reads)."""
+    monkeypatch.chdir(work)
+    code, err = run_main(capsys, *RUN, "--metrics", "m.json")
+    assert code == 0, err
+    _profile(work / "p.json")
+    return work / "m.json"
+
+
+@pytest.mark.parametrize("how", ["same", "symlink", "hardlink"])
+def test_calibrate_refuses_to_write_its_profile_over_the_metrics_it_reads(
+    capsys: pytest.CaptureFixture[str], work: Path, metrics: Path, how: str
+) -> None:
+    before = {p.name: digest(p) for p in work.iterdir() if p.is_file()}
+    out = _link(work, how, "m.json", "out.json")
+    code, err = run_main(
+        capsys, "calibrate", "--from", "m.json", "--profile", "p.json",
+        "--out", out,
+    )  # fmt: skip
+    assert_user_error(code, err, f"--out {out} is the same file as --from m.json")
+    assert {p: digest(work / p) for p in before} == before
+    no_temporaries(work)
+
+
+def test_calibrate_reads_each_metrics_file_once(
+    capsys: pytest.CaptureFixture[str], work: Path, metrics: Path
+) -> None:
+    os.link(work / "m.json", work / "m2.json")
+    code, err = run_main(
+        capsys, "calibrate", "--from", "m.json", "m2.json", "--profile", "p.json", "--out", "o.json"
+    )
+    assert_user_error(code, err, "--from m.json and m2.json are the same file")
+    assert not (work / "o.json").exists()
+
+
+def test_calibrate_refits_its_profile_in_place(
+    capsys: pytest.CaptureFixture[str], work: Path, metrics: Path
+) -> None:
+    """--out defaults to --profile: naming it explicitly is the same in-place refit."""
+    code, err = run_main(
+        capsys, "calibrate", "--from", "m.json", "--profile", "p.json", "--out", "p.json"
+    )
+    assert code == 0, err
+    assert json.loads((work / "p.json").read_text())["refit"]["history"]
+
+
+@pytest.mark.parametrize("which", ["output.partial", "dead_letter.partial"])
+def test_a_checkpoint_folder_never_deletes_or_overwrites_an_input(
+    capsys: pytest.CaptureFixture[str], work: Path, monkeypatch: pytest.MonkeyPatch, which: str
+) -> None:
+    monkeypatch.chdir(work)
+    (work / "ck").mkdir()
+    (work / "ck" / which).write_text(ROWS)
+    code, err = run_main(
+        capsys, "run", "q.sql", "--data", f"readings=ck/{which}", "--checkpoint", "ck",
+        "--output", "o.jsonl",
+    )  # fmt: skip
+    assert_user_error(code, err, f"ck/{which} is the same file as --data ck/{which}")
+    assert (work / "ck" / which).read_text() == ROWS
+
+
+def test_a_checkpoint_folder_file_is_not_another_output(
+    capsys: pytest.CaptureFixture[str], work: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(work)
+    (work / "ck").mkdir()
+    code, err = run_main(
+        capsys, *RUN, "--checkpoint", "ck", "--output", "o.jsonl", "--dead-letter",
+        "ck/output.partial",
+    )  # fmt: skip
+    assert_user_error(code, err, "name the same file", "--dead-letter")
+
+
+@pytest.mark.parametrize("how", ["symlink", "hardlink"])
+def test_the_delay_note_of_generated_data_is_not_the_data(
+    capsys: pytest.CaptureFixture[str], work: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    monkeypatch.chdir(work)
+    (work / "g.csv").write_text("keep me\n")
+    _link(work, how, "g.csv", "g.csv.README.md")
+    code, err = run_main(
+        capsys, "data", "generate", "--out", "g.csv", "--seconds", "2", "--delay", "zipf:3,1"
+    )
+    assert_user_error(code, err, "name the same file", "g.csv.README.md")
+    assert (work / "g.csv").read_text() == "keep me\n"
+    no_temporaries(work)
+
+
+@pytest.mark.parametrize(
+    ("generator", "first", "second"),
+    [
+        ("keyed", "r.csv", "s.csv"),
+        ("keyed", "catalog.toml", "t.csv"),
+        ("multiway", "query.sql", "r.csv"),
+        ("x3", "README.md", "catalog.toml"),
+    ],
+)
+def test_the_files_of_a_generated_folder_are_distinct(
+    capsys: pytest.CaptureFixture[str],
+    work: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    generator: str,
+    first: str,
+    second: str,
+) -> None:
+    monkeypatch.chdir(work)
+    (work / "out").mkdir()
+    (work / "out" / second).write_text("keep me\n")
+    (work / "out" / first).symlink_to(work / "out" / second)
+    code, err = run_main(
+        capsys, "data", "generate", "--generator", generator, "--out", "out", "--seconds", "2"
+    )
+    assert_user_error(code, err, "name the same file", first, second)
+    assert (work / "out" / second).read_text() == "keep me\n"
+    no_temporaries(work)
+
+
+def test_bench_outputs_are_distinct(
+    capsys: pytest.CaptureFixture[str], work: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(work)
+    code, err = run_main(capsys, "bench", "q.sql", "--rates", "100", "--json", "b.png",
+                         "--plot", "b.png")  # fmt: skip
+    assert_user_error(code, err, "--json and --plot name the same file")
     assert "measuring" not in err

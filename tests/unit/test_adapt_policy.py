@@ -377,3 +377,32 @@ def test_checks_skip_the_optimizer_while_no_figure_moves_past_the_gate() -> None
     ctl.check(200, _Q2Figures(40_000.0, 200))  # type: ignore[arg-type]
     last, first = ctl.decisions[-1], ctl.decisions[0]
     assert last["running"]["utilization"] > 5 * first["running"]["utilization"]
+
+
+@pytest.mark.parametrize("strategy", ["jisc", "ms", "hybmig"])
+def test_a_forced_row_strategy_considers_only_the_plans_it_can_reach(strategy: str) -> None:
+    """At 5,000 tuples/s the all-row plan of j2 cannot keep up and the best plan puts the
+    join on DuckDB (what gms is asked to reach); a strategy that moves row-engine state
+    cannot get there, so the controller re-plans over the row engine only and never asks
+    for a columnar plan (which would stop the run with exit 2 at the migration point)."""
+    q = load_query(ROOT / "queries" / "keyed" / "j2.sql")
+    opts = OptimizerOptions()
+    low = MeasuredStatistics({"r": 20, "s": 20}, {}, KEYS, 60)
+    opt = optimize(q, opts, measured=low)
+    all_row = dict.fromkeys(opt.plan.topological(), "row")
+
+    class High(Figures):
+        def statistics(self) -> MeasuredStatistics:
+            return MeasuredStatistics({"r": 5_000, "s": 5_000}, {}, KEYS, 60)
+
+    def requests(name: str) -> list[object]:
+        ctl = make_controller(q, opts, opt.plan, all_row, None, 1, 1, planned_on=opt,
+                              dwell_checks=2, horizon_s=0, strategy=name)  # fmt: skip
+        got = [ctl.check(t, High()) for t in range(100, 106)]  # type: ignore[arg-type]
+        assert any("best" in d for d in ctl.decisions)  # it re-optimized
+        return [r for r in got if r is not None]
+
+    generic = requests("gms")
+    assert generic and set(generic[0].placement.values()) != {"row"}  # type: ignore[attr-defined]
+    for req in requests(strategy):
+        assert set(req.placement.values()) == {"row"}, req  # type: ignore[attr-defined]
