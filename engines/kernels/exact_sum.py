@@ -73,7 +73,8 @@ def decompose(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     mid = np.floor(rest * _2_32)
     low = rest - mid * _TWO_32
     sign = np.where(values < 0, -1, 1)
-    return limb, sign * low.astype(np.int64), sign * mid.astype(np.int64), sign * top.astype(np.int64)
+    p0, p1, p2 = (sign * part.astype(np.int64) for part in (low, mid, top))
+    return limb, p0, p1, p2
 
 
 _TWO_32, _TWO_64 = 2.0**32, 2.0**64
@@ -123,9 +124,7 @@ class ExactSums:
             return
         first = self._data.shape[0]
         self._slot[missing] = np.arange(first, first + missing.size)
-        self._data = np.concatenate(
-            [self._data, np.zeros((missing.size, self.capacity), np.int64)]
-        )
+        self._data = np.concatenate([self._data, np.zeros((missing.size, self.capacity), np.int64)])
 
     # -- updates ---------------------------------------------------------------------------
 

@@ -148,17 +148,13 @@ class KeyEncoder:
             return
         self._bits = need
         if sum(need) > _PACKED_BITS:
-            self._tuples = {
-                tuple(int(c[g]) for c in self._codes): g for g in range(self.size)
-            }
+            self._tuples = {tuple(int(c[g]) for c in self._codes): g for g in range(self.size)}
             return
         self._repack()
 
     def _repack(self) -> None:
         if self._tuples is not None:
-            self._tuples = {
-                tuple(int(c[g]) for c in self._codes): g for g in range(self.size)
-            }
+            self._tuples = {tuple(int(c[g]) for c in self._codes): g for g in range(self.size)}
             return
         packed = self._pack(self._codes) if self.size else np.zeros(0, np.int64)
         order = np.argsort(packed, kind="stable")
@@ -166,9 +162,7 @@ class KeyEncoder:
 
     # -- public ------------------------------------------------------------------------------
 
-    def encode(
-        self, columns: Sequence[pa.Array | pa.ChunkedArray], add: bool = True
-    ) -> np.ndarray:
+    def encode(self, columns: Sequence[pa.Array | pa.ChunkedArray], add: bool = True) -> np.ndarray:
         """The id of every row's key tuple; new tuples get new ids (``add``) or -1."""
         cols = [c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c for c in columns]
         if not cols:

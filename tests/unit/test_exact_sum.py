@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 from engines.kernels.exact_sum import ExactSums
 
 
-
 def reference(values: list[float]) -> float:
     """IEEE's answer for the non-finite cases, else the exact sum rounded once."""
     nan = any(math.isnan(v) for v in values)
