@@ -98,7 +98,8 @@ class KeyEncoder:
             return np.zeros(len(col), np.int64)
         lo, hi = pc.min_max(col).values()
         lo_v, hi_v = int(lo.as_py()), int(hi.as_py())
-        offset = self._offset[i] if self._offset[i] is not None else lo_v
+        known = self._offset[i]
+        offset: int = known if known is not None else lo_v
         top = max(hi_v, offset + int(self._codes[i].max(initial=1)) - 1)
         if max(top, hi_v) - min(lo_v, offset) >= 1 << 32:
             self._to_dictionary(i)
