@@ -33,6 +33,7 @@ def subplan_keys(
     (:data:`optimizer.statistics.SubplanKeys`)."""
     import duckdb
 
+    from engines.duckdb.engine import register_exact_sum
     from engines.sqlgen import group_sql
     from optimizer.ir.errors import HycqError
 
@@ -44,6 +45,7 @@ def subplan_keys(
     if not columns or any(c >= len(top) for c in columns):
         return None
     con = duckdb.connect()
+    register_exact_sum(con)  # the generated SQL sums DOUBLEs with it
     timer = threading.Timer(BUDGET_S, con.interrupt)
     try:
         con.execute("SET threads = 1")

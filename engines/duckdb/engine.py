@@ -15,8 +15,26 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+from duckdb import func as duckdb_func
+from duckdb import sqltypes
 
 from engines.columnar import ColumnarEngine, EngineFault, query_data_error
+from engines.kernels.exact_sum import list_sums
+from engines.sqlgen.dialects import EXACT_SUM_UDF
+
+
+def register_exact_sum(con: duckdb.DuckDBPyConnection) -> None:
+    """The correctly rounded SUM of DOUBLE (``engines.sqlgen.dialects.EXACT_SUM_UDF``) as a
+    vectorized Arrow UDF of ``con``."""
+    con.create_function(
+        EXACT_SUM_UDF,
+        list_sums,
+        [duckdb.list_type(sqltypes.DOUBLE)],
+        sqltypes.DOUBLE,
+        type=duckdb_func.PythonUDFType.ARROW,
+        null_handling=duckdb_func.FunctionNullHandling.SPECIAL,  # a list of NULLs sums to NULL
+        side_effects=False,
+    )
 
 
 class DuckDBEngine(ColumnarEngine):
@@ -41,6 +59,7 @@ class DuckDBEngine(ColumnarEngine):
         con = duckdb.connect(database=":memory:", config=config)
         # Integer modulo by zero yields NULL (docs/semantics.md) instead of an error.
         con.execute("SET error_on_division_by_zero = false")
+        register_exact_sum(con)
         return con
 
     def set_input(

@@ -44,6 +44,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 #: Bits per limb.
 LIMB_BITS = 32
@@ -284,3 +286,25 @@ def _round(digits: np.ndarray, lo: int) -> np.ndarray:
         value = np.ldexp(q.astype(np.float64), (lead - keep + 1).astype(np.int32))
     value = np.where(negative, -value, value)
     return np.where(any_digit, value, 0.0)
+
+
+def list_sums(lists: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """The correctly rounded sum of every list of doubles, NULL for a NULL list or one with
+    no non-NULL value: the SQL engines' ``hycq_exact_sum(list(x))`` (a vectorized UDF
+    registered by each engine, ``engines.sqlgen`` writes the calls).
+
+    Example:
+        >>> list_sums(pa.array([[1e16, 1.0, -1e16], None, [None], [0.1, 0.2]])).to_pylist()
+        [1.0, None, None, 0.30000000000000004]
+    """
+    if isinstance(lists, pa.ChunkedArray):
+        lists = lists.combine_chunks()
+    n = len(lists)
+    flat = lists.flatten()  # the values of non-NULL lists, NULL elements included
+    parents = pc.list_parent_indices(lists).to_numpy(zero_copy_only=False)
+    present = flat.is_valid().to_numpy(zero_copy_only=False)
+    values = flat.cast(pa.float64()).fill_null(0.0).to_numpy(zero_copy_only=False)
+    s = ExactSums(n)
+    s.add(parents[present], values[present])
+    out = s.sums(np.arange(n))
+    return pa.array(out, pa.float64(), mask=s.count[:n] == 0)

@@ -281,6 +281,19 @@ class SqlDialect:
         """Exact median of a DOUBLE argument (mean of the two middle values for even counts)."""
         return exp.Median(this=x)
 
+    def exact_sum(self, x: exp.Expr) -> exp.Expr:
+        """The correctly rounded SUM of a DOUBLE ``x`` (docs/semantics.md, "Floating-point
+        sums"). An engine's own SUM adds in an order of its choosing (threads, chunks), so
+        its last bits depend on how the data arrived; here the group's values are collected
+        (``ARRAY_AGG``, Spark's ``COLLECT_LIST``) and summed exactly by the vectorized UDF
+        every engine registers (``EXACT_SUM_UDF``: ``engines.kernels.exact_sum.list_sums``).
+        NULLs are skipped; a group without a value sums to NULL."""
+        return _fn(EXACT_SUM_UDF, exp.ArrayAgg(this=x))
+
+
+#: The UDF behind :meth:`SqlDialect.exact_sum`, registered by every columnar engine.
+EXACT_SUM_UDF = "hycq_exact_sum"
+
 
 class DuckDBDialect(SqlDialect):
     """DuckDB: the reference semantics, so constructs are emitted as they are."""

@@ -47,6 +47,7 @@ from hypothesis import strategies as st
 
 from engines.arrow_types import arrow_type
 from engines.columnar import QueryDataError
+from engines.duckdb.engine import register_exact_sum
 from engines.row.compile import (
     compile_filter,
     compile_map,
@@ -311,6 +312,7 @@ def group_inputs(ref: Reference, g: GroupSQL) -> dict[str, pa.Table]:
 
 def run_duckdb(sql: str, tables: dict[str, pa.Table]) -> pa.Table:
     con = duckdb.connect()
+    register_exact_sum(con)
     try:
         for name, table in tables.items():
             con.register(name, table)
