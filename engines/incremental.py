@@ -183,7 +183,10 @@ class IncrementalState:
             return True
         groups, share = self.shape
         kept = self.prices.kept(changed * share, groups)
-        again = self.prices.reevaluated(window, window * share, groups, bool(self.spec.where))
+        doubles = sum(1 for f, a, d in self.spec.calls if d and f in ("SUM", "AVG"))
+        again = self.prices.reevaluated(
+            window, window * share, groups, bool(self.spec.where), doubles
+        )
         return kept < (RESUME * again if self.resting else again)
 
     @property

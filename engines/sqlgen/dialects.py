@@ -293,12 +293,19 @@ class SqlDialect:
 
 #: The UDF behind :meth:`SqlDialect.exact_sum`, registered by every columnar engine.
 EXACT_SUM_UDF = "hycq_exact_sum"
+#: DuckDB's one-pass exact sum, a macro of its connections (engines/duckdb/exact_sums.py).
+SCALED_SUM_MACRO = "hycq_scaled_sum"
 
 
 class DuckDBDialect(SqlDialect):
-    """DuckDB: the reference semantics, so constructs are emitted as they are."""
+    """DuckDB: the reference semantics, so constructs are emitted as they are, but for the
+    exact SUM of DOUBLE: a macro summing the values scaled to 128-bit integers, at a scale
+    the engine searches (engines/duckdb/exact_sums.py), 2-3x faster than ARRAY_AGG."""
 
     name = "duckdb"
+
+    def exact_sum(self, x: exp.Expr) -> exp.Expr:
+        return _fn(SCALED_SUM_MACRO, x)
 
 
 class SparkDialect(SqlDialect):
