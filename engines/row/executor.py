@@ -121,6 +121,22 @@ class RowExecutor:
     def last_fired(self) -> int | None:
         return self.clock.last_fired
 
+    def late_policy(self) -> dict[str, str]:
+        """Per input stream what becomes of its late tuples: ``insert`` when ``--late
+        insert`` holds and only row windows read the stream (they take a late tuple that
+        still falls into a window to come, ``_rescuer``), ``drop`` otherwise (an Arrow
+        window feeding a MIG keeps timestamp order, and ``--late drop`` drops them all).
+        What a quality-driven policy prices (engines/disorder/quality.py)."""
+        streams = set(self.windows_by_stream) | set(self.arrow_windows_by_stream)
+        return {
+            s: "insert"
+            if self.late_insert
+            and self.windows_by_stream.get(s)
+            and not self.arrow_windows_by_stream.get(s)
+            else "drop"
+            for s in sorted(streams)
+        }
+
     def advance_stream(self, stream: str, ts: int) -> None:
         """See :meth:`engines.row.clock.EventClock.advance_stream`."""
         self.clock.advance_stream(stream, ts)
