@@ -168,6 +168,10 @@ class ColumnarConstants:
     #: and finalisation), on top of ``fixed``. 0 in profiles fitted before it existed,
     #: whose per-row constants and ``fixed`` hold it.
     op_fixed: float = 0.0
+    #: Per value a re-evaluated SUM/AVG of DOUBLE adds exactly (the group's values gathered
+    #: into a list and summed by hycq's exact-sum function, engines.kernels.exact_sum), on
+    #: top of ``aggregate``: per row an aggregate reads, per such call.
+    exact_sum: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -272,7 +276,13 @@ class AnalyticalCostModel:
             if e in self.engines
             and any(getattr(self.engines[e], f) is None and f in c for f in KEPT_FIXED)
         }
-        if not missing and not unpriced:
+        # A profile measured before exact sums existed (0: unpriced) takes the default.
+        stale = [
+            e
+            for e, c in defaults.items()
+            if e in self.engines and not self.engines[e].exact_sum and c.get("exact_sum")
+        ]
+        if not missing and not unpriced and not stale:
             return self
         engines = dict(self.engines)
         for engine, consts in missing.items():
@@ -285,6 +295,8 @@ class AnalyticalCostModel:
                 if k.startswith(KEPT_PREFIXES) and getattr(have, k.split("_")[0] + "_fixed") is None
             }
             engines[engine] = replace(have, **kept)
+        for engine in stale:
+            engines[engine] = replace(engines[engine], exact_sum=defaults[engine]["exact_sum"])
         return replace(self, engines=engines)
 
     # -- row engine -----------------------------------------------------------------------
@@ -389,7 +401,15 @@ def _per_op_terms(estimates: Estimates) -> dict[str, tuple[tuple[str, float], ..
 
 
 #: The per-row SQL cost terms of a DB-op (the fields of :class:`ColumnarConstants`).
-SQL_TERMS = ("select", "project", "aggregate", "aggregate_large", "join_input", "join_output")
+SQL_TERMS = (
+    "select",
+    "project",
+    "aggregate",
+    "aggregate_large",
+    "exact_sum",
+    "join_input",
+    "join_output",
+)
 
 
 def sql_terms(group: Group, estimates: Estimates) -> dict[str, float]:
@@ -445,7 +465,10 @@ def _kept_incrementally(
             rows = 2.0 * agg.total_in.value * agg.slide_seconds
             kept = prices.kept(rows, groups)
             reached = _input_rows(agg)
-            if kept >= prices.reevaluated(window, reached, groups, bool(chain)):
+            op = plan.op(op_id)
+            assert isinstance(op, Aggregate)
+            doubles = sum(1 for c in op.aggs if c.sums_doubles)
+            if kept >= prices.reevaluated(window, reached, groups, bool(chain), doubles):
                 continue
             cost += kept
         replaced.update([op_id, *chain])
@@ -686,7 +709,8 @@ def _project_rows(op: Project, est: OpEstimate) -> list[tuple[str, float]]:
 def _aggregate_rows(op: Aggregate, est: OpEstimate) -> list[tuple[str, float]]:
     rows = _input_rows(est)
     large = rows * large_group_share(est.cardinality.value)
-    return [("aggregate", rows), ("aggregate_large", large)]
+    doubles = sum(1 for c in op.aggs if c.sums_doubles)
+    return [("aggregate", rows), ("aggregate_large", large), ("exact_sum", rows * doubles)]
 
 
 @SQL_ROWS.register(Join)

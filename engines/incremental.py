@@ -183,7 +183,10 @@ class IncrementalState:
             return True
         groups, share = self.shape
         kept = self.prices.kept(changed * share, groups)
-        again = self.prices.reevaluated(window, window * share, groups, bool(self.spec.where))
+        doubles = sum(1 for f, a, d in self.spec.calls if d and f in ("SUM", "AVG"))
+        again = self.prices.reevaluated(
+            window, window * share, groups, bool(self.spec.where), doubles
+        )
         return kept < (RESUME * again if self.resting else again)
 
     @property
@@ -217,6 +220,10 @@ class PanedState:
         self.unpaid = 0  # consecutive slides the partials did not pay (see ``gave_up``)
         self.most_panes = 0  # the most chunks the window has held (growing: more)
         self.stats = IncrementalStats()
+        #: The scale of the DOUBLE sums' partials and the headroom bits it keeps (None: to
+        #: choose from the window; ``spec.doubles`` empty: unused).
+        self.scale: int | None = None
+        self.room = 0
 
     @property
     def ready(self) -> bool:
@@ -235,13 +242,40 @@ class PanedState:
 
     def invalidate(self) -> None:
         self.panes, self.blocks, self.table, self.block = {}, {}, None, 0
+        self.scale = None
 
     def _register(self, engine: ColumnarEngine, name: str, tables: list[pa.Table]) -> None:
         engine.set_input(name, list(enumerate(tables)), tables[0].schema)
 
     def _partial(self, engine: ColumnarEngine, chunk: pa.Table) -> pa.Table:
         self._register(engine, self.spec.new_table, [chunk])
-        return engine.query(self.spec.partial_sql(self.spec.new_table))
+        return engine.query(self.spec.partial_sql(self.spec.new_table, self.scale or 0, self.room))
+
+    def _choose_scale(self, engine: ColumnarEngine, rows: int) -> int:
+        """The scale of the DOUBLE sums for a window of ``rows`` rows, from the largest
+        magnitude its values have now (``engines.sqlgen.incremental.scale_for``)."""
+        magnitude = self.spec.magnitude_sql(self.spec.input_table)
+        m = engine.query(magnitude).column(0)[0].as_py() if magnitude else None
+        return scale_for(float(m) if m is not None else None, rows)
+
+    def _rescale(self, engine: ColumnarEngine, rows: int) -> bool:
+        """Pick a scale for the window (every pane is aggregated again at it); False when
+        it is the scale the partials already had (no scale sums the window exactly)."""
+        scale = self._choose_scale(engine, rows)
+        room = headroom(rows)
+        if scale == self.scale and room == self.room:
+            return False
+        self.panes, self.blocks, self.table = {}, {}, None
+        self.scale, self.room = scale, room
+        return True
+
+    def _bad(self, engine: ColumnarEngine, partials: list[pa.Table]) -> bool:
+        """Whether any of ``partials`` counts a value its scale could not sum exactly."""
+        sql = self.spec.bad_sql(self.spec.parts_table)
+        if sql is None or not partials:
+            return False
+        self._register(engine, self.spec.parts_table, partials)
+        return bool(engine.query(sql).column(0)[0].as_py())
 
     def _partials(self, engine: ColumnarEngine, chunks: list[pa.Table]) -> list[pa.Table]:
         """The partials of several chunks: one query when there are many (a rebuild after a
@@ -253,7 +287,9 @@ class PanedState:
             for i, t in enumerate(chunks)
         ]
         self._register(engine, self.spec.new_table, tagged)
-        both = engine.query(self.spec.partial_sql(self.spec.new_table, by_pane=True))
+        both = engine.query(
+            self.spec.partial_sql(self.spec.new_table, self.scale or 0, self.room, by_pane=True)
+        )
         panes = both.column("_pane").to_numpy()
         ends = np.searchsorted(panes, np.arange(len(chunks) + 1), side="left")
         rest = both.drop_columns(["_pane"])
@@ -270,9 +306,34 @@ class PanedState:
     ) -> None:
         """Bring the state up to the input's current ``chunks`` (oldest first; ``schema``
         is the input's, for an empty one)."""
+        try:
+            self._apply(engine, chunks, schema)
+        except QueryDataError as err:  # a 128-bit total overflowed its headroom
+            raise IncrementalUnavailable(f"{self.spec.op_id}: {err}") from err
+
+    def _apply(
+        self, engine: ColumnarEngine, chunks: Sequence[tuple[int, pa.Table]], schema: pa.Schema
+    ) -> None:
         spec = self.spec
         live = list(chunks)
-        built = self.table is None
+        rows = sum(t.num_rows for _, t in live)
+        # A scale keeps ``room`` bits free: sums of fewer than 2**(room + 1) values of the
+        # limit's size fit 128 bits. A first scale, or more room for a window that grew.
+        if spec.doubles and (self.scale is None or rows >= 1 << self.room):
+            self._rescale(engine, rows)
+        for attempt in range(2):
+            fresh = self._refresh(engine, live)
+            if not self._bad(engine, [p.partial for p in fresh]):
+                break
+            if attempt or not self._rescale(engine, rows):
+                raise IncrementalUnavailable(
+                    f"{spec.op_id}: the window's values cannot all be summed exactly in 128 "
+                    "bits (a non-finite value, or magnitudes too far apart)"
+                )
+        self._finish(engine, live, schema)
+
+    def _refresh(self, engine: ColumnarEngine, live: list[tuple[int, pa.Table]]) -> list[_Pane]:
+        """Aggregate the chunks without a current partial; the new panes."""
         if block_size(len(live)) > self.block:  # the window has grown: larger blocks
             self.block, self.blocks = block_size(len(live)), {}
         old = self.panes
@@ -299,6 +360,14 @@ class PanedState:
             else:
                 panes[cid] = old[cid]
         self.panes = panes
+        return [panes[live[i][0]] for i in fresh]
+
+    def _finish(
+        self, engine: ColumnarEngine, live: list[tuple[int, pa.Table]], schema: pa.Schema
+    ) -> None:
+        """Merge the blocks and loose panes into the state (when the partials pay)."""
+        spec, panes = self.spec, self.panes
+        built = self.table is None
         by_seq = {p.seq: p for p in panes.values() if p.seq is not None}
         b = self.block
         usable: dict[int, pa.Table] = {}
@@ -330,7 +399,7 @@ class PanedState:
             return
         self.unpaid = 0
         self._register(engine, spec.parts_table, parts)
-        table = engine.query(spec.final_sql(spec.parts_table))
+        table = engine.query(spec.final_sql(spec.parts_table, self.scale or 0))
         engine.set_input(spec.state_table, [(0, table)], table.schema)
         self.table = table
         if built:

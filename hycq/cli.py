@@ -1388,7 +1388,8 @@ def _quality(args: argparse.Namespace) -> int:
     lines.append(
         f"recall {overall} ({r['matched']} matched, {r['missing']} missing, {r['extra']} "
         f"extra); gamma over {args.recall_period:g} s: {r['measurements']} measurements, "
-        f"min {_fmt(r['min_gamma'])}"
+        f"min {_fmt(r['min_gamma'])}; periods after the first: least "
+        f"{_fmt(r['worst_period_after_first'])}"
     )
     if "phi_gamma" in r:
         lines.append(

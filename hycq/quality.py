@@ -12,7 +12,8 @@ the slide instant. The measures are those of Ji's dissertation (section 4.3):
   measured at every true instant ``T`` over ``(T - P, T]``; **Phi(Gamma)** (Eq. 4.11) is the
   share of those
   measurements with ``gamma >= Gamma``, leaving out those of the first ``P`` (the
-  dissertation's warm-up). Recall per tumbling period ``[kP, (k+1)P)`` is listed as well.
+  dissertation's warm-up). Recall per tumbling period ``[kP, (k+1)P)`` is listed as well,
+  and the least of them after the first (``worst_period_after_first``).
 * **Relative error** (section 4.1), for windowed aggregates: for every true result (an instant
   and a group key) and every value column, ``eps = |A - A^| / |A|`` (``A`` true, ``A^``
   produced; ``eps = 0`` when both are 0, infinite when only ``A`` is 0). A group the run did
@@ -247,6 +248,9 @@ def _recall(result: pa.Table, truth: pa.Table, spec: QualitySpec) -> dict[str, A
             for kk, a, b in zip(ks, pt, pg, strict=True)
         ]
     out["periods"] = periods
+    # The target holds per period after the first (the warm-up's): the least of those.
+    later = [q["recall"] for q in periods[1:] if q["recall"] is not None]
+    out["worst_period_after_first"] = float(min(later)) if later else None
     # Sliding gamma(P) at every true instant T over (T - P, T] (Eq. 4.3), and Phi (Eq. 4.11).
     gammas = sliding_recall(instants, true_n, got_n, p)
     measured = instants >= (instants[0] + p) if len(instants) else np.zeros(0, bool)

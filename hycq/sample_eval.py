@@ -33,6 +33,7 @@ def subplan_keys(
     (:data:`optimizer.statistics.SubplanKeys`)."""
     import duckdb
 
+    from engines.duckdb.exact_sums import prepare, run_sql
     from engines.sqlgen import group_sql
     from optimizer.ir.errors import HycqError
 
@@ -44,6 +45,7 @@ def subplan_keys(
     if not columns or any(c >= len(top) for c in columns):
         return None
     con = duckdb.connect()
+    prepare(con)  # the generated SQL sums DOUBLEs exactly with its macro
     timer = threading.Timer(BUDGET_S, con.interrupt)
     try:
         con.execute("SET threads = 1")
@@ -57,14 +59,14 @@ def subplan_keys(
             con.register(table, t)
         keys = ", ".join(f"c{c}" for c in columns)
         timer.start()
-        row = con.execute(f"SELECT COUNT(*) FROM (SELECT DISTINCT {keys} FROM ({g.sql}) AS t)")
-        got = row.fetchone()
+        counted = run_sql(con, f"SELECT COUNT(*) FROM (SELECT DISTINCT {keys} FROM ({g.sql}) AS t)")
+        got = counted.column(0)[0].as_py() if counted.num_rows else None
     except duckdb.Error:
         return None  # interrupted (too slow) or an engine error: no measurement
     finally:
         timer.cancel()
         con.close()
-    return float(got[0]) if got is not None else None
+    return float(got) if got is not None else None
 
 
 def _stream_of(plan: LogicalPlan, op_id: str) -> str | None:

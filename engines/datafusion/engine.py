@@ -36,6 +36,8 @@ import pyarrow as pa
 
 from engines import interrupts
 from engines.columnar import ColumnarEngine, EngineFault, query_data_error
+from engines.kernels.exact_sum import list_sums
+from engines.sqlgen.dialects import EXACT_SUM_UDF
 from optimizer.ir.errors import ConfigError
 
 #: Session settings that make DataFusion's results typed as hycq's (see the module docstring).
@@ -88,7 +90,17 @@ class DataFusionEngine(ColumnarEngine):
         try:
             for key, value in self.conf.items():
                 config = config.set(key, value)
-            return self._df.SessionContext(config)
+            ctx = self._df.SessionContext(config)
+            ctx.register_udf(
+                self._df.udf(
+                    list_sums,
+                    [pa.list_(pa.float64())],
+                    pa.float64(),
+                    "immutable",
+                    name=EXACT_SUM_UDF,  # the correctly rounded SUM (engines.sqlgen.dialects)
+                )
+            )
+            return ctx
         except Exception as err:  # noqa: BLE001 - DataFusion raises plain Exception
             raise EngineFault(f"cannot start DataFusion: {_first_line(err)}") from None
 

@@ -41,7 +41,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from engines.disorder.delay_model import expected_coverage
+from engines.disorder.delay_model import expected_coverage, in_order_share
 
 #: Aggregates whose coverage threshold is modelled.
 AGGREGATES = ("sum", "count", "avg")
@@ -100,13 +100,23 @@ def am_slack(
     granularity: int,
     max_delay: int,
     k_sync: int = 0,
+    drop: bool = False,
 ) -> int:
     """Alg. 4.4: the least K in ``0, g, 2g, ...`` whose expected coverage reaches
     ``threshold``, searching no further than the largest recent delay (K is then that delay
-    rounded up to g: every tuple waits for every earlier one)."""
+    rounded up to g: every tuple waits for every earlier one).
+
+    ``drop``: the engine drops late tuples (a columnar window, ``--late drop``) instead of
+    inserting them into the windows still to come. A tuple behind the buffer then counts in
+    no window, however old the window is when its result is produced, so the coverage of
+    every window is the share of tuples in order after the buffer, ``F_{D^K}(0)``
+    (:func:`~engines.disorder.delay_model.in_order_share`), not Eq. 3.5's."""
     top = -(-max(0, max_delay) // granularity)
     ks = np.arange(top + 1, dtype=np.int64) * granularity
-    cover = expected_coverage(cdf, window, basic, granularity, ks, k_sync)
+    if drop:
+        cover = in_order_share(cdf, granularity, ks, k_sync)
+    else:
+        cover = expected_coverage(cdf, window, basic, granularity, ks, k_sync)
     ok = np.nonzero(cover >= threshold - 1e-12)[0]
     return int(ks[ok[0]]) if len(ok) else int(ks[-1])
 
@@ -174,9 +184,10 @@ class CoverageMonitor:
             self._rcv = np.concatenate([self._rcv, np.zeros(extra, np.int64)])
             self._miss = np.concatenate([self._miss, np.zeros(extra, np.int64)])
 
-    def arrive(self, ts: np.ndarray, closed_up_to: int) -> None:
+    def arrive(self, ts: np.ndarray, closed_up_to: int, dropped: np.ndarray | None = None) -> None:
         """Tuples with timestamps ``ts`` arrived while the windows at instants ``<=
-        closed_up_to`` had been produced: they count as missed there, received after."""
+        closed_up_to`` had been produced: they count as missed there, received after;
+        those ``dropped`` (late tuples the engine drops) count as missed in every window."""
         ts = np.asarray(ts, dtype=np.int64)
         if not len(ts):
             return
@@ -185,6 +196,8 @@ class CoverageMonitor:
         closed = closed_up_to // self.slide
         self._grow(int(first.min()), int(last.max()))
         split = np.clip(closed + 1, first, last + 1)  # windows first..split-1 are missed
+        if dropped is not None:
+            split = np.where(np.asarray(dropped, dtype=bool), last + 1, split)
         size = len(self._rcv)
         diff_m = np.zeros(size + 1, np.int64)
         diff_r = np.zeros(size + 1, np.int64)

@@ -18,11 +18,24 @@ ratios the models use, sel(K) / sel and produced / true). The join must be an eq
 whose keys form one class over all its streams (``a.k = b.k AND b.k = c.k``, x3); other
 joins get no counts (the policy then falls back to EqSel, and PD holds K).
 
-``produced`` is estimated the same way (:meth:`JoinCounter.arrived` with ``late``): a result
-is lost only when the tuple that completes it is late (released behind its stream, it
-enters the windows without probing) and every partner has already been released (none is
-still held to probe it later). The engine's own late rule goes by fired instants, so a
-tuple released behind by less than a slide still probes: the estimate counts it lost.
+``produced`` follows what the engine does with a late tuple (:meth:`JoinCounter.arrived`
+with ``late``: the tuples the engine may find behind an instant already fired), per stream
+(``drop``: the streams whose late tuples are dropped, a columnar window or ``--late drop``,
+docs/disorder.md):
+
+* a tuple that is not late produces every result it completes with the *kept* tuples of the
+  other streams (those not dropped): the engine evaluates each instant's relations, so a
+  pair is produced once both are in their windows, whichever was released first;
+* a late tuple of a ``drop`` stream produces nothing and is not kept: the results later
+  partners would complete with it are lost too;
+* a late tuple of an ``insert`` stream enters its windows at the first instant ``N`` after
+  the one fired (the caller gives an upper bound of ``N``): it produces its results with the
+  kept partners whose windows are still open at ``N`` (``ts_j > N - W_j``), none when its
+  own window has closed by then (``ts <= N - W_i``: not taken, dropped like the above).
+
+Counted lost is a superset of what the engine loses when ``late`` is (the caller marks a
+tuple late when it is not after the last instant that *could* have fired) and ``N`` is an
+upper bound: the estimate of the recall errs low.
 
 Vectorised: per stream one sorted array of timestamps and one of ``key code * 2^40 + ts -
 base``; an arriving batch costs one ``searchsorted`` pair per other stream and one merge.
@@ -30,7 +43,7 @@ base``; an arriving batch costs one ``searchsorted`` pair per other stream and o
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -42,9 +55,16 @@ _SPAN = 1 << 40
 class JoinCounter:
     """Arrival-order join counts (module docstring). ``windows``: per stream its window
     range (ticks); ``keys``: per stream its join key column; ``horizon``: ticks beyond the
-    largest window that arrived tuples are kept for late partners."""
+    largest window that arrived tuples are kept for late partners; ``drop``: the streams
+    whose late tuples the engine drops (module docstring)."""
 
-    def __init__(self, windows: Mapping[str, int], keys: Mapping[str, int], horizon: int) -> None:
+    def __init__(
+        self,
+        windows: Mapping[str, int],
+        keys: Mapping[str, int],
+        horizon: int,
+        drop: Collection[str] = (),
+    ) -> None:
         self.windows = dict(windows)
         self.keys = dict(keys)
         self.horizon = max(0, int(horizon))
@@ -52,6 +72,10 @@ class JoinCounter:
         self.base: int | None = None
         self.ts: dict[str, np.ndarray] = {s: np.empty(0, np.int64) for s in windows}
         self.comp: dict[str, np.ndarray] = {s: np.empty(0, np.int64) for s in windows}
+        #: ``comp`` of the tuples kept (not dropped as late): the partners that produce.
+        self.kept: dict[str, np.ndarray] = {s: np.empty(0, np.int64) for s in windows}
+        #: Streams whose late tuples are dropped (the others insert them).
+        self.drop: set[str] = set(drop)
         self.top: int | None = None
 
     def codes(self, column: pa.Array | pa.ChunkedArray) -> np.ndarray:
@@ -72,27 +96,36 @@ class JoinCounter:
         batch: pa.RecordBatch,
         ts: np.ndarray,
         late: np.ndarray | None = None,
-        k: int = 0,
+        opens: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Count, for each tuple of ``batch`` (arriving on ``stream``, timestamps ``ts``), the
-        combinations and results it completes; then remember the tuples. Returns
-        ``(n_cross, n_join, n_produced)`` as float arrays.
+        combinations and results it completes, and those of its results the run produces;
+        then remember the tuples. Returns ``(n_cross, n_join, n_produced)`` as float arrays.
 
-        ``late``: the tuples released behind their stream's progress (delay > ``k``, the
-        K of every stream): they enter the windows without probing, so of the results they
-        complete only those with a partner still held in its buffer (``ts_j > T_j - k``,
-        ``T_j`` that stream's largest timestamp) are produced, when that partner is released
-        and probes. Every other tuple produces all the results it completes."""
+        ``late``: per tuple, whether the engine may take it as late; ``opens``: per tuple,
+        an upper bound of the first instant at which a late tuple inserted into its windows
+        counts (default: its timestamp plus the largest window, so nothing is produced).
+        What a late tuple produces: module docstring."""
         ts = np.asarray(ts, dtype=np.int64)
         n = len(ts)
         if self.base is None and n:
             self.base = int(ts.min()) - (1 << 38)
         code = self.codes(batch.column(self.keys[stream]))
+        w_i = self.windows[stream]
+        late_mask = np.zeros(n, bool) if late is None else np.asarray(late, dtype=bool)
+        if opens is None:
+            opens = ts + max(self.windows.values())
+        opens = np.asarray(opens, dtype=np.int64)
+        # A late tuple is lost to the windows of a drop stream, and to an insert stream's
+        # when its own window has closed by the instant it would count in.
+        closed = np.ones(n, bool) if stream in self.drop else opens >= ts + w_i
+        dropped = late_mask & closed
+        inserted = late_mask & ~dropped
         cross = np.ones(n)
         join = np.ones(n)
-        lost = np.ones(n)
-        w_i = self.windows[stream]
+        produced = np.where(dropped, 0.0, 1.0)
         base = self.base or 0
+        key = code * _SPAN - base
         for other, w_j in self.windows.items():
             if other == stream:
                 continue
@@ -100,35 +133,34 @@ class JoinCounter:
             t_j = self.ts[other]
             cross *= np.searchsorted(t_j, hi, "left") - np.searchsorted(t_j, lo, "right")
             c_j = self.comp[other]
-            key = code * _SPAN - base
-            first = np.searchsorted(c_j, key + lo, "right")
-            m = np.searchsorted(c_j, key + hi, "left") - first
+            m = np.searchsorted(c_j, key + hi, "left") - np.searchsorted(c_j, key + lo, "right")
             join *= np.where(code >= 0, m, 0)
-            if late is not None and len(t_j):
-                released = int(t_j.max()) - k  # partners at or below it have gone out
-                upto = np.minimum(hi - 1, released)
-                out = np.maximum(np.searchsorted(c_j, key + upto, "right") - first, 0)
-                lost *= np.where(code >= 0, out, 0)
-        produced = join.copy()
-        if late is not None:
-            produced = np.where(late, join - lost, join)
-        self._remember(stream, ts, code)
+            # Kept partners; an inserted late tuple meets those still in their windows at
+            # the instant it counts in.
+            k_j = self.kept[other]
+            low = np.where(inserted, np.maximum(lo, opens - w_j), lo)
+            got = np.searchsorted(k_j, key + hi, "left") - np.searchsorted(k_j, key + low, "right")
+            produced *= np.where(code >= 0, np.maximum(got, 0), 0)
+        self._remember(stream, ts, code, ~dropped)
         return cross, join, produced
 
-    def _remember(self, stream: str, ts: np.ndarray, code: np.ndarray) -> None:
+    def _remember(self, stream: str, ts: np.ndarray, code: np.ndarray, kept: np.ndarray) -> None:
         if not len(ts):
             return
         self.top = int(ts.max()) if self.top is None else max(self.top, int(ts.max()))
         keep = code >= 0
-        comp = code[keep] * _SPAN + (ts[keep] - (self.base or 0))
+        base = self.base or 0
+        comp = code[keep] * _SPAN + (ts[keep] - base)
         self.ts[stream] = np.sort(np.concatenate([self.ts[stream], ts]), kind="stable")
         self.comp[stream] = np.sort(np.concatenate([self.comp[stream], comp]), kind="stable")
+        kept_comp = code[keep & kept] * _SPAN + (ts[keep & kept] - base)
+        self.kept[stream] = np.sort(np.concatenate([self.kept[stream], kept_comp]), kind="stable")
         # Forget what no future tuple can meet: older than every window plus the horizon.
         floor = self.top - max(self.windows.values()) - self.horizon
         t = self.ts[stream]
         if len(t) and t[0] < floor - max(self.windows.values()):
             cut = np.searchsorted(t, floor, "left")
             self.ts[stream] = t[cut:]
-            c = self.comp[stream]
-            rel = c % _SPAN + (self.base or 0)
-            self.comp[stream] = c[rel >= floor]
+            for arrays in (self.comp, self.kept):
+                c = arrays[stream]
+                arrays[stream] = c[c % _SPAN + base >= floor]

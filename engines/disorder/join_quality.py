@@ -82,21 +82,47 @@ def expected_recall(
     ks: np.ndarray,
     k_sync: Sequence[int] | None = None,
     sel_ratio: np.ndarray | float = 1.0,
+    drop: Sequence[bool] | None = None,
+    reinsert: bool = False,
+    slide: int = 0,
 ) -> np.ndarray:
-    """gamma(L, K) of Eq. 4.6 for each K in ``ks`` (one delay CDF and window per stream)."""
+    """gamma(L, K) of Eq. 4.6 for each K in ``ks`` (one delay CDF and window per stream).
+
+    ``reinsert``: a late tuple that is not dropped joins, from the next instant on, with
+    every partner still in its window (this repository's row engine, ``--late insert``,
+    docs/disorder.md), not only with the tuples that arrive after it (Alg. 4.6): for two
+    streams the recall is then :func:`pair_recall` (``slide``: the windows' slide, ticks);
+    for more, Eq. 4.6 is kept, which counts lost a superset of what such a run loses.
+
+    ``drop``: per stream, whether the engine drops its late tuples (a columnar window,
+    ``--late drop``) instead of inserting them (Alg. 4.6). A dropped tuple is in no window,
+    so as the earlier member of a result it counts only when it was in order after the
+    buffer: ``V_j(K) = W_j f_{D_j^K}(0)`` instead of ``W_j Cvrg_j(K)`` (however long it had
+    to arrive). The later member must be in order either way (``f_{D_i^K}(0)``)."""
     m = len(cdfs)
     if m != len(windows) or m < 2:
         raise ValueError("a join needs two or more streams, one CDF and window each")
+    drops = list(drop) if drop is not None else [False] * m
+    if len(drops) != m:
+        raise ValueError("one drop flag per stream")
     ks = np.asarray(ks, dtype=np.int64)
     sync = list(k_sync) if k_sync is not None else [0] * m
+    if reinsert and m == 2:
+        pair = pair_recall(cdfs, windows, granularity, ks, sync, drops, slide)
+        return np.asarray(sel_ratio) * pair
     w = np.asarray(windows, dtype=np.float64)
+    f0 = np.stack([in_order_share(cdfs[i], granularity, ks, sync[i]) for i in range(m)])
     v = np.stack(
         [
-            w[j] * expected_coverage(cdfs[j], windows[j], basic, granularity, ks, sync[j])
+            w[j]
+            * (
+                f0[j]
+                if drops[j]
+                else expected_coverage(cdfs[j], windows[j], basic, granularity, ks, sync[j])
+            )
             for j in range(m)
         ]
     )  # V_j(K), shape (m, len(ks))
-    f0 = np.stack([in_order_share(cdfs[i], granularity, ks, sync[i]) for i in range(m)])
     num = np.zeros(len(ks))
     den = 0.0
     for i in range(m):
@@ -104,6 +130,77 @@ def expected_recall(
         num += f0[i] * np.prod(v[others], axis=0)
         den += float(np.prod(w[others]))
     return np.asarray(sel_ratio) * num / den
+
+
+def pair_recall(
+    cdfs: Sequence[np.ndarray],
+    windows: Sequence[int],
+    granularity: int,
+    ks: np.ndarray,
+    k_sync: Sequence[int],
+    drop: Sequence[bool],
+    slide: int = 0,
+) -> np.ndarray:
+    """The expected recall of a two-stream window join for each K in ``ks`` when a late
+    tuple that is not dropped joins, from the next instant on, with every partner still in
+    its window (``--late insert`` on the row engine); ``drop[i]``: stream ``i`` drops its
+    late tuples instead.
+
+    A tuple of delay ``d`` behind a buffer ``K`` (plus its sync slack) is late by ``e = d -
+    K`` when ``d > K``; inserted, it counts from an instant at most ``e + s`` after its
+    timestamp (``s``: the slide). Take a result whose member from stream ``i`` is the later
+    one, by ``Delta`` (uniform in ``[0, W_j)`` for steady rates; the results with ``i``
+    later are a share ``W_j / (W_i + W_j)``). It is produced when both members count before
+    the first of the two windows closes, ``min(ts_j + W_j, ts_i + W_i)``:
+
+    * the later one: ``e_i + s < min(W_j - Delta, W_i)``, so on average over ``Delta`` the
+      probability is ``mean_{u in (0, W_j]} F_i(K + max(0, min(u, W_i) - s))``;
+    * the earlier one: ``e_j + s < min(W_j, Delta + W_i)``, taken as ``e_j + s <
+      min(W_i, W_j)`` (never more than that): ``F_j(K + max(0, min(W_i, W_j) - s))``;
+    * a member of a dropping stream must be in order: ``F(K)``.
+
+    Delays are independent across tuples, and coarse (grid ``g``, rounded down: the
+    estimate errs low). Vectorised over K with prefix sums of the CDFs.
+
+    Example: a stream in order and one half in order, half one tick late, 2-tick windows,
+    slide 1: a result is lost only when its late member counts after the window closes:
+        >>> cdf0, cdf1 = np.array([1.0]), np.array([0.5, 1.0])
+        >>> [round(float(x), 3) for x in pair_recall([cdf0, cdf1], [2, 2], 1, np.array([0, 1]),
+        ...                                            [0, 0], [False, False], 1)]
+        [0.875, 1.0]
+    """
+    if len(cdfs) != 2:
+        raise ValueError("pair_recall is for two streams")
+    ks = np.asarray(ks, dtype=np.int64)
+    g = max(1, int(granularity))
+    sg = -(-max(0, int(slide)) // g)
+    wg = [max(1, int(w) // g) for w in windows]
+    base = [(ks + int(k_sync[i])) // g for i in range(2)]
+    span = int(max(b.max() for b in base)) + max(wg) + 2 if len(ks) else 2
+    ext = []
+    for cdf in cdfs:
+        e = np.ones(span)
+        e[: min(len(cdf), span)] = cdf[:span]
+        ext.append(e)
+    terms = []
+    for i, j in ((0, 1), (1, 0)):
+        c_i, c_j = ext[i], ext[j]
+        earlier = c_j[base[j] + (0 if drop[j] else max(0, min(wg[0], wg[1]) - sg))]
+        if drop[i]:
+            later = c_i[base[i]]
+        else:
+            # mean over m = 1..M of c_i[base + max(0, min(m, W_i) - sg)], M = W_j / g
+            big_m, w_i = wg[j], wg[i]
+            prefix = np.concatenate([[0.0], np.cumsum(c_i)])
+            flat0 = min(big_m, sg)  # m <= sg: no allowance
+            hi = max(0, min(big_m, w_i) - sg)  # then allowances 1..hi, one m each
+            tail = max(0, big_m - w_i)  # m > W_i: the allowance stays at W_i - sg
+            total = flat0 * c_i[base[i]] + prefix[base[i] + hi + 1] - prefix[base[i] + 1]
+            total = total + tail * c_i[base[i] + max(0, w_i - sg)]
+            later = total / big_m
+        terms.append(later * earlier)
+    w0, w1 = float(windows[0]), float(windows[1])
+    return np.asarray((terms[0] * w1 + terms[1] * w0) / (w0 + w1))
 
 
 def true_results(
@@ -214,12 +311,22 @@ def am_join_slack(
     max_delay: int,
     k_sync: Sequence[int] | None = None,
     monitor: SelectivityMonitor | None = None,
+    drop: Sequence[bool] | None = None,
+    reinsert: bool = False,
+    slide: int = 0,
 ) -> int:
     """Alg. 4.7: the least common K in ``0, g, 2g, ...`` (at most ``max_delay`` rounded up
-    to g) whose expected recall reaches ``target`` (NonEqSel when ``monitor`` has counts)."""
+    to g) whose expected recall reaches ``target`` (NonEqSel when ``monitor`` has counts,
+    its ratio capped at 1;
+    ``drop``, ``reinsert``, ``slide``: what the engine does with late tuples,
+    :func:`expected_recall`)."""
     top = -(-max(0, max_delay) // granularity)
     ks = np.arange(top + 1, dtype=np.int64) * granularity
-    ratio = monitor.ratio(ks) if monitor is not None else 1.0
-    gamma = expected_recall(cdfs, windows, basic, granularity, ks, k_sync, ratio)
+    # The selectivity ratio may only lower the estimate (our choice): counted per interval
+    # it is noisy, and a ratio above 1 at small K made AM pick K = 0 at Gamma = 0.99.
+    ratio = np.minimum(monitor.ratio(ks), 1.0) if monitor is not None else 1.0
+    gamma = expected_recall(
+        cdfs, windows, basic, granularity, ks, k_sync, ratio, drop, reinsert, slide
+    )
     ok = np.nonzero(gamma >= target - 1e-12)[0]
     return int(ks[ok[0]]) if len(ok) else int(ks[-1])

@@ -103,7 +103,9 @@ class KSlackBuffer:
         #: largest arrived timestamp then): what :meth:`arrived_when_past` looks up.
         self._progress: deque[tuple[np.ndarray, np.ndarray]] = deque()
         #: A quality-driven policy's buffer-side feedback hook (engines/disorder/quality.py):
-        #: ``arrived(stream, batch, timestamps, bound before the batch)``, or None.
+        #: ``arrived(stream, batch, timestamps, bound before the batch, bound after each
+        #: tuple)``, or None. Called after K is asked for: the bounds are those of the K the
+        #: batch is released with (a tuple with ``ts <=`` its own bound is released at once).
         self._arrived = getattr(policy, "arrived", None)
 
     def arrived_when_past(self, instant: int) -> int | None:
@@ -148,13 +150,13 @@ class KSlackBuffer:
         st.arrived += n
         st.max_delay = max(st.max_delay, int(delays.max()))
         self.policy.observe(self.stream, delays, self.top)
-        if self._arrived is not None:
-            self._arrived(self.stream, batch, ts, self.bound)
         k = self.k()
         st.sample_k(self.top, k)
         bounds = running - k
         if self.bound is not None:
             bounds = np.maximum(bounds, self.bound)
+        if self._arrived is not None:
+            self._arrived(self.stream, batch, ts, self.bound, bounds)
         self.bound = int(bounds[-1])
         # Release arrival of each held (older) and each new tuple: the first arrival in this
         # batch whose bound reaches its timestamp (n: still held).

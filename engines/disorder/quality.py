@@ -23,9 +23,16 @@ What each query shape gets (docs/disorder-quality.md, "Running it"):
   per tuple its delay, cross-product and result counts, for NonEqSel; the results produced,
   for Gamma' and PD). Other joins: AM works from the delays alone (EqSel), PD holds K.
 
+The run loop also passes ``late``: per stream what the engine does with a late tuple
+(engines/row/executor.py ``late_policy``: ``insert`` into the row windows still to come, or
+``drop``: a window feeding a columnar engine, ``--late drop``; a stream the engine says
+nothing of, as in a migrating run, drops). The models price it and the join counts follow
+it; which tuples the engine may find late, and when an inserted one counts, is estimated
+from the buffers' bounds (:meth:`QualityDriven._lateness`).
+
 Anything else (MIN, MAX, several aggregates, count-based windows, a join without a recall
-target, an aggregate without an error target) is an OptionError (exit 2) before the first
-tuple is read, saying what is supported.
+target, an aggregate without an error target, PD with an error target) is an OptionError
+(exit 2) before the first tuple is read, saying what is supported.
 """
 
 from __future__ import annotations
@@ -119,9 +126,11 @@ def _join_key_class(plan: LogicalPlan, streams: Mapping[str, int]) -> dict[str, 
 
 class PlanShape:
     """What the quality policy and its feedback need of a plan: the QueryShape, and per
-    stream the source columns of the aggregated attribute and of the group keys."""
+    stream the source columns of the aggregated attribute and of the group keys. ``late``:
+    per stream what the engine does with its late tuples (``insert`` or ``drop``), priced
+    by the models."""
 
-    def __init__(self, plan: LogicalPlan, tps: int) -> None:
+    def __init__(self, plan: LogicalPlan, tps: int, late: Mapping[str, str] | None = None) -> None:
         windows: dict[str, int] = {}
         slides: list[int] = []
         for op_id in plan.ids_of("window"):
@@ -137,6 +146,8 @@ class PlanShape:
             slides.append(int(w.slide))
         if not windows:
             raise OptionError("--disorder quality: the query has no time window", hint=SUPPORTED)
+        #: The plan's slides (ticks): its instants are their multiples.
+        self.slides = sorted(set(slides))
         self.join = bool(plan.ids_of("join"))
         #: Per stream the join key column (one key class over all streams), else None.
         self.join_keys = _join_key_class(plan, windows) if self.join else None
@@ -175,7 +186,11 @@ class PlanShape:
                 found = _source_of(plan, below, key.index) if isinstance(key, ColumnRef) else None
                 if found is not None:
                     self.keys.setdefault(found[0], []).append(found[1])
-        self.shape = QueryShape(windows, min(slides), tps, aggregate)
+        # A stream the engine says nothing of (a migrating run) drops its late tuples.
+        modes = {s: (late or {}).get(s, "drop") for s in windows}
+        self.shape = QueryShape(
+            windows, min(slides), tps, aggregate, modes, max(slides), reinsert=True
+        )
 
 
 class QualityDriven:
@@ -195,7 +210,12 @@ class QualityDriven:
         #: Join counts at the buffers (NonEqSel, produced) when the join's keys allow them.
         self.counter: JoinCounter | None = None
         if not self._aggregate and plan.join_keys is not None:
-            self.counter = JoinCounter(plan.shape.windows, plan.join_keys, 0)
+            self.counter = JoinCounter(
+                plan.shape.windows,
+                plan.join_keys,
+                0,
+                [s for s in plan.shape.windows if plan.shape.drops(s)],
+            )
         self._delays: dict[str, np.ndarray] = {}
         self.join_fed = 0
         #: Arrivals reach the buffers in steps of this many ticks of each stream's progress
@@ -210,15 +230,27 @@ class QualityDriven:
             self._delays[stream] = delays
 
     def arrived(
-        self, stream: str, batch: pa.RecordBatch, ts: np.ndarray, closed_up_to: int | None
+        self,
+        stream: str,
+        batch: pa.RecordBatch,
+        ts: np.ndarray,
+        closed_up_to: int | None,
+        bounds: np.ndarray | None = None,
     ) -> None:
-        """Buffer-side feedback of one arriving batch (module docstring)."""
+        """Buffer-side feedback of one arriving batch (module docstring). ``bounds``: the
+        buffer's bound after each tuple (what the tuples the engine may find late, and the
+        instant a late one counts from, are estimated by)."""
+        late, opens = self._lateness(ts, bounds)
         if not self._aggregate:
-            self._join_arrived(stream, batch, ts)
+            self._join_arrived(stream, batch, ts, late, opens)
             return
         figures: dict[str, Any] = {"timestamps": ts}
         if closed_up_to is not None:
             figures["closed_up_to"] = closed_up_to
+        if late is not None and opens is not None:
+            window = self.plan.shape.windows[stream]
+            gone = np.ones(len(ts), bool) if self.plan.shape.drops(stream) else opens >= ts + window
+            figures["dropped"] = late & gone
         col = self.plan.values.get(stream)
         if col is not None:
             v = pc.cast(batch.column(col), pa.float64()).to_numpy(zero_copy_only=False)
@@ -234,16 +266,43 @@ class QualityDriven:
             figures["groups"] = len(seen)
         self.model.feedback(stream, figures)
 
-    def _join_arrived(self, stream: str, batch: pa.RecordBatch, ts: np.ndarray) -> None:
+    def _lateness(
+        self, ts: np.ndarray, bounds: np.ndarray | None
+    ) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """Per tuple: may the engine find it late, and an upper bound of the first instant a
+        late one counts in (None without ``bounds``). A tuple released with the buffer's
+        bound at ``B`` reaches an engine whose clock is at most ``B`` (every stream's
+        progress is at most its bound, docs/semantics.md), so the last instant fired is at
+        most the last plan instant below ``B``: the tuple is late only if it is not after
+        that one, and it counts from the next instant of its window on, at most a slide
+        later."""
+        if bounds is None or not len(ts):
+            return None, None
+        b = np.asarray(bounds, dtype=np.int64)
+        fired = np.full(len(b), np.iinfo(np.int64).min, dtype=np.int64)
+        for s in self.plan.slides:
+            np.maximum(fired, (-(-b // s) - 1) * s, out=fired)
+        return ts <= fired, fired + max(self.plan.slides)
+
+    def _join_arrived(
+        self,
+        stream: str,
+        batch: pa.RecordBatch,
+        ts: np.ndarray,
+        late: np.ndarray | None,
+        opens: np.ndarray | None,
+    ) -> None:
         """The join counts of an arriving batch (engines/disorder/join_counts.py): per tuple
         its delay, combinations and results completed; ``produced``: those the run makes
-        with the K the buffers now hold (a late tuple's only with a partner still held)."""
+        with what the engine does with the tuples it may find late (``late``, ``opens``;
+        without them, those behind the stream's K count as late)."""
         delays = self._delays.pop(stream, None)
         if self.counter is None or delays is None or not len(ts):
             return
         self.counter.horizon = max(self.counter.horizon, int(delays.max()))
-        k = self.model.k(stream)
-        cross, join, produced = self.counter.arrived(stream, batch, ts, delays > k, k)
+        if late is None:
+            late = delays > self.model.k(stream)
+        cross, join, produced = self.counter.arrived(stream, batch, ts, late, opens)
         self.join_fed += len(ts)
         self.model.feedback(
             stream,
@@ -307,7 +366,8 @@ def build(spec: DisorderSpec, tps: int, params: Mapping[str, Any]) -> QualityDri
         )
     if not isinstance(plan, LogicalPlan):
         raise OptionError("--disorder quality needs the query's plan (run it with hycq run)")
-    shape = PlanShape(plan, tps)
+    late = params.get("late")
+    shape = PlanShape(plan, tps, late if isinstance(late, Mapping) else None)
     if shape.join and options.target != "recall":
         raise OptionError(
             "--disorder quality: a join's target is --min-recall GAMMA, not --max-error",
@@ -321,6 +381,15 @@ def build(spec: DisorderSpec, tps: int, params: Mapping[str, Any]) -> QualityDri
         )
     if shape.join and len(shape.shape.windows) < 2:
         raise OptionError("--min-recall is for joins of two or more windowed streams")
+    if not shape.join and options.method == "pd":
+        raise OptionError(
+            "--disorder quality --adapt-method pd with --max-error: the PD controller does "
+            "not hold an error target (it steers the mean coverage of a window to the "
+            "threshold, so about half the windows fall below it: measured Phi(0.01) 0.73 on "
+            "the row engine, experiments/quality_targets.py)",
+            hint="use --adapt-method am (the default) for a windowed aggregate; PD serves "
+            "--min-recall joins",
+        )
     model = make_quality_policy(options, shape.shape)
     return QualityDriven(model, shape)
 

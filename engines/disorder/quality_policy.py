@@ -4,7 +4,12 @@
 user's target (:class:`QualityOptions`: ``--max-error EPS --confidence 1-DELTA`` for windowed
 aggregates, ``--min-recall GAMMA [--recall-period P]`` for window joins, ``--adapt-method
 am|pd``, ``--quality-param NAME=VALUE``) and what the policy must know of the query
-(:class:`QueryShape`: its windows, slide, aggregate and time base).
+(:class:`QueryShape`: its windows, slide, aggregate and time base, and per stream what the
+engine does with a late tuple: ``insert`` it into the windows to come or ``drop`` it).
+
+Until its first adaptation (``warmup``) a stream's K is the largest delay seen so far
+(Max-K-slack; the dissertation starts at 0, but a K raised later takes effect only after
+that much stream time, since the buffer's bound does not move back).
 
 Aggregates (:class:`AggregateQualityPolicy`, one model per stream). Every ``L_adt`` of a
 stream's progress (after ``warmup``), the coverage threshold ``Cvrg_thr`` of the error target
@@ -12,24 +17,31 @@ is recomputed (engines/disorder/aggregate_quality.py, Eq. 4.1; ``N = r W`` with 
 stream's measured rate, ``mu``, ``sigma^2`` from the ``values`` it was fed, COUNT's without),
 then
 
-* ``am``: K = the least multiple of g whose expected coverage reaches it (Alg. 4.4);
+* ``am``: K = the least multiple of g whose expected coverage reaches it (Alg. 4.4; where
+  late tuples are dropped, the coverage is the share in order after the buffer);
 * ``pd``: alpha moves by the PD law (Eq. 3.7, U_p = 0.2, U_d = 4) on ``Cvrg_thr - measured
   coverage`` and K = alpha * MaxD. The measured coverage is the latest ``coverage`` fed, or
   else the policy's own Alg. 4.3 monitor over the ``timestamps`` fed. Without either, PD
-  leaves K where it is (0 at the start).
+  leaves K where it is. (``hycq run`` refuses PD for aggregates, engines/disorder/quality.py:
+  held at the threshold, the mean coverage leaves about half the windows below it.)
 
 Joins (:class:`JoinQualityPolicy`, one K for all streams by Same-K). Every ``L_adt`` of the
 largest stream progress, the interval closes: its true result count ``N_true(L)`` (the
 NonEqSel monitor's ``sum M_j``) and the results ``produced`` in it join the history of the last
 ``P_meas / L_adt`` intervals, then
 
-* ``am``: Gamma' from Eq. 4.9 (with min), and K = the least multiple of g whose expected
-  recall (Eq. 4.6, NonEqSel selectivity ratio when join counts were fed, EqSel otherwise)
-  reaches Gamma' (Alg. 4.7). Without ``produced`` / join counts, Gamma' = Gamma and EqSel:
-  AM still works from the delays alone;
+* ``am``: Gamma' from Eq. 4.9 (with min, and never below Gamma), and K = the least multiple
+  of g whose expected recall (Eq. 4.6 with the streams' late policies; for two streams
+  whose inserted late tuples join with every partner still in its window, ``reinsert``,
+  :func:`~engines.disorder.join_quality.pair_recall`; NonEqSel selectivity ratio, capped at
+  1, when join counts were fed, EqSel otherwise) reaches Gamma' (Alg. 4.7). Without
+  ``produced`` / join counts, Gamma' = Gamma and EqSel: AM still works from the delays
+  alone;
 * ``pd``: the recall over the last P_meas (sum produced / sum true of the history) is the
-  process variable, Gamma the setpoint (U_p = 0.6, U_d = 0.8), K = alpha * max_i MaxD_i.
-  Without ``produced`` and join counts, PD leaves K where it is.
+  process variable, ``(1 + Gamma) / 2`` the setpoint (half the allowed misses: the target
+  is a floor for every period), U_p = 0.6, U_d = 0.8, K = alpha * max_i MaxD_i with alpha
+  starting at 1 (where the warm-up leaves K). Without ``produced`` and join counts, PD
+  leaves K where it is.
 
 ``feedback()`` figures (all optional; keys not listed are ignored):
 
@@ -44,6 +56,8 @@ key                 policy     meaning
                                policy then measures coverage itself (Alg. 4.3)
 ``closed_up_to``    aggregate  int: with ``timestamps``: windows at instants <= it had been
                                emitted when they arrived (default: progress - K)
+``dropped``         aggregate  bool array, with ``timestamps``: late tuples the engine drops
+                               (missed in every window)
 ``groups``          aggregate  int: distinct group keys seen; N of Eq. 4.1 is per group
                                (the stream's tuples per window / groups)
 ``delays``          join       int array: delays (ticks) of tuples the join processed ...
@@ -59,7 +73,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -89,12 +103,27 @@ __all__ = [
 @dataclass(frozen=True)
 class QueryShape:
     """What a quality policy needs of the query: per input stream its window range (ticks),
-    the slide (ticks), the aggregate (sum, count, avg) and ticks per second."""
+    the slide (ticks), the aggregate (sum, count, avg), ticks per second, and per stream
+    what the engine does with a late tuple (``late``: ``insert`` into the windows still to
+    come, the dissertation's Alg. 4.6 and the default, or ``drop``: a columnar window,
+    ``--late drop``)."""
 
     windows: Mapping[str, int]
     slide: int
     ticks_per_second: int
     aggregate: str = "sum"
+    late: Mapping[str, str] = field(default_factory=dict)
+    largest_slide: int = 0
+    """The plan's largest slide (ticks; 0: ``slide``): how long after the instant fired a
+    late tuple inserted into a window may wait for the window's next instant."""
+    reinsert: bool = False
+    """An inserted late tuple joins, from the next instant on, with every partner still in
+    its window (this repository's row engine, which evaluates each instant's relations);
+    False: Alg. 4.6's insertion without probing (only later arrivals meet it)."""
+
+    def drops(self, stream: str) -> bool:
+        """Does the engine drop the late tuples of ``stream``?"""
+        return self.late.get(stream, "insert") == "drop"
 
 
 class _Base:
@@ -134,6 +163,18 @@ class _Base:
         self._now[stream] = max(now, self._now.get(stream, now))
         self._count[stream] += len(delays)
 
+    def _warm_up(self, streams: list[str], delay: int, now: int, tag: str | None = None) -> None:
+        """Before the first adaptation, K of ``streams`` is the largest delay seen so far
+        (``delay``, rounded up to g: Max-K-slack). Our choice: the dissertation starts at
+        K = 0, but the buffer's bound does not move back, so a K raised at the first
+        adaptation takes effect only after that much stream time, and where late tuples are
+        dropped every window they fall into loses them until then."""
+        k = -(-max(0, delay) // self.g) * self.g
+        if k > self._k[streams[0]]:
+            self.history.append((now, tag or streams[0], k))
+        for s in streams:
+            self._k[s] = max(self._k[s], k)
+
     def k(self, stream: str) -> int:
         self._check(stream)
         return self._k[stream]
@@ -149,6 +190,7 @@ class _Base:
             "adaptations": len(t),
             "adapt_us_mean": 1e6 * float(np.mean(t)) if t else None,
             "max_delay": {s: st.max_ever for s, st in self.stats.items()},
+            "late": {s: "drop" if self.shape.drops(s) else "insert" for s in self.shape.windows},
         }
 
 
@@ -175,11 +217,14 @@ class AggregateQualityPolicy(_Base):
         #: Distinct group keys per stream (``groups`` feedback): a window's N is per group.
         self.groups: dict[str, int] = dict.fromkeys(shape.windows, 1)
         self._next: dict[str, int] = {}
+        self._adapted: set[str] = set()  # streams past their warm-up
         self._thr: dict[str, tuple[int, float]] = {}
         self.recalc = p.ticks(p.recalc, shape.ticks_per_second)
 
     def observe(self, stream: str, delays: np.ndarray, now: int) -> None:
         self._seen(stream, delays, now)
+        if stream not in self._adapted:
+            self._warm_up([stream], self.stats[stream].max_ever, now)
         nxt = self._next.setdefault(stream, self._first[stream] + self.warmup)
         if now >= nxt:
             self._next[stream] = now + self.l_adt
@@ -196,7 +241,12 @@ class AggregateQualityPolicy(_Base):
         if "timestamps" in figures:
             now = self._now.get(stream, 0)
             closed = figures.get("closed_up_to", now - self._k[stream])
-            self.monitors[stream].arrive(np.asarray(figures["timestamps"]), int(closed))
+            dropped = figures.get("dropped")
+            self.monitors[stream].arrive(
+                np.asarray(figures["timestamps"]),
+                int(closed),
+                None if dropped is None else np.asarray(dropped, dtype=bool),
+            )
 
     def threshold(self, stream: str) -> float:
         """Cvrg_thr of ``stream`` now (Eq. 4.1)."""
@@ -216,10 +266,19 @@ class AggregateQualityPolicy(_Base):
 
     def _adapt(self, stream: str, now: int) -> None:
         start = time.perf_counter()
+        self._adapted.add(stream)
         thr = self.threshold(stream)
         st = self.stats[stream]
         if self.options.method == "am":
-            k = am_slack(st.cdf(), thr, self.shape.windows[stream], self.b, self.g, st.max_recent)
+            k = am_slack(
+                st.cdf(),
+                thr,
+                self.shape.windows[stream],
+                self.b,
+                self.g,
+                st.max_recent,
+                drop=self.shape.drops(stream),
+            )
         else:
             measured = self._measured[stream]
             recent = st.latest()
@@ -250,7 +309,9 @@ class JoinQualityPolicy(_Base):
         p = options.params
         period = options.recall_period if options.recall_period is not None else p.p_meas
         self.intervals = max(1, round(period / p.l_adt))
-        self.pd = PDController(*p.gains("join"))
+        # PD starts where the warm-up leaves K, at the largest delay (alpha = 1), and comes
+        # down while the recall is above its setpoint.
+        self.pd = PDController(*p.gains("join"), alpha0=1.0)
         self.sync = SyncSlack()
         self.monitor = SelectivityMonitor(self.g)
         self._produced = 0
@@ -260,6 +321,8 @@ class JoinQualityPolicy(_Base):
         self._next: int | None = None
         self.target = options.min_recall
         self.requirement = options.min_recall  # Gamma' of the last adaptation
+        #: True and produced results of every closed interval (the run's estimated recall).
+        self.totals = [0.0, 0.0]
 
     def observe(self, stream: str, delays: np.ndarray, now: int) -> None:
         self._seen(stream, delays, now)
@@ -268,6 +331,9 @@ class JoinQualityPolicy(_Base):
         top = max(self._now.values())
         if self._next is None:
             self._next = min(self._first.values()) + self.warmup
+        if not self.adapt_seconds:
+            delay = max(st.max_ever for st in self.stats.values())
+            self._warm_up(list(self.stats), delay, top, "*")
         if top >= self._next:
             self._next = top + self.l_adt
             self._adapt(top)
@@ -291,6 +357,8 @@ class JoinQualityPolicy(_Base):
         measured = self._fed and closed.true_count > 0
         if measured:
             self.past.append((closed.true_count, float(self._produced)))
+            self.totals[0] += closed.true_count
+            self.totals[1] += float(self._produced)
         names = list(self.stats)
         slack = self.sync.slack()
         k_sync = [slack.get(s, 0) for s in names]
@@ -300,8 +368,11 @@ class JoinQualityPolicy(_Base):
             if measured and self.intervals > 1:
                 # The period P is the last P - L (the just closed interval included) and
                 # the next L, whose true results are estimated by the closed interval's.
+                # Never below Gamma (our fix): a K lowered for one interval stays in force
+                # for up to the old K of stream time after it is raised again (the bound
+                # does not move back), so spending a surplus loses more than planned.
                 hist = list(self.past)[-(self.intervals - 1) :]
-                target = _instant(self.target, hist, closed.true_count)
+                target = max(self.target, _instant(self.target, hist, closed.true_count))
             self.requirement = target
             k = am_join_slack(
                 [self.stats[s].cdf() for s in names],
@@ -312,11 +383,18 @@ class JoinQualityPolicy(_Base):
                 max_recent,
                 k_sync,
                 closed if closed.selectivity() is not None else None,
+                [self.shape.drops(s) for s in names],
+                reinsert=self.shape.reinsert,
+                slide=max(self.shape.slide, self.shape.largest_slide),
             )
         elif measured:
             true = sum(t for t, _ in self.past)
             got = sum(p for _, p in self.past)
-            self.pd.step(self.target, min(1.0, got / true) if true else 1.0)
+            # The setpoint halves the allowed misses (our choice): PD holds the recall of
+            # the last P around its setpoint, so with Gamma itself about every other period
+            # would fall short of a target that is a floor for every period.
+            setpoint = (1.0 + self.target) / 2.0
+            self.pd.step(setpoint, min(1.0, got / true) if true else 1.0)
             k = self.pd.slack(max(self.stats[s].max_ever for s in names), self.g)
         else:
             k = self._k[names[0]]
@@ -327,6 +405,14 @@ class JoinQualityPolicy(_Base):
             self.history.append((now, "*", k))
         for s in names:
             self._k[s] = k
+
+    def report(self) -> dict[str, Any]:
+        """The base report, with the recall the policy estimated over the closed intervals
+        (produced over true results, as counted at the buffers; None without counts)."""
+        out = super().report()
+        true, got = self.totals
+        out["estimated_recall"] = got / true if true else None
+        return out
 
 
 def _instant(gamma: float, past: list[tuple[float, float]], true_next: float) -> float:

@@ -121,6 +121,30 @@ class RowExecutor:
     def last_fired(self) -> int | None:
         return self.clock.last_fired
 
+    def late_policy(self) -> dict[str, str]:
+        """Per input stream what becomes of its late tuples: ``insert`` when ``--late
+        insert`` holds and only row windows read the stream, one of which takes a late
+        tuple that still falls into a window to come (``_rescuer``: a sliding RANGE or
+        UNBOUNDED window takes one just behind the instant fired; NOW, ROWS and tumbling
+        windows, whose next window starts after it, do not); ``drop`` otherwise (an Arrow
+        window feeding a MIG keeps timestamp order, and ``--late drop`` drops them all).
+        What a quality-driven policy prices (engines/disorder/quality.py)."""
+        streams = set(self.windows_by_stream) | set(self.arrow_windows_by_stream)
+
+        def takes(w: _WindowBase) -> bool:
+            fired = np.array([w.slide * 1000], dtype=np.int64)  # one of its own instants
+            return bool(w.counts_late(fired, fired)[0])
+
+        def inserts(stream: str) -> bool:
+            row_ws = self.windows_by_stream.get(stream, [])
+            return (
+                self.late_insert
+                and any(takes(w) for w in row_ws)
+                and not self.arrow_windows_by_stream.get(stream)
+            )
+
+        return {s: "insert" if inserts(s) else "drop" for s in sorted(streams)}
+
     def advance_stream(self, stream: str, ts: int) -> None:
         """See :meth:`engines.row.clock.EventClock.advance_stream`."""
         self.clock.advance_stream(stream, ts)

@@ -165,6 +165,7 @@ def run_plan(
         stop.restore()
         sink.abort()
         raise
+    late = late_policy(engine)  # asked of the engine itself, before it is wrapped
     engine = _Stoppable(engine)
     if ckpt is not None:
         recorder = Recorder(engine)
@@ -180,7 +181,12 @@ def run_plan(
             options.duration,
             dead,
             options.disorder,
-            {**options.disorder_params, "plan": plan, "quality": options.quality},
+            {
+                **options.disorder_params,
+                "plan": plan,
+                "quality": options.quality,
+                "late": late,
+            },
             options.idle_timeout,
         )
     except BaseException:
@@ -439,6 +445,14 @@ def run_plan(
     if options.metrics is not None:
         write_bytes(options.metrics, json_text(metrics), names.metrics)
     return RunResult(table, metrics)
+
+
+def late_policy(engine: Any) -> dict[str, str] | None:
+    """Per input stream what the engine does with late tuples (``insert`` or ``drop``,
+    :meth:`engines.row.executor.RowExecutor.late_policy`), None when the engine does not
+    say (a migrating run: it drops them). A quality-driven policy prices it."""
+    report = getattr(engine, "late_policy", None)
+    return report() if callable(report) else None
 
 
 def _checkpointer(

@@ -336,6 +336,21 @@ class SqlDialect:
         """Exact median of a DOUBLE argument (mean of the two middle values for even counts)."""
         return exp.Median(this=x)
 
+    def exact_sum(self, x: exp.Expr) -> exp.Expr:
+        """The correctly rounded SUM of a DOUBLE ``x`` (docs/semantics.md, "Floating-point
+        sums"). An engine's own SUM adds in an order of its choosing (threads, chunks), so
+        its last bits depend on how the data arrived; here the group's values are collected
+        (``ARRAY_AGG``, Spark's ``COLLECT_LIST``) and summed exactly by the vectorized UDF
+        every engine registers (``EXACT_SUM_UDF``: ``engines.kernels.exact_sum.list_sums``).
+        NULLs are skipped; a group without a value sums to NULL."""
+        return _fn(EXACT_SUM_UDF, exp.ArrayAgg(this=x))
+
+
+#: The UDF behind :meth:`SqlDialect.exact_sum`, registered by every columnar engine.
+EXACT_SUM_UDF = "hycq_exact_sum"
+#: DuckDB's one-pass exact sum, a macro of its connections (engines/duckdb/exact_sums.py).
+SCALED_SUM_MACRO = "hycq_scaled_sum"
+
 
 def _when(*pairs: tuple[exp.Expr, exp.Expr], default: exp.Expr) -> exp.Case:
     """``CASE WHEN c1 THEN v1 ... ELSE default END``."""
@@ -417,9 +432,14 @@ def _nonnegative(count: exp.Expr) -> exp.Expr:
 
 
 class DuckDBDialect(SqlDialect):
-    """DuckDB: the reference semantics, so constructs are emitted as they are."""
+    """DuckDB: the reference semantics, so constructs are emitted as they are, but for the
+    exact SUM of DOUBLE: a macro summing the values scaled to 128-bit integers, at a scale
+    the engine searches (engines/duckdb/exact_sums.py), 2-3x faster than ARRAY_AGG."""
 
     name = "duckdb"
+
+    def exact_sum(self, x: exp.Expr) -> exp.Expr:
+        return _fn(SCALED_SUM_MACRO, x)
 
 
 class SparkDialect(SqlDialect):

@@ -323,9 +323,11 @@ class ExprTranslator:
                 return exp.Count(this=exp.Distinct(expressions=[arg]))
             return exp.Count(this=arg)
         if func == "SUM":
+            if call.arg.dtype is DataType.DOUBLE:
+                return self.dialect.exact_sum(self.scalar(call.arg))
             return self.dialect.sum(self.scalar(call.arg), call.arg.dtype)
         if func == "AVG":
-            return exp.Avg(this=self.typed(call.arg, DataType.DOUBLE))
+            return self._average(call.arg)
         if func == "MIN":
             return exp.Min(this=self._orderable(call.arg))
         if func == "MAX":
@@ -334,6 +336,17 @@ class ExprTranslator:
             x = self.typed(call.arg, DataType.DOUBLE)
             return self.dialect.median(self.dialect.orderable(x, DataType.DOUBLE))
         raise UnsupportedError(f"aggregate function {func} has no SQL translation")
+
+    def _average(self, arg: Expr) -> exp.Expr:
+        """AVG: the SUM rounded to a DOUBLE, divided by the count (docs/semantics.md): the
+        correctly rounded sum for DOUBLE values, the exact integer total cast for integers.
+        An empty group's SUM is NULL, and so is its average."""
+        count = cast(exp.Count(this=self.scalar(arg)), DataType.DOUBLE)
+        if arg.dtype.is_integer:
+            total: exp.Expr = cast(self.dialect.sum(self.scalar(arg), arg.dtype), DataType.DOUBLE)
+        else:
+            total = self.dialect.exact_sum(self.typed(arg, DataType.DOUBLE))
+        return exp.Div(this=paren(total), expression=paren(count))
 
 
 def _widened(dtype: DataType) -> DataType:

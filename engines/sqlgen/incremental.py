@@ -217,8 +217,12 @@ class PanedAggregate:
     blocks and panes mix in one final merge (``final_sql``), which writes the state the
     group's SQL reads: ``k0..`` and each call's value ``v<j>``, as the exact-sum state does.
 
-    DOUBLE sums are summed pane by pane, then block by block: a sum of exactly the window's
-    values in some order, within the bound of docs/semantics.md ("Floating-point sums").
+    DOUBLE sums are exact, as the exact-sum state's are: a partial sums each value scaled by
+    2^S into a HUGEINT (``p<j>``) and counts the values that are not a finite multiple of
+    2^-S below the headroom limit (``b<j>``). The state (``engines.incremental.PanedState``)
+    picks ``S`` from the window and recomputes its panes at another scale when a partial
+    counts such a value; the final value is the HUGEINT total rounded once to a DOUBLE
+    (an AVG divides that by the count), the correctly rounded sum of docs/semantics.md.
     """
 
     op_id: str
@@ -236,28 +240,63 @@ class PanedAggregate:
             return ""
         return " GROUP BY " + ", ".join(str(i + 1) for i in range(len(self.keys)))
 
-    def _sum_type(self, j: int) -> str:
-        return "DOUBLE" if self.calls[j][2] == "DOUBLE" else "HUGEINT"
+    def _scaled(self, j: int) -> bool:
+        """Whether call ``j`` is a SUM/AVG of DOUBLE (summed at the scale)."""
+        func, _arg, dtype = self.calls[j]
+        return func in ("SUM", "AVG") and dtype == "DOUBLE"
 
-    def partial_sql(self, table: str, by_pane: bool = False) -> str:
-        """One pane's partials per key; ``by_pane``: of several panes at once, told apart by
-        the column ``_pane`` of ``table`` (first in the result, which is ordered by it)."""
+    @property
+    def doubles(self) -> tuple[str, ...]:
+        """Arguments summed at a scale (SUM/AVG of DOUBLE)."""
+        return tuple(a for j, (_f, a, _t) in enumerate(self.calls) if self._scaled(j) and a)
+
+    def magnitude_sql(self, table: str) -> str | None:
+        """The largest finite magnitude of the DOUBLE sums' arguments in ``table``."""
+        if not self.doubles:
+            return None
+        parts = [f"MAX(CASE WHEN isfinite({a}) THEN abs({a}) ELSE NULL END)" for a in self.doubles]
+        where = f" WHERE {self.where}" if self.where else ""
+        return f"SELECT GREATEST({', '.join(parts)}, 0.0) AS m FROM {table} AS s{where}"
+
+    def partial_sql(self, table: str, scale: int = 0, room: int = 0, by_pane: bool = False) -> str:
+        """One pane's partials per key at ``scale`` (``room``: the headroom bits the scale
+        keeps); ``by_pane``: of several panes at once, told apart by the column ``_pane`` of
+        ``table`` (first in the result, which is ordered by it)."""
         cols = [f"{k} AS k{i}" for i, k in enumerate(self.keys)]
         if by_pane:
             cols.insert(0, "s._pane AS _pane")
+        limit = 2.0 ** (126 - room - scale)
         for j, (func, arg, _t) in enumerate(self.calls):
             if func in ("MIN", "MAX"):  # ``arg`` is the whole aggregate here
                 cols.append(f"{arg} AS p{j}")
             elif func == "COUNT":
                 cols.append(f"CAST(COUNT({arg or '*'}) AS BIGINT) AS p{j}")
+            elif self._scaled(j):
+                scaled = f"({arg}) * {_pow2(scale)}"
+                ok = f"isfinite({arg}) AND abs({arg}) < {limit!r} AND {scaled} = round({scaled})"
+                cols.append(
+                    f"CAST(COALESCE(SUM(CASE WHEN {ok} THEN CAST({scaled} AS HUGEINT) "
+                    f"ELSE 0 END), 0) AS HUGEINT) AS p{j}"
+                )
+                cols.append(f"CAST(COUNT({arg}) AS BIGINT) AS q{j}")
+                cols.append(
+                    f"CAST(COUNT({arg}) - COUNT(CASE WHEN {ok} THEN 1 END) AS BIGINT) AS b{j}"
+                )
             else:
-                cols.append(f"CAST(SUM({arg}) AS {self._sum_type(j)}) AS p{j}")
+                cols.append(f"CAST(SUM({arg}) AS HUGEINT) AS p{j}")
                 cols.append(f"CAST(COUNT({arg}) AS BIGINT) AS q{j}")
         where = f" WHERE {self.where}" if self.where else ""
         if not by_pane:
             return f"SELECT {', '.join(cols)} FROM {table} AS s{where}{self._group_by()}"
         group = ", ".join(str(i + 1) for i in range(len(self.keys) + 1))
         return f"SELECT {', '.join(cols)} FROM {table} AS s{where} GROUP BY {group} ORDER BY 1"
+
+    def bad_sql(self, table: str) -> str | None:
+        """How many values the partials of ``table`` could not sum at their scale."""
+        cols = [f"b{j}" for j in range(len(self.calls)) if self._scaled(j)]
+        if not cols:
+            return None
+        return f"SELECT COALESCE(SUM({' + '.join(cols)}), 0) AS bad FROM {table}"
 
     def _merged(self, table: str) -> list[str]:
         cols = [f"s.k{i} AS k{i}" for i in range(len(self.keys))]
@@ -267,25 +306,28 @@ class PanedAggregate:
             elif func == "COUNT":
                 cols.append(f"CAST(COALESCE(SUM(s.p{j}), 0) AS BIGINT) AS p{j}")
             else:
-                cols.append(f"CAST(SUM(s.p{j}) AS {self._sum_type(j)}) AS p{j}")
+                cols.append(f"CAST(SUM(s.p{j}) AS HUGEINT) AS p{j}")
                 cols.append(f"CAST(COALESCE(SUM(s.q{j}), 0) AS BIGINT) AS q{j}")
+                if self._scaled(j):
+                    cols.append(f"CAST(COALESCE(SUM(s.b{j}), 0) AS BIGINT) AS b{j}")
         return cols
 
     def merge_sql(self, table: str) -> str:
         """The partials of ``table`` merged per key (a block's partial)."""
         return f"SELECT {', '.join(self._merged(table))} FROM {table} AS s{self._group_by()}"
 
-    def final_sql(self, table: str) -> str:
+    def final_sql(self, table: str, scale: int = 0) -> str:
         """The state: keys and each call's value, over the partials of ``table``."""
         cols = ["t.*"]
         for j, (func, _arg, _type) in enumerate(self.calls):
             p, q = f"t.p{j}", f"t.q{j}"
             if func in ("MIN", "MAX", "COUNT"):
                 value = p
-            elif func == "SUM":
-                value = f"CASE WHEN {q} = 0 THEN NULL ELSE {p} END"
             else:
-                value = f"CASE WHEN {q} = 0 THEN NULL ELSE CAST({p} AS DOUBLE) / {q} END"
+                total = f"(CAST({p} AS DOUBLE) / {_pow2(scale)})" if self._scaled(j) else p
+                if func == "AVG":
+                    total = f"CAST({total} AS DOUBLE) / {q}"
+                value = f"CASE WHEN {q} = 0 THEN NULL ELSE {total} END"
             cols.append(f"{value} AS v{j}")
         return f"SELECT {', '.join(cols)} FROM ({self.merge_sql(table)}) AS t"
 

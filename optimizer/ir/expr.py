@@ -222,6 +222,17 @@ class AggCall(Expr):
         """Whether the aggregate can be maintained under inserts and deletes (Ch. 6)."""
         return self.func in INCREMENTAL_AGGREGATES and not self.distinct
 
+    @property
+    def sums_doubles(self) -> bool:
+        """Whether the call adds DOUBLE values: SUM of a DOUBLE, AVG of anything but an
+        integer. Those are summed exactly and rounded once (docs/semantics.md), which a
+        columnar engine's SQL does with hycq's exact-sum function (priced apart)."""
+        if self.arg is None or self.func not in ("SUM", "AVG"):
+            return False
+        if self.func == "AVG":
+            return not self.arg.dtype.is_integer
+        return self.arg.dtype is DataType.DOUBLE
+
 
 def transform(expr: Expr, fn: Callable[[Expr], Expr | None]) -> Expr:
     """Rewrite bottom-up: ``fn`` returns a replacement for a node, or None to keep it."""

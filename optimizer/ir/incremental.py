@@ -120,6 +120,7 @@ class ExactStatePrices:
     select: float
     aggregate: float
     aggregate_large: float = 0.0
+    exact_sum: float = 0.0
 
     @classmethod
     def of(cls, consts: Mapping[str, float | None] | object) -> ExactStatePrices | None:
@@ -139,6 +140,7 @@ class ExactStatePrices:
             get("select") or 0.0,
             get("aggregate") or 0.0,
             get("aggregate_large") or 0.0,
+            get("exact_sum") or 0.0,
         )
 
     def kept(self, changed_rows: float, groups: float) -> float:
@@ -147,11 +149,18 @@ class ExactStatePrices:
         return self.inc_fixed + self.inc_row * changed_rows + self.inc_group * groups
 
     def reevaluated(
-        self, window_rows: float, reached_rows: float, groups: float, selects: bool
+        self,
+        window_rows: float,
+        reached_rows: float,
+        groups: float,
+        selects: bool,
+        doubles: int = 0,
     ) -> float:
         """Re-aggregating: the selects scan the window's ``window_rows`` rows, the aggregate
-        reads the ``reached_rows`` that pass them into ``groups`` groups."""
+        reads the ``reached_rows`` that pass them into ``groups`` groups, and sums each of
+        them exactly for each of its ``doubles`` calls adding DOUBLEs."""
         per_row = self.aggregate + self.aggregate_large * large_group_share(groups)
+        per_row += self.exact_sum * doubles
         return (self.select * window_rows if selects else 0.0) + per_row * reached_rows
 
 

@@ -47,6 +47,7 @@ from hypothesis import strategies as st
 
 from engines.arrow_types import arrow_type
 from engines.columnar import QueryDataError
+from engines.duckdb.exact_sums import prepare, run_sql
 from engines.row.compile import (
     compile_filter,
     compile_map,
@@ -311,10 +312,11 @@ def group_inputs(ref: Reference, g: GroupSQL) -> dict[str, pa.Table]:
 
 def run_duckdb(sql: str, tables: dict[str, pa.Table]) -> pa.Table:
     con = duckdb.connect()
+    prepare(con)
     try:
         for name, table in tables.items():
             con.register(name, table)
-        return con.sql(sql).to_arrow_table()
+        return run_sql(con, sql)
     finally:
         con.close()
 

@@ -21,13 +21,14 @@ from engines.disorder.aggregate_quality import (
     critical_value,
     error_bound,
 )
-from engines.disorder.delay_model import DelayStats, expected_coverage
+from engines.disorder.delay_model import DelayStats, expected_coverage, in_order_share
 from engines.disorder.join_quality import (
     SelectivityMonitor,
     SyncSlack,
     am_join_slack,
     expected_recall,
     instant_requirement,
+    pair_recall,
     produced_results,
     same_k,
     true_results,
@@ -166,6 +167,21 @@ def test_am_slack_is_the_least_k_reaching_the_threshold() -> None:
     assert am_slack(cdf, 1.01, 1000, 10, 10, 1995) == 2000
 
 
+def test_am_slack_with_dropped_late_tuples_is_the_least_k_keeping_them_in_order() -> None:
+    """A dropped late tuple counts in no window: the coverage of every window is the share
+    in order after the buffer, which needs more K than Eq. 3.5's (late tuples inserted)."""
+    rng = np.random.default_rng(4)
+    stats = DelayStats(10, 100000)
+    stats.add(_zipf(rng, 100000, 2000, 1.0))
+    cdf = stats.cdf()
+    ks = np.arange(0, stats.max_recent + 10, 10)
+    share = in_order_share(cdf, 10, ks)
+    for thr in (0.5, 0.9, 0.99):
+        k = am_slack(cdf, thr, 1000, 10, 10, stats.max_recent, drop=True)
+        assert share[k // 10] >= thr - 1e-12 and (k == 0 or share[k // 10 - 1] < thr)
+        assert k > am_slack(cdf, thr, 1000, 10, 10, stats.max_recent)
+
+
 def test_coverage_monitor_against_brute_force() -> None:
     rng = np.random.default_rng(5)
     rng_range, slide = 50, 10
@@ -245,6 +261,88 @@ def test_expected_recall_matches_monte_carlo(top: int, skew: float, window: int)
         sim = np.mean((d_late <= k) & (d_early <= k + u))
         model = expected_recall(cdfs, [window, window], 1, 1, np.array([k]))[0]
         assert model == pytest.approx(sim, abs=0.005), k
+
+
+def _pair_simulation(
+    rng: np.random.Generator,
+    d: list[np.ndarray],
+    windows: list[int],
+    k: int,
+    slide: int,
+    drop: list[bool],
+) -> float:
+    """The row engine's rule for a two-stream join, tuple pair by tuple pair (b = g = 1): a
+    true result pairs a later tuple of stream i and an earlier one of j, ts_i - ts_j = u
+    uniform in [0, W_j) (the results with i later: a share W_j / (W_i + W_j)). A tuple of
+    delay d > K is late: dropped on a dropping stream, else it counts from instant ts + (d -
+    K) + slide - 1 (the next instant after the last that can have fired) on; on time, from
+    ts. Produced when some instant sees both in their windows (ts <= X < ts + W) after both
+    count."""
+    n = len(d[0])
+    i_later = rng.random(n) < windows[1] / sum(windows)  # stream 0 later with share W_1
+    i = np.where(i_later, 0, 1)
+    j = 1 - i
+    w = np.asarray(windows)
+    u = (rng.random(n) * w[j]).astype(np.int64)
+    ts = np.stack([np.zeros(n, np.int64), np.zeros(n, np.int64)])
+    ts[i, np.arange(n)] = u  # the later member at u, the earlier at 0
+    delay = np.stack([d[0], d[1]])
+    late = delay > k
+    counts = np.where(late, ts + (delay - k) + slide - 1, ts)
+    dropped = late & np.asarray(drop)[:, None]
+    closes = np.min(ts + w[:, None], axis=0)
+    produced = (np.max(counts, axis=0) < closes) & ~dropped.any(axis=0)
+    return float(produced.mean())
+
+
+@pytest.mark.parametrize("drop", [[False, False], [True, False], [False, True], [True, True]])
+@pytest.mark.parametrize(("top", "skew", "window", "slide"), [(50, 1.0, 50, 5), (200, 1.5, 100, 1)])
+def test_pair_recall_matches_the_row_engine_rule(
+    drop: list[bool], top: int, skew: float, window: int, slide: int
+) -> None:
+    rng = np.random.default_rng(5)
+    n = 300000
+    d = [_zipf(rng, n, top, skew), _zipf(rng, n, top, skew + 0.5)]
+    cdfs = []
+    for x in d:
+        st_ = DelayStats(1, n)
+        st_.add(x)
+        cdfs.append(st_.cdf())
+    for k in (0, 5, 20):
+        sim = _pair_simulation(rng, d, [window, window], k, slide, drop)
+        model = pair_recall(cdfs, [window, window], 1, np.array([k]), [0, 0], drop, slide)[0]
+        assert model == pytest.approx(sim, abs=0.005), (k, model, sim)
+        # the row engine loses a subset of what Alg. 4.6 loses (Eq. 4.6, same drop flags)
+        alg46 = expected_recall(cdfs, [window, window], 1, 1, np.array([k]), drop=drop)[0]
+        assert model >= alg46 - 1e-9
+    # unequal windows: the earlier member's allowance is taken at its least (errs low)
+    for k in (0, 10):
+        sim = _pair_simulation(rng, d, [window, 2 * window], k, slide, drop)
+        model = pair_recall(cdfs, [window, 2 * window], 1, np.array([k]), [0, 0], drop, slide)
+        assert model[0] <= sim + 0.005, (k, model, sim)
+
+
+def test_drop_flags_lower_the_expected_recall() -> None:
+    """Eq. 4.6 with dropping streams: an earlier member must be in order, not only have
+    arrived; for the row engine's rule (reinsert) dropping loses more as well."""
+    rng = np.random.default_rng(6)
+    cdfs = []
+    for skew in (1.0, 2.0):
+        st_ = DelayStats(10, 50000)
+        st_.add(_zipf(rng, 50000, 3000, skew))
+        cdfs.append(st_.cdf())
+    ks = np.arange(0, 3010, 10)
+    for reinsert in (False, True):
+        args = (cdfs, [1000, 1000], 10, 10, ks)
+        none = expected_recall(*args, drop=[False, False], reinsert=reinsert, slide=100)
+        one = expected_recall(*args, drop=[True, False], reinsert=reinsert, slide=100)
+        both = expected_recall(*args, drop=[True, True], reinsert=reinsert, slide=100)
+        assert np.all(both <= one + 1e-12) and np.all(one <= none + 1e-12)
+        assert both[0] < none[0] and both[-1] == pytest.approx(1.0)
+    # both dropping: f_1(0) f_2(0), the product of the in-order shares
+    f = [in_order_share(c, 10, ks) for c in cdfs]
+    both = expected_recall(cdfs, [1000, 1000], 10, 10, ks, drop=[True, True])
+    assert both == pytest.approx(f[0] * f[1])
 
 
 def test_result_counts_eqs_4_4_and_4_5() -> None:

@@ -115,3 +115,43 @@ def test_any_key_type(key):
     counter.arrived("r", batch, np.array([10]))
     _, join, _ = counter.arrived("s", batch, np.array([12]))
     assert join[0] == 1
+
+
+@settings(max_examples=150, deadline=None)
+@given(arrivals(), st.data())
+def test_produced_follows_what_the_engine_does_with_late_tuples(case, data):
+    """``produced`` against brute force, per arrival: a late tuple of a dropping stream, or
+    one whose own window has closed by the instant it would count in (``opens``), produces
+    nothing and meets no later partner; an inserted late tuple meets the kept partners
+    still in their windows at ``opens``; any other tuple meets every kept partner."""
+    streams, windows, rows, _ = case
+    drop = set(data.draw(st.sets(st.sampled_from(streams))))
+    late = [data.draw(st.booleans()) for _ in rows]
+    opens = [ts + data.draw(st.integers(0, 40)) for _, ts, _ in rows]
+    counter = JoinCounter(windows, dict.fromkeys(streams, 0), horizon=1000, drop=drop)
+    kept: list[tuple[str, int, int | None]] = []
+    for n, (stream, ts, key) in enumerate(rows):
+        batch = pa.record_batch([pa.array([key], pa.int64())], names=["k"])
+        _, _, got = counter.arrived(
+            stream, batch, np.array([ts]), np.array([late[n]]), np.array([opens[n]])
+        )
+        gone = late[n] and (stream in drop or opens[n] >= ts + windows[stream])
+        expect = 0
+        if not gone:
+            expect = 1
+            for other in streams:
+                if other == stream:
+                    continue
+                low = ts - windows[other]
+                if late[n]:
+                    low = max(low, opens[n] - windows[other])
+                expect *= sum(
+                    1
+                    for s, t, k in kept
+                    if s == other
+                    and key is not None
+                    and k == key
+                    and low < t < ts + windows[stream]
+                )
+            kept.append((stream, ts, key))
+        assert got[0] == expect, (n, stream, ts, key, late[n], opens[n])

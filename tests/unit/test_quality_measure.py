@@ -62,6 +62,7 @@ def test_worked_example() -> None:
         (2, 4, 2),
         (4, 1, 1),
     ]
+    assert r["worst_period_after_first"] == pytest.approx(0.5)
     # gamma over (T-2, T] at T = 3: instants 2,3 -> 2/4; at T = 4: instants 3,4 -> 3/3;
     # measured from T >= 1 + 2 = 3
     assert r["measurements"] == 2 and r["min_gamma"] == pytest.approx(0.5)

@@ -153,8 +153,8 @@ def test_join_am_and_pd_reach_the_recall_target() -> None:
     Monte Carlo share of pairs whose later tuple is in order and earlier one arrived
     (tests/unit/test_disorder_models.py checks the model against the same rule)."""
     top = 3000
-    _, a = _stream(7, 100_000, top, 2.0)
-    _, b = _stream(8, 100_000, top, 3.0)
+    _, a = _stream(7, 250_000, top, 2.0)
+    _, b = _stream(8, 250_000, top, 3.0)
     rng = np.random.default_rng(0)
     da, db = _policy_delays(a)[0], _policy_delays(b)[0]
     u = rng.integers(0, 1000, size=200_000)
@@ -172,14 +172,18 @@ def test_join_am_and_pd_reach_the_recall_target() -> None:
         policy = make_quality_policy(opts, QueryShape({"a": 1000, "b": 1000}, 100, TPS))
         assert isinstance(policy, JoinQualityPolicy)
         used: list[int] = []
-        recalls = _join_feed(policy, {"a": a, "b": b}, gamma_of_k, 900, 100, used)
+        recalls = _join_feed(policy, {"a": a, "b": b}, gamma_of_k, 2400, 100, used)
         late = np.array(recalls[200:])  # Phi leaves out the first P_meas (Eq. 4.11)
         assert policy.k("b") == policy.k("a")  # Same-K
         # Phi(0.99 Gamma) >= 0.97 (the issue's target; the seed reports >= 97 % for AM)
         assert np.mean(late >= 0.99 * 0.95) >= 0.97, (method, late.min())
-        # K on average below half of Max-K-slack's (AM swings: Eq. 4.9 asks for recall 1
-        # after an interval behind target and 0 after one ahead of it; PD settles low)
-        assert np.mean(used[200:]) < (top / 2 if method == "am" else top / 20), method
+        if method == "am":
+            # K on average below half of Max-K-slack's (AM swings: Eq. 4.9 asks for recall
+            # 1 after an interval behind target, Gamma after one ahead of it)
+            assert np.mean(used[200:900]) < top / 2
+        else:
+            # PD starts at the largest delay (alpha = 1) and comes down to settle low
+            assert np.mean(used[-300:]) < min(top / 20, np.mean(used[200:500]) / 4)
 
 
 def test_options_are_validated() -> None:

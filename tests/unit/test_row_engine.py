@@ -200,3 +200,24 @@ def test_panes_match_tuple_at_a_time_windows(cat: Catalog, query: str) -> None:
         ex.finish()
         results.append(_per_instant(out))
     assert results[0] == results[1]
+
+
+@pytest.mark.parametrize(
+    ("window", "late_insert", "expect"),
+    [
+        ("RANGE 5 SECONDS", True, "insert"),
+        ("RANGE 6 SECONDS SLIDE 2 SECONDS", True, "insert"),
+        ("UNBOUNDED", True, "insert"),
+        ("NOW", True, "drop"),  # its window at the next instant never holds a late tuple
+        ("RANGE 2 SECONDS SLIDE 2 SECONDS", True, "drop"),  # tumbling: nor does this one
+        ("ROWS 3", True, "drop"),  # defined on arrival order
+        ("RANGE 5 SECONDS", False, "drop"),
+    ],
+)
+def test_late_policy_says_what_becomes_of_late_tuples(
+    cat: Catalog, window: str, late_insert: bool, expect: str
+) -> None:
+    """What a quality-driven policy prices (engines/disorder/quality.py)."""
+    plan = plan_query(f"SELECT k, SUM(v) AS s FROM s [{window}] GROUP BY k", cat)
+    ex = RowExecutor(plan, lambda t, r: None, late_insert=late_insert)
+    assert ex.late_policy() == {"s": expect}

@@ -23,6 +23,7 @@ import sqlglot
 from sqlglot import exp
 
 from engines.arrow_types import arrow_type
+from engines.duckdb.exact_sums import prepare, run_sql
 from engines.row.compile import compile_filter, compile_map
 from engines.sqlgen import DIALECTS, GroupSQL, analyse_group, group_sql
 from optimizer.ir.catalog import Catalog
@@ -102,9 +103,10 @@ def relation(rows: list[Row], schema: Schema) -> pa.Table:
 
 def run_duckdb(g: GroupSQL, tables: dict[str, pa.Table]) -> pa.Table:
     con = duckdb.connect()
+    prepare(con)
     for name, table in tables.items():
         con.register(name, table)
-    return con.sql(g.sql).to_arrow_table()
+    return run_sql(con, g.sql)
 
 
 def rows_of(table: pa.Table) -> list[Row]:
