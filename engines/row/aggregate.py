@@ -49,7 +49,7 @@ scaled by ``2**-80`` (exact); when a fine part exists, the whole integer divided
 Signed zeros: MIN, MAX and MEDIAN arguments and DOUBLE group keys see ``-0.0`` as ``+0.0``
 (``v or 0.0``), as every engine does (docs/semantics.md): which zero arrived first must not
 decide a result's sign bit. MEDIAN of an even count is DuckDB's interpolation of the two
-middle values, ``fma(lo, 0.5, hi * 0.5)`` (``_midpoint``).
+middle values, ``fma(lo, 0.5, hi * 0.5)`` (``engines.kernels.median.midpoint``).
 
 After each instant only the groups touched by the delta are re-finalised, and only rows that
 changed are emitted (delete old row, insert new row). An aggregate without GROUP BY always
@@ -61,9 +61,9 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable, Sequence
-from fractions import Fraction
 from typing import Any
 
+from engines.kernels.median import midpoint
 from engines.row.base import NO_CHANGE, Delta, Row, RowOperator, Rows
 from engines.row.compile import (
     RUNTIME,
@@ -386,23 +386,6 @@ def _xsum(coarse: int, fine: int, nonfinite: int) -> float:
 _COARSE_UNIT = 2.0**-_COARSE_BITS
 
 
-def _midpoint(lo: float, hi: float) -> float:
-    """DuckDB's MEDIAN of an even count from its two middle values: ``lo * (1 - d) + hi *
-    d`` with ``d = 0.5``, which DuckDB's build evaluates as ``fma(lo, 0.5, hi * 0.5)``
-    (measured bit for bit, docs/semantics.md). ``lo * 0.5`` is exact unless ``lo`` is
-    subnormal with its last bit set; only then does the fused rounding differ from
-    ``lo * 0.5 + hi * 0.5``, and the exact value is rounded once here."""
-    if -_TWO_M1021 < lo < _TWO_M1021 and lo and math.isfinite(hi):
-        exact = Fraction(lo) / 2 + Fraction(hi * 0.5)
-        # int / int rounds once (ties to even); a tie-free result that rounds to zero
-        # keeps the sign of the exact value, as the fused operation's does
-        return math.copysign(float(exact), exact)
-    return lo * 0.5 + hi * 0.5
-
-
-_TWO_M1021 = 2.0**-1021  # below it a double's half may not be a double
-
-
 def _canon_inline(code: str) -> str:
     """``code``'s value, with NaN made the one NaN object (inline: no call per group)."""
     return f"(_c if (_c := {code}) == _c else _NAN)"
@@ -427,7 +410,7 @@ def _median(counts: dict[Any, int], key: Callable[[Any], Any] | None = None) -> 
             break
         seen = nxt
     assert lo is not None and hi is not None
-    return float(lo) if lo_rank == hi_rank else _midpoint(lo, hi)
+    return float(lo) if lo_rank == hi_rank else midpoint(lo, hi)
 
 
 #: Names the generated update, merge and finish code may use.

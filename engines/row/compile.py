@@ -433,7 +433,11 @@ class _Gen:
                 code = f"({t} if ({t} := {self.gen(a)}) is not None else {code})"
             return code
         if e.name in ("LEAST", "GREATEST"):
-            return f"_{e.name.lower()}({', '.join(self.gen(a) for a in args)})"
+            code = f"_{e.name.lower()}({', '.join(self.gen(a) for a in args)})"
+            if e.dtype is not DataType.DOUBLE:
+                return code
+            t = self.tmp()  # -0.0 is +0.0 (docs/semantics.md, "Signed zeros")
+            return f"(0.0 if ({t} := {code}) == 0 else {t})"
         if e.name == "ABS":
             if e.dtype.is_integer:
                 return self._guarded(args, lambda c: f"_ick(abs({c[0]}))")
