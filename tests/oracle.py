@@ -48,6 +48,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
+from duckdb import func as duckdb_func
 from sqlglot import exp
 
 from optimizer.ir.catalog import TIME_UNITS_MS, Catalog, StreamDef
@@ -371,6 +372,11 @@ def _pairs(typed: exp.Expression, tree: exp.Expression, *kinds: type) -> list[tu
     return list(zip(t, o, strict=True))
 
 
+def _fsum_lists(lists: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """:func:`_fsum` of every list (DuckDB's Arrow UDF form: it keeps a NaN result)."""
+    return pa.array([_fsum(xs) for xs in lists.to_pylist()], pa.float64())
+
+
 def _exact_sums(tree: exp.Select, typed: exp.Select) -> exp.Select:
     """SUM of a DOUBLE becomes ``__oracle_fsum(list(x))``, AVG of any number
     ``__oracle_fsum(list(CAST(x AS DOUBLE))) / COUNT(x)`` (semantics.md: the correctly
@@ -554,7 +560,13 @@ def oracle(query_text: str, catalog: Catalog, inputs: dict[str, pa.Table]) -> pa
         con.execute("SET error_on_division_by_zero=false")
         con.execute("SET threads=1")
         con.create_function(
-            ORACLE_SUM, _fsum, ["DOUBLE[]"], "DOUBLE", null_handling="special", side_effects=False
+            ORACLE_SUM,
+            _fsum_lists,
+            [duckdb.list_type("DOUBLE")],
+            "DOUBLE",
+            type=duckdb_func.PythonUDFType.ARROW,  # a native UDF's NaN result would be NULL
+            null_handling=duckdb_func.FunctionNullHandling.SPECIAL,
+            side_effects=False,
         )
         for name, table in valid.items():
             con.register("__oracle_arrow", _with_seq(table))
