@@ -82,10 +82,9 @@ from optimizer.ir.types import DataType
 class _Slot:
     """How one aggregate is stored and finalised.
 
-    ``deletes`` says whether tuples can ever leave the aggregate's input (False for a
-    replacing input and for a window that never expires); ``fifo`` whether they leave in
-    the order they came (MIN/MAX then keep a monotonic deque). Sums are exact whatever the
-    input (see the module docstring, "Exact sums").
+    ``fifo`` says whether tuples leave the aggregate's input in the order they came (MIN /
+    MAX then keep a monotonic deque). Sums are exact whatever the input, so their state does
+    not depend on how deletes arrive (see the module docstring, "Exact sums").
     """
 
     def __init__(
@@ -96,7 +95,6 @@ class _Slot:
         arg_null: bool,
         fifo: bool,
         paned: bool = False,
-        deletes: bool = True,
         nan_arg: bool = False,
     ) -> None:
         self.call = call
@@ -459,7 +457,6 @@ class AggregateOp(RowOperator):
         fifo: bool,
         replace_in: bool,
         paned: bool = False,
-        deletes: bool = True,
         input_finite: Sequence[bool] | None = None,
     ) -> None:
         super().__init__(op_id, replace_out=replace_in)
@@ -486,16 +483,7 @@ class AggregateOp(RowOperator):
             arg_code = expr_source(call.arg, cols, finite=fin) if call.arg is not None else None
             arg_null = call.arg is not None and nullable(call.arg, cols)
             nan_arg = call.arg is not None and may_be_nan(call.arg, fin)
-            slot = _Slot(
-                call,
-                width,
-                arg_code,
-                arg_null,
-                fifo,
-                paned,
-                deletes=deletes and not replace_in,
-                nan_arg=nan_arg,
-            )
+            slot = _Slot(call, width, arg_code, arg_null, fifo, paned, nan_arg=nan_arg)
             self.slots.append(slot)
             width += slot.width
         init = ["0"] + [c for s in self.slots for c in s.init_code()]

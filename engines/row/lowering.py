@@ -535,7 +535,6 @@ def _aggregate(op: Aggregate, ins: list[Port], lowering: Lowering) -> Lowered:
         fifo=i.fifo,
         replace_in=i.replace,
         paned=op.id in lowering.paned_aggregates,
-        deletes=i.expiring,
         input_finite=i.finite,
     )
     out_null = [nullable(g, i.nullable) for g in op.group_by] + [
