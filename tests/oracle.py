@@ -48,6 +48,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
+from duckdb import func as duckdb_func
 from sqlglot import exp
 
 from optimizer.ir.catalog import TIME_UNITS_MS, Catalog, StreamDef
@@ -336,11 +337,10 @@ def _fsum(values: list[float | None] | None) -> float | None:
             return math.inf if exact > 0 else -math.inf
 
 
-def _exact_sums(tree: exp.Select, catalog: Catalog) -> exp.Select:
-    """SUM of a DOUBLE becomes ``__oracle_fsum(list(x))``, AVG of any number
-    ``__oracle_fsum(list(CAST(x AS DOUBLE))) / COUNT(x)`` (semantics.md: the correctly
-    rounded sum, divided by the count). Which arguments are DOUBLE is sqlglot's type
-    inference over the catalog's column types, not hycq's binder."""
+def _typed(tree: exp.Select, catalog: Catalog) -> exp.Select:
+    """A copy of ``tree`` with sqlglot's inferred types (``.type``) over the catalog's
+    column types: which values are DOUBLE is decided here, not by hycq's binder. Its nodes
+    of one kind appear in the same order as in ``tree`` (``find_all``)."""
     from sqlglot.optimizer.annotate_types import annotate_types
     from sqlglot.optimizer.qualify import qualify
 
@@ -350,34 +350,125 @@ def _exact_sums(tree: exp.Select, catalog: Catalog) -> exp.Select:
         for s in catalog.streams.values()
     }
     try:
-        typed = annotate_types(
+        return annotate_types(
             qualify(typed, schema=schema, dialect="duckdb", validate_qualify_columns=False),
             schema=schema,
             dialect="duckdb",
         )
     except Exception as err:  # the oracle cannot decide: say so
-        raise ValueError(f"the oracle cannot type the query's sums: {err}") from err
-    aggs = list(typed.find_all(exp.Sum, exp.Avg))
-    doubles = [
-        isinstance(a, exp.Avg) or (a.this.type is not None and a.this.type.this in _FLOAT_TYPES)
-        for a in aggs
-    ]
-    originals = list(tree.find_all(exp.Sum, exp.Avg))
-    if len(originals) != len(aggs):
-        raise ValueError("the oracle lost track of the query's sums while typing them")
-    for node, double in zip(originals, doubles, strict=True):
-        if not double:
+        raise ValueError(f"the oracle cannot type the query: {err}") from err
+
+
+def _is_double(node: exp.Expression) -> bool:
+    return node.type is not None and node.type.this in _FLOAT_TYPES
+
+
+def _pairs(typed: exp.Expression, tree: exp.Expression, *kinds: type) -> list[tuple[Any, Any]]:
+    """The nodes of ``kinds`` in the typed copy and in ``tree``, paired in order."""
+    t: list[Any] = list(typed.find_all(*kinds))
+    o: list[Any] = list(tree.find_all(*kinds))
+    if len(t) != len(o):
+        raise ValueError("the oracle lost track of the query's nodes while typing them")
+    return list(zip(t, o, strict=True))
+
+
+def _fsum_lists(lists: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """:func:`_fsum` of every list (DuckDB's Arrow UDF form: it keeps a NaN result)."""
+    return pa.array([_fsum(xs) for xs in lists.to_pylist()], pa.float64())
+
+
+def _exact_sums(tree: exp.Select, typed: exp.Select) -> exp.Select:
+    """SUM of a DOUBLE becomes ``__oracle_fsum(list(x))``, AVG of any number
+    ``__oracle_fsum(list(CAST(x AS DOUBLE))) / COUNT(x)`` (semantics.md: the correctly
+    rounded sum, divided by the count)."""
+    for t, node in _pairs(typed, tree, exp.Sum, exp.Avg):
+        if not (isinstance(t, exp.Avg) or _is_double(t.this)):
             continue
         arg = node.this
         values = exp.Cast(this=arg.copy(), to=exp.DataType.build("DOUBLE"))
-        listed = exp.Anonymous(this="list", expressions=[values])
-        total = exp.Anonymous(this=ORACLE_SUM, expressions=[listed])
+        total = exp.Anonymous(
+            this=ORACLE_SUM, expressions=[exp.Anonymous(this="list", expressions=[values])]
+        )
         if isinstance(node, exp.Avg):
             count = exp.Cast(this=exp.Count(this=arg.copy()), to=exp.DataType.build("DOUBLE"))
             node.replace(exp.Paren(this=exp.Div(this=total, expression=count)))
         else:
             node.replace(total)
     return tree
+
+
+def _plus_zero(e: exp.Expression) -> exp.Expression:
+    """``(e + 0.0)``: IEEE addition makes ``-0.0`` ``+0.0`` and keeps every other value."""
+    zero = exp.Cast(this=exp.Literal.number("0.0"), to=exp.DataType.build("DOUBLE"))
+    return exp.Paren(this=exp.Add(this=exp.Paren(this=e.copy()), expression=zero))
+
+
+def _signed_zeros(tree: exp.Select, typed: exp.Select) -> exp.Select:
+    """semantics.md, "Signed zeros": a DOUBLE ``-0.0`` is ``+0.0`` wherever one of equal
+    values is kept (DuckDB keeps the first to arrive): MIN, MAX, MEDIAN, COUNT(DISTINCT),
+    LEAST / GREATEST and IN operands, GROUP BY keys (and the select items naming them),
+    and the values of SELECT DISTINCT."""
+    for t, node in _pairs(
+        typed, tree, exp.Max, exp.Min, exp.Median, exp.Least, exp.Greatest, exp.In
+    ):
+        args = [("this", node.this, t.this)] + [
+            ("expressions", o, ti) for o, ti in zip(node.expressions, t.expressions, strict=True)
+        ]
+        for _, o, ti in args:
+            if o is not None and _is_double(ti):
+                o.replace(_plus_zero(o))
+    for t, node in _pairs(typed, tree, exp.Distinct):
+        if isinstance(node.parent, exp.Count):
+            for o, ti in zip(node.expressions, t.expressions, strict=True):
+                if _is_double(ti):
+                    o.replace(_plus_zero(o))
+    for t, select in _pairs(typed, tree, exp.Select):
+        group = select.args.get("group")
+        if group is not None:
+            t_group = t.args["group"]
+            for o, ti in zip(list(group.expressions), t_group.expressions, strict=True):
+                if _is_double(ti):
+                    _canonical_key(select, o)
+        if select.args.get("distinct") is not None:
+            if any(o.is_star for o in select.expressions):  # the typed copy's, expanded
+                select.set("expressions", [e.copy() for e in t.expressions])
+            for o, ti in zip(list(select.expressions), t.expressions, strict=True):
+                if _is_double(ti.this if isinstance(ti, exp.Alias) else ti):
+                    _canonical_item(o)
+    return tree
+
+
+def _canonical_item(item: exp.Expression) -> None:
+    """Select item ``item`` as ``(item + 0.0)``, under its own name (a column keeps it)."""
+    if isinstance(item, exp.Alias):
+        item.this.replace(_plus_zero(item.this))
+    elif item.alias_or_name:
+        item.replace(exp.alias_(_plus_zero(item), item.alias_or_name, quoted=True))
+    else:  # an unnamed expression: the result is compared by position
+        item.replace(_plus_zero(item))
+
+
+def _canonical_key(select: exp.Select, key: exp.Expression) -> None:
+    """Group ``select`` by ``(key + 0.0)``: the key in GROUP BY, and every occurrence of it
+    outside an aggregate in the select items and HAVING (a bare select item keeps its
+    name)."""
+    canon = _plus_zero(key)
+    pattern = key.copy()
+
+    def swap(node: exp.Expression) -> exp.Expression:
+        if node == pattern and node.find_ancestor(exp.AggFunc) is None:
+            return canon.copy()
+        return node
+
+    for item in list(select.expressions):
+        if item == pattern:
+            _canonical_item(item)
+        else:
+            item.transform(swap, copy=False)
+    having = select.args.get("having")
+    if having is not None:
+        having.transform(swap, copy=False)
+    key.replace(canon)
 
 
 _FLOAT_TYPES = {exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT}
@@ -395,7 +486,9 @@ def _template_sql(tree: exp.Select, specs: dict[int, WindowSpec], catalog: Catal
             return _window_subquery(node, spec, stream)
         return node
 
-    return _exact_sums(tree.transform(repl, copy=False), catalog).sql(dialect="duckdb")
+    tree = tree.transform(repl, copy=False)
+    typed = _typed(tree, catalog)
+    return _exact_sums(_signed_zeros(tree, typed), typed).sql(dialect="duckdb")
 
 
 def _instant_sql(template: str, bounds: dict[int, tuple[int, int]]) -> str:
@@ -467,7 +560,13 @@ def oracle(query_text: str, catalog: Catalog, inputs: dict[str, pa.Table]) -> pa
         con.execute("SET error_on_division_by_zero=false")
         con.execute("SET threads=1")
         con.create_function(
-            ORACLE_SUM, _fsum, ["DOUBLE[]"], "DOUBLE", null_handling="special", side_effects=False
+            ORACLE_SUM,
+            _fsum_lists,
+            [duckdb.list_type("DOUBLE")],
+            "DOUBLE",
+            type=duckdb_func.PythonUDFType.ARROW,  # a native UDF's NaN result would be NULL
+            null_handling=duckdb_func.FunctionNullHandling.SPECIAL,
+            side_effects=False,
         )
         for name, table in valid.items():
             con.register("__oracle_arrow", _with_seq(table))

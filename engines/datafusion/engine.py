@@ -37,7 +37,8 @@ import pyarrow as pa
 from engines import interrupts
 from engines.columnar import ColumnarEngine, EngineFault, query_data_error
 from engines.kernels.exact_sum import list_sums
-from engines.sqlgen.dialects import EXACT_SUM_UDF
+from engines.kernels.median import list_medians
+from engines.sqlgen.dialects import EXACT_SUM_UDF, MEDIAN_UDF
 from optimizer.ir.errors import ConfigError
 
 #: Session settings that make DataFusion's results typed as hycq's (see the module docstring).
@@ -91,15 +92,11 @@ class DataFusionEngine(ColumnarEngine):
             for key, value in self.conf.items():
                 config = config.set(key, value)
             ctx = self._df.SessionContext(config)
-            ctx.register_udf(
-                self._df.udf(
-                    list_sums,
-                    [pa.list_(pa.float64())],
-                    pa.float64(),
-                    "immutable",
-                    name=EXACT_SUM_UDF,  # the correctly rounded SUM (engines.sqlgen.dialects)
+            # the correctly rounded SUM and DuckDB's MEDIAN (engines.sqlgen.dialects)
+            for fn, name in ((list_sums, EXACT_SUM_UDF), (list_medians, MEDIAN_UDF)):
+                ctx.register_udf(
+                    self._df.udf(fn, [pa.list_(pa.float64())], pa.float64(), "immutable", name=name)
                 )
-            )
             return ctx
         except Exception as err:  # noqa: BLE001 - DataFusion raises plain Exception
             raise EngineFault(f"cannot start DataFusion: {_first_line(err)}") from None

@@ -12,12 +12,11 @@ aggregate                 state                                        per inser
 ========================  ===========================================  ====================
 COUNT(*)                  st[0]                                        O(1)
 COUNT(x)                  non-NULL count                               O(1)
-SUM, AVG of integers;     non-NULL count (if x can be NULL) and        O(1)
-of DOUBLE without deletes running sum
-SUM, AVG of DOUBLE,       two stacks (front suffix sums, back values   amortised O(1)
-FIFO input or panes       and their running sum)
-SUM, AVG of DOUBLE,       exact sum: an integer count of 2**-1074      O(1), ~0.5 us
-other input               units, plus counts of +-inf and NaN
+SUM, AVG of integers      non-NULL count (if x can be NULL) and the    O(1)
+                          exact integer sum
+SUM, AVG of DOUBLE        non-NULL count (if x can be NULL) and the    O(1)
+                          exact sum: integers of 2**-80 and 2**-1074
+                          units, a count of +-inf and NaN
 MIN / MAX, FIFO input     monotonic deque                              amortised O(1)
 MIN / MAX, other input    multiset (value -> count), rescan on output  O(1) + O(d) rescan
 MEDIAN                    multiset, sorted on output (rescan)          O(1) + O(d log d)
@@ -30,21 +29,27 @@ executor decides this statically. The update loops are generated Python (see
 ``engines.row.compile``), specialised to the aggregate list, so the per-tuple path is a
 handful of list, dict and arithmetic operations.
 
-Accurate sums (docs/semantics.md, "Floating-point sums"): a DOUBLE sum is never maintained
-by subtracting what leaves the window, because a running sum remembers the rounding of
-everything that ever passed through it (1e15 followed by 0.001s loses the 0.001s for good).
-Over FIFO input (and over panes) it is a sliding aggregation without subtraction, the
-two-stacks scheme (Tangwongsan, Hirzel, Schneider, "Low-latency sliding-window aggregation
-in worst-case constant time", DEBS 2017): new
-values are pushed on a back stack with a running sum; when the oldest value must go and the
-front stack is empty, the back stack's values are turned into suffix sums (newest first) on
-the front, so the front's top always sums the whole front; the window's sum is front top +
-back sum. Every result is then a sum of exactly the values in the window, in some order,
-within ``(n-1) * 2**-53 * sum(|x|)`` of the exact sum (n values), the bound DuckDB's and
-Spark's own sums meet. Over other input (after a join or an aggregate, deletes in any order)
-the sum is exact: each value is added to or subtracted from a Python integer counting units
-of 2**-1074 (every finite double is a whole number of them), and the result is that integer
-divided by 2**1074 (and by the count for AVG), correctly rounded.
+Exact sums (docs/semantics.md, "Floating-point sums"): the SUM of DOUBLE values is the exact
+sum of the values in the window rounded once to the nearest double, and AVG that SUM divided
+by the count, so the result depends on the multiset of values only, never on the order they
+arrived or left in (every engine gives the same bits). A finite double ``v`` with ``|v| >
+2**-28`` is a whole number of ``2**-80`` units (its last mantissa bit weighs at least
+``2**-80``) and ``int(v * 2.0**80)`` is that number exactly (scaling by a power of two is
+exact, and the float ``v * 2.0**80`` is an integer): it is added to (or, for a delete,
+subtracted from) the group's *coarse* Python integer, about 100 ns per value. Smaller
+values, finite values too large to scale and the non-finite ones take a rarer path
+(``_rare``): a *fine* integer of ``2**-1074`` units (every finite double is a whole number of
+them), or a count of +-inf and NaN. Subtraction is exact, so a value that left the window
+leaves no trace (no running-sum drift, no two stacks). Pane partials are the same three
+integers, merged by integer addition and subtraction. The result (``_xsum``): the coarse
+integer converted to a float (CPython rounds an int to the nearest double, ties to even) and
+scaled by ``2**-80`` (exact); when a fine part exists, the whole integer divided by
+``2**1074`` (CPython's int division is correctly rounded, subnormals included).
+
+Signed zeros: MIN, MAX and MEDIAN arguments and DOUBLE group keys see ``-0.0`` as ``+0.0``
+(``v or 0.0``), as every engine does (docs/semantics.md): which zero arrived first must not
+decide a result's sign bit. MEDIAN of an even count is DuckDB's interpolation of the two
+middle values, ``fma(lo, 0.5, hi * 0.5)`` (``engines.kernels.median.midpoint``).
 
 After each instant only the groups touched by the delta are re-finalised, and only rows that
 changed are emitted (delete old row, insert new row). An aggregate without GROUP BY always
@@ -56,9 +61,9 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable, Sequence
-from itertools import accumulate
 from typing import Any
 
+from engines.kernels.median import midpoint
 from engines.row.base import NO_CHANGE, Delta, Row, RowOperator, Rows
 from engines.row.compile import (
     RUNTIME,
@@ -77,10 +82,9 @@ from optimizer.ir.types import DataType
 class _Slot:
     """How one aggregate is stored and finalised.
 
-    ``deletes`` says whether tuples can ever leave the aggregate's input (False for a
-    replacing input and for a window that never expires): a running DOUBLE sum is only
-    accurate when nothing is subtracted from it, so SUM/AVG of DOUBLE pick their state by
-    how deletes arrive (see the module docstring, "Accurate sums").
+    ``fifo`` says whether tuples leave the aggregate's input in the order they came (MIN /
+    MAX then keep a monotonic deque). Sums are exact whatever the input, so their state does
+    not depend on how deletes arrive (see the module docstring, "Exact sums").
     """
 
     def __init__(
@@ -91,7 +95,6 @@ class _Slot:
         arg_null: bool,
         fifo: bool,
         paned: bool = False,
-        deletes: bool = True,
         nan_arg: bool = False,
     ) -> None:
         self.call = call
@@ -101,17 +104,15 @@ class _Slot:
         self.arg_null = arg_null
         self.nan_arg = nan_arg  # the argument may be NaN: order values with NaN largest
         f = call.func
-        double = call.arg is not None and call.arg.dtype is DataType.DOUBLE
+        self.double = call.arg is not None and call.arg.dtype is DataType.DOUBLE
         if f == "COUNT" and call.arg is None:
             self.mode = "count_star"
         elif f == "COUNT" and call.distinct:
             self.mode = "multiset_distinct"
         elif f == "COUNT":
             self.mode = "count" if arg_null else "count_star"
-        elif f in ("SUM", "AVG") and double and paned:
-            self.mode = "sum_panes"
-        elif f in ("SUM", "AVG") and double and deletes:
-            self.mode = "sum_stacks" if fifo else "sum_exact"
+        elif f in ("SUM", "AVG") and self.double:
+            self.mode = "sum_exact"
         elif f in ("SUM", "AVG"):
             self.mode = "sum"
         elif f in ("MIN", "MAX") and paned:
@@ -120,6 +121,8 @@ class _Slot:
             self.mode = "deque"
         else:
             self.mode = "multiset"
+        # MIN, MAX and MEDIAN compare values: -0.0 is +0.0 there (docs/semantics.md).
+        self.zero = self.double and f in ("MIN", "MAX", "MEDIAN")
 
     @property
     def width(self) -> int:
@@ -128,9 +131,7 @@ class _Slot:
             "count_star": 0,
             "count": 1,
             "sum": 1 + extra,
-            "sum_stacks": 3 + extra,
-            "sum_panes": 3 + extra,
-            "sum_exact": 2 + extra,
+            "sum_exact": 3 + extra,
         }.get(self.mode, 1)
 
     @property
@@ -150,12 +151,9 @@ class _Slot:
         if self.mode == "count":
             return ["0"]
         if self.mode == "sum":
-            zero = "0.0" if self.call.dtype.value == "DOUBLE" or self.call.func == "AVG" else "0"
-            return [*count, zero]
-        if self.mode in ("sum_stacks", "sum_panes"):
-            return [*count, "[]", "[]", "0.0"]  # front suffix sums, back values, back sum
+            return [*count, "0"]  # an exact integer (an AVG divides it as a float)
         if self.mode == "sum_exact":
-            return [*count, "0", "0"]  # exact sum in units of 2**-1074, non-finite counts
+            return [*count, "0", "0", "0"]  # 2**-80 units, 2**-1074 units, non-finite counts
         if self.mode in ("deque", "pane_deque"):
             return ["_deque()"]
         return ["{}"]
@@ -165,23 +163,16 @@ class _Slot:
     def partial_init(self) -> list[str]:
         if self.mode == "pane_deque":
             return ["None"]
-        if self.mode == "sum_panes":
-            # Same width as the group state; the pane's plain sum sits in the first sum slot.
-            return [*(["0"] if self.arg_null else []), "0.0", "None", "None"]
         return self.init_code()
 
     def partial_code(self) -> list[str]:
         """Statements folding tuple ``r`` into the pane partial ``st``."""
-        if self.mode == "sum_panes":
-            return self._running_sum(+1)
         if self.mode != "pane_deque":
             return self.update_code(+1)
         i = self.index
         better = ">" if self.call.func == "MAX" else "<"
         test = f"st[{i}] is None or {self._cmp('v', better, f'st[{i}]')}"
-        if self.arg_null:
-            test = f"v is not None and ({test})"
-        return [f"v = {self.arg}", f"if {test}: st[{i}] = v"]
+        return self._guard([f"if {test}: st[{i}] = v"])
 
     def merge_code(self, sign: int) -> list[str]:
         """Statements adding (sign +1) or removing (-1) partial ``p`` of pane ``pane``."""
@@ -189,17 +180,8 @@ class _Slot:
         op = "+=" if sign > 0 else "-="
         if self.mode == "count_star":
             return []
-        if self.mode == "count" or (self.mode == "sum" and not self.arg_null):
-            return [f"st[{i}] {op} p[{i}]"]
-        if self.mode == "sum":
-            return [f"st[{i}] {op} p[{i}]", f"st[{i + 1}] {op} p[{i + 1}]"]
-        if self.mode == "sum_panes":
-            # The group's sum over its live panes: two stacks of pane sums, never subtracted.
-            count = [f"st[{i}] {op} p[{i}]"] if self.arg_null else []
-            j = self._sum_at
-            if sign > 0:
-                return [*count, f"v = p[{j}]", *_stacks_push(j)]
-            return [*count, *_stacks_pop(j)]
+        if self.mode in ("count", "sum", "sum_exact"):  # integers: exact either way
+            return [f"st[{k}] {op} p[{k}]" for k in range(i, i + self.width)]
         assert self.mode == "pane_deque"
         if sign < 0:
             return [f"d = st[{i}]", "if d and d[0][0] == pane: d.popleft()"]
@@ -212,17 +194,13 @@ class _Slot:
             "    d.append((pane, v))",
         ]
 
-    def _running_sum(self, sign: int) -> list[str]:
-        """A plain running sum (and non-NULL count) of the argument."""
-        i, op = self.index, "+=" if sign > 0 else "-="
-        body = [f"st[{i}] {op} 1", f"st[{i + 1}] {op} v"] if self.arg_null else [f"st[{i}] {op} v"]
-        return self._guard(body)
-
-    def _guard(self, body: list[str], needs_value: bool = True) -> list[str]:
-        """``v = <arg>`` then ``body``, skipped for a NULL argument."""
+    def _guard(self, body: list[str]) -> list[str]:
+        """``v = <arg>`` then ``body``, skipped for a NULL argument; a compared DOUBLE's
+        ``-0.0`` becomes ``+0.0`` (``v or 0.0``: NaN is truthy and stays the one NaN)."""
+        zero = ["v = v or 0.0"] if self.zero else []
         if self.arg_null:
-            return [f"v = {self.arg}", "if v is not None:", *["    " + b for b in body]]
-        return ([f"v = {self.arg}"] if needs_value else []) + body
+            return [f"v = {self.arg}", "if v is not None:", *["    " + b for b in zero + body]]
+        return [f"v = {self.arg}", *zero, *body]
 
     def update_code(self, sign: int) -> list[str]:
         """Statements applying one tuple ``r`` with sign +1 (insert) or -1 (delete)."""
@@ -231,29 +209,13 @@ class _Slot:
         body: list[str]
         if self.mode == "count_star":
             return []
+        count = [f"st[{i}] {op} 1"] if self.arg_null else []
         if self.mode == "count":
             body = [f"st[{i}] {op} 1"]
         elif self.mode == "sum":
-            return self._running_sum(sign)
-        elif self.mode in ("sum_stacks", "sum_panes"):  # panes: a tuple-level change
-            count = [f"st[{i}] {op} 1"] if self.arg_null else []
-            j = self._sum_at
-            if sign > 0:
-                return self._guard([*count, *_stacks_push(j)])
-            # FIFO: the deleted value is the oldest one still counted: pop it, whatever it is.
-            return self._guard([*count, *_stacks_pop(j)], needs_value=False)
+            body = [*count, f"st[{self._sum_at}] {op} v"]
         elif self.mode == "sum_exact":
-            count = [f"st[{i}] {op} 1"] if self.arg_null else []
-            j = self._sum_at
-            body = [
-                *count,
-                "try:",
-                "    n_, d_ = v.as_integer_ratio()",
-                f"    st[{j}] {op} n_ << (1075 - d_.bit_length())",
-                "except (OverflowError, ValueError):",
-                f"    st[{j + 1}] {op} _nonfinite(v)",
-            ]
-            return self._guard(body)
+            body = [*count, *_exact_add(self._sum_at, sign)]
         elif self.mode == "deque":
             cmp = "<" if self.call.func == "MAX" else ">"
             if sign > 0:
@@ -280,20 +242,18 @@ class _Slot:
             return f"st[{i}]"
         if mode.startswith("sum"):
             n, j = self._count, self._sum_at
-            if mode == "sum":
-                total = f"st[{j}]"
-                value = f"{total} / {n}" if func == "AVG" else total
-                if func == "SUM" and self.call.dtype.is_integer:
-                    value = f"_ick({total})"  # a SUM outside BIGINT is an error (DuckDB's too)
-            elif mode == "sum_exact":  # its NaN is already the one NaN object
-                value = f"_exact_sum(st[{j}], st[{j + 1}], {n if func == 'AVG' else 1})"
-            else:  # front top + back sum, inline (this runs per group and instant)
-                total = f"((f[-1] + st[{j + 2}]) if (f := st[{j}]) else st[{j + 2}])"
-                value = f"{total} / {n}" if func == "AVG" else total
+            if mode == "sum_exact":
+                # the one NaN object already; an AVG's division cannot make a new NaN
+                total = f"_xsum(st[{j}], st[{j + 1}], st[{j + 2}])"
+                value = _canon_inline(f"{total} / {n}") if func == "AVG" else total
+            elif func == "AVG":  # the exact integer sum rounded to a DOUBLE, then divided
+                value = f"float(st[{j}]) / {n}"
+            elif self.call.dtype.is_integer:
+                value = f"_ick(st[{j}])"  # a SUM outside BIGINT is an error (DuckDB's too)
+            else:
+                value = f"st[{j}]"
             if self.arg_null or global_agg:
                 value = f"({value} if {n} else None)"
-            if mode != "sum_exact" and self.call.dtype is DataType.DOUBLE:
-                return _canon_inline(value)  # inf - inf or a NaN input: a new NaN object
             return f"({value})"
         if mode == "deque":
             return f"(st[{i}][0] if st[{i}] else None)"
@@ -313,14 +273,9 @@ class _Slot:
             return f"_nan_key({a}) {op} _nan_key({b})"
         return f"{a} {op} {b}"
 
-    def reset_code(self) -> list[str]:
-        """Statements zeroing a running sum once its group is empty (no float drift)."""
-        if self.mode != "sum":
-            return []  # stacks empty themselves; an exact sum is exactly zero
-        zero = "0.0" if self.call.dtype.value == "DOUBLE" or self.call.func == "AVG" else "0"
-        return [f"if {self._count} == 0: st[{self._sum_at}] = {zero}"]
-
     def final(self, st: list[Any]) -> Any:
+        """This aggregate's value from the group state ``st`` (the generated ``final_code``
+        in plain Python, for a replaced relation's rows)."""
         i = self.index
         mode = self.mode
         if mode == "count_star":
@@ -331,16 +286,13 @@ class _Slot:
             n = st[i] if self.arg_null else st[0]
             j = self._sum_at
             if n == 0:
-                if mode == "sum":
-                    # Reset the running sum so float error cannot accumulate across empty phases.
-                    st[j] = 0.0 if isinstance(st[j], float) else 0
                 return None
             if mode == "sum_exact":
-                return _exact_sum(st[j], st[j + 1], n if self.call.func == "AVG" else 1)
-            total = st[j] if mode == "sum" else _stacks_sum(st[j], st[j + 2])
+                total = _xsum(st[j], st[j + 1], st[j + 2])
+                return _canon(total / n) if self.call.func == "AVG" else total
             if self.call.func == "AVG":
-                return _canon(total / n)
-            return checked_bigint(int(total)) if self.call.dtype.is_integer else _canon(total)
+                return float(st[j]) / n
+            return checked_bigint(st[j]) if self.call.dtype.is_integer else st[j]
         if mode == "deque":
             d = st[i]
             return d[0] if d else None
@@ -359,60 +311,77 @@ class _Slot:
         return _canon(_median(c, key))
 
 
-def _stacks_push(j: int) -> list[str]:
-    """Push ``v`` on the back stack (values st[j+1], their running sum st[j+2])."""
-    return [f"st[{j + 1}].append(v)", f"st[{j + 2}] += v"]
+#: Values ``v`` with ``|v| > _COARSE_MIN`` are whole numbers of ``2**-_COARSE_BITS``
+#: (their last mantissa bit weighs ``2**-80`` or more): ``int(v * 2.0**80)`` is exact.
+_COARSE_BITS = 80
+_COARSE_MIN = 2.0**-28  # |v| > 2**-28: exponent >= -28, last bit 2**(-28 - 52) or more
+_COARSE_SCALE = 2.0**_COARSE_BITS
+_FINE_SHIFT = 1074 - _COARSE_BITS  # a coarse unit in fine (2**-1074) units
+_FINE_UNIT = 1 << 1074
 
 
-def _stacks_pop(j: int) -> list[str]:
-    """Drop the oldest value. When the front stack (suffix sums, st[j]) is empty, the back
-    stack's values become its suffix sums, newest first, so ``front[-1]`` always sums the
-    whole front; the back restarts empty."""
+def _exact_add(j: int, sign: int) -> list[str]:
+    """Statements adding (sign +1) or subtracting (-1) ``v`` to the exact sum at ``st[j]``
+    (coarse units), ``st[j + 1]`` (fine units), ``st[j + 2]`` (non-finite counts): the
+    common case inline, every other value through ``_rare``. A zero adds nothing."""
+    op = "+=" if sign > 0 else "-="
+    lo, scale = repr(_COARSE_MIN), repr(_COARSE_SCALE)
     return [
-        f"f = st[{j}]",
-        "if not f:",
-        f"    b = st[{j + 1}]",
-        "    f.extend(_accumulate(reversed(b)))",
-        "    b.clear()",
-        f"    st[{j + 2}] = 0.0",
-        "f.pop()",
+        f"if v > {lo} or v < -{lo}:",
+        "    try:",
+        f"        st[{j}] {op} _int(v * {scale})",
+        "    except OverflowError:",
+        f"        _rare(st, {j}, v, {sign})",
+        "elif v:",  # small, subnormal or NaN (NaN compares false and is truthy)
+        f"    _rare(st, {j}, v, {sign})",
     ]
-
-
-def _stacks_sum(front: list[float], back_sum: float) -> float:
-    """The window's sum from the two stacks: front suffix sum plus back running sum."""
-    return front[-1] + back_sum if front else back_sum
 
 
 #: What a non-finite value adds to an exact sum's non-finite counter.
 _PINF, _NINF, _NAN_COUNT = 1, 1 << 64, 1 << 128
-_EXACT_UNIT = 1 << 1074  # every finite double is an integer multiple of 2**-1074
 
 
-def _nonfinite(v: float) -> int:
+def _rare(st: list[Any], j: int, v: float, sign: int) -> None:
+    """Add ``sign * v`` to the exact sum at ``st[j:j + 3]`` for a value the inline code does
+    not scale: NaN and +-inf are counted, a finite value too large to scale as a float is
+    an integer (coarse units), a small one is added in fine units of 2**-1074."""
     if v != v:
-        return _NAN_COUNT
-    return _PINF if v > 0 else _NINF
+        st[j + 2] += sign * _NAN_COUNT
+    elif v in (math.inf, -math.inf):
+        st[j + 2] += sign * (_PINF if v > 0 else _NINF)
+    else:
+        num, den = v.as_integer_ratio()  # den is a power of two
+        if den == 1:
+            st[j] += sign * (num << _COARSE_BITS)
+        else:
+            st[j + 1] += sign * (num << (1075 - den.bit_length()))
 
 
-def _exact_sum(units: int, nonfinite: int, n: int) -> float:
-    """``units * 2**-1074 / n`` correctly rounded (Python's int / int is), or the IEEE result
-    of the non-finite values counted in ``nonfinite`` (NaN if any NaN or both infinities)."""
+def _xsum(coarse: int, fine: int, nonfinite: int) -> float:
+    """The exact sum ``coarse * 2**-80 + fine * 2**-1074`` rounded once to the nearest
+    double (an exact zero is +0.0), or the IEEE result of the non-finite values counted in
+    ``nonfinite`` (NaN if any NaN or both infinities, else the infinity)."""
     if nonfinite:
         pinf = nonfinite & (_NINF - 1)
         ninf = (nonfinite >> 64) & (_NINF - 1)
         if nonfinite >= _NAN_COUNT or (pinf and ninf):
             return math.nan
         return math.inf if pinf else -math.inf
+    if not fine:
+        try:
+            # int -> float rounds to nearest, ties to even; the scaling is exact (the
+            # result is 0 or at least 2**-80 in magnitude, never subnormal)
+            return float(coarse) * _COARSE_UNIT
+        except OverflowError:  # beyond floats as an integer of 2**-80 units: divide
+            pass
+    total = (coarse << _FINE_SHIFT) + fine
     try:
-        return units / (_EXACT_UNIT * n)
-    except OverflowError:  # beyond the largest double, as IEEE addition overflows
-        return math.copysign(math.inf, units)
+        return total / _FINE_UNIT  # int / int is correctly rounded, subnormals included
+    except OverflowError:  # beyond the largest double, as IEEE rounding overflows
+        return math.inf if total > 0 else -math.inf
 
 
-def _indent_block(lines: list[str]) -> list[str]:
-    """Lines as written (compound one-liners like ``if x: y`` are already valid)."""
-    return lines
+_COARSE_UNIT = 2.0**-_COARSE_BITS
 
 
 def _canon_inline(code: str) -> str:
@@ -439,7 +408,7 @@ def _median(counts: dict[Any, int], key: Callable[[Any], Any] | None = None) -> 
             break
         seen = nxt
     assert lo is not None and hi is not None
-    return (lo + hi) / 2.0
+    return float(lo) if lo_rank == hi_rank else midpoint(lo, hi)
 
 
 #: Names the generated update, merge and finish code may use.
@@ -448,10 +417,9 @@ _NAMESPACE: dict[str, Any] = dict(
     _deque=deque,
     _median=_median,
     _median_nan=_median_nan,
-    _accumulate=accumulate,
-    _nonfinite=_nonfinite,
-    _exact_sum=_exact_sum,
-    _stacks_sum=_stacks_sum,
+    _int=int,
+    _rare=_rare,
+    _xsum=_xsum,
 )
 
 
@@ -462,6 +430,20 @@ def finite_aggregate(call: AggCall, finite: Sequence[bool]) -> bool:
     if call.func in ("MIN", "MAX") and call.arg is not None:
         return not (may_be_infinite(call.arg, finite) or may_be_nan(call.arg, finite))
     return False  # SUM / AVG / MEDIAN of DOUBLE may overflow
+
+
+def _key_source(
+    key: Expr, cols: Sequence[bool], finite: Sequence[bool], env: dict[str, Any]
+) -> str:
+    """Code for one group key: a DOUBLE's ``-0.0`` is ``+0.0`` (docs/semantics.md: which
+    zero arrived first must not decide the key's sign bit); NaN is the one NaN object.
+    ``env`` takes the helpers a long expression is compiled into."""
+    code = expr_source(key, cols, finite=finite, env=env)
+    if key.dtype is not DataType.DOUBLE:
+        return code
+    if nullable(key, cols):
+        return f"(0.0 if (_z := {code}) == 0 else _z)"
+    return f"({code} or 0.0)"
 
 
 class AggregateOp(RowOperator):
@@ -478,7 +460,6 @@ class AggregateOp(RowOperator):
         fifo: bool,
         replace_in: bool,
         paned: bool = False,
-        deletes: bool = True,
         input_finite: Sequence[bool] | None = None,
     ) -> None:
         super().__init__(op_id, replace_out=replace_in)
@@ -492,14 +473,15 @@ class AggregateOp(RowOperator):
         # Helpers the key and argument code calls (a long CASE, a deep expression).
         self._env: dict[str, Any] = {}
         env = self._env
-        # Group key code: a scalar for one key, a tuple for several (NaN: the one object).
+        # Group key code: a scalar for one key, a tuple for several (NaN: the one object,
+        # -0.0 is +0.0).
+        keys = [_key_source(g, cols, fin, env) for g in group_by]
         if not group_by:
             key_code = "()"
         elif len(group_by) == 1:
-            key_code = expr_source(group_by[0], cols, finite=fin, env=env)
+            key_code = keys[0]
         else:
-            keys = ", ".join(expr_source(g, cols, finite=fin, env=env) for g in group_by)
-            key_code = f"({keys},)"
+            key_code = "(" + ", ".join(keys) + ",)"
         self._single_key = len(group_by) == 1
         self.slots: list[_Slot] = []
         width = 1
@@ -509,16 +491,7 @@ class AggregateOp(RowOperator):
             )
             arg_null = call.arg is not None and nullable(call.arg, cols)
             nan_arg = call.arg is not None and may_be_nan(call.arg, fin)
-            slot = _Slot(
-                call,
-                width,
-                arg_code,
-                arg_null,
-                fifo,
-                paned,
-                deletes=deletes and not replace_in,
-                nan_arg=nan_arg,
-            )
+            slot = _Slot(call, width, arg_code, arg_null, fifo, paned, nan_arg=nan_arg)
             self.slots.append(slot)
             width += slot.width
         init = ["0"] + [c for s in self.slots for c in s.init_code()]
@@ -632,12 +605,7 @@ class AggregateOp(RowOperator):
             "        st = groups[k]",
             "        old = out.get(k)",
         ]
-        if self.global_agg:
-            lines += ["        if st[0] == 0:"]
-            lines += ["            " + c for s in self.slots for c in s.reset_code()] or []
-            if not any(s.reset_code() for s in self.slots):
-                lines += ["            pass"]
-        else:
+        if not self.global_agg:  # a global aggregate keeps its one row, even when empty
             lines += [
                 "        if st[0] == 0:",
                 "            del groups[k]",

@@ -89,6 +89,12 @@ def _nan_key(x: Any) -> tuple[bool, Any]:
     return (x != x, x)
 
 
+def _ord(x: Any) -> tuple[bool, Any]:
+    """Comparison key of a value that may be NaN: every NaN equal to every other NaN and
+    larger than every number (DuckDB's comparisons: ``NaN = NaN`` and ``NaN > inf``)."""
+    return (True, 0.0) if x != x else (False, x)
+
+
 def _div(a: float, b: float) -> float:
     if b:
         return a / b
@@ -244,7 +250,7 @@ def _in3(x: Any, items: tuple[Any, ...]) -> bool | None:
     for v in items:
         if v is None:
             null = True
-        elif x == v:
+        elif x == v or (x != x and v != v):  # NaN is in a list holding NaN (DuckDB)
             return True
     return None if null else False
 
@@ -353,6 +359,7 @@ RUNTIME: dict[str, Any] = {
     "_NAN": NAN,
     "_canon": _canon,
     "_nan_key": _nan_key,
+    "_ord": _ord,
     "_div": _div,
     "_imod": _imod,
     "_fmod": _fmod,
@@ -521,11 +528,22 @@ class _Gen:
     """Generates one Python expression string for an IR expression over the tuple ``r``;
     helper functions it needs (see the module docstring) are compiled into ``env``."""
 
-    def __init__(self, cols: Sequence[bool], var: str = "r", env: Env | None = None) -> None:
+    def __init__(
+        self,
+        cols: Sequence[bool],
+        var: str = "r",
+        env: Env | None = None,
+        finite: Sequence[bool] | None = None,
+    ) -> None:
         self.cols = cols
         self.var = var
         self.env: Env = env if env is not None else {}
+        self.finite = finite  # which columns are never NaN (None: compare as IEEE does)
         self._tmp = 0
+
+    def may_be_nan(self, e: Expr) -> bool:
+        """Whether ``e`` may be NaN, so a comparison of it needs DuckDB's NaN order."""
+        return self.finite is not None and may_be_nan(e, self.finite)
 
     def tmp(self) -> str:
         self._tmp += 1
@@ -591,7 +609,14 @@ class _Gen:
                 return f"_{op.lower()}3({a}, {b})"
             return f"({a} {op.lower()} {b})"
         if op in _PY_COMPARE:
-            return self._guarded([e.left, e.right], lambda c: f"({c[0]} {_PY_COMPARE[op]} {c[1]})")
+            py = _PY_COMPARE[op]
+            if self.may_be_nan(e.left) or self.may_be_nan(e.right):
+                # NaN equals NaN and is larger than every number (DuckDB); only where an
+                # operand may be NaN, so finite comparisons keep the plain operator
+                return self._guarded(
+                    [e.left, e.right], lambda c: f"(_ord({c[0]}) {py} _ord({c[1]}))"
+                )
+            return self._guarded([e.left, e.right], lambda c: f"({c[0]} {py} {c[1]})")
         if op in ("+", "-", "*"):
             if e.dtype.is_integer:  # checked: BIGINT overflow is an error, as in DuckDB
                 return self._guarded([e.left, e.right], lambda c: f"_ick({c[0]} {op} {c[1]})")
@@ -636,7 +661,11 @@ class _Gen:
                 code = f"({t} if ({t} := {self.gen(a)}) is not None else {code})"
             return code
         if e.name in ("LEAST", "GREATEST"):
-            return f"_{e.name.lower()}({', '.join(self.gen(a) for a in args)})"
+            code = f"_{e.name.lower()}({', '.join(self.gen(a) for a in args)})"
+            if e.dtype is not DataType.DOUBLE:
+                return code
+            t = self.tmp()  # -0.0 is +0.0 (docs/semantics.md, "Signed zeros")
+            return f"(0.0 if ({t} := {code}) == 0 else {t})"
         if e.name == "ABS":
             if e.dtype.is_integer:
                 return self._guarded(args, lambda c: f"_ick(abs({c[0]}))")
@@ -778,7 +807,7 @@ def expr_source(
     need none (``ValueError`` otherwise).
     """
     helpers: Env = env if env is not None else {}
-    code = _Gen(cols, var, helpers).gen(e)
+    code = _Gen(cols, var, helpers, finite).gen(e)
     if env is None and helpers:
         raise ValueError("expr_source: the expression needs helper functions; pass env")
     if finite is not None and not isinstance(e, ColumnRef) and may_be_nan(e, finite):
@@ -786,9 +815,12 @@ def expr_source(
     return code
 
 
-def compile_filter(pred: Expr, cols: Sequence[bool]) -> Callable[[Rows], Rows]:
-    """``rows -> [r for r in rows if pred(r)]``; NULL counts as false."""
-    g = _Gen(cols)
+def compile_filter(
+    pred: Expr, cols: Sequence[bool], finite: Sequence[bool] | None = None
+) -> Callable[[Rows], Rows]:
+    """``rows -> [r for r in rows if pred(r)]``; NULL counts as false. ``finite``: which
+    columns are never NaN (comparisons of the others order NaN as DuckDB does)."""
+    g = _Gen(cols, finite=finite)
     code = g.gen(pred)
     test = f"({code}) is True" if nullable(pred, cols) else code
     src = f"def _filter(rows):\n    return [r for r in rows if {test}]\n"
@@ -807,16 +839,21 @@ def compile_map(
     return _build(src, "_map", env)
 
 
-def compile_scalar(e: Expr, cols: Sequence[bool]) -> Callable[[Row], Any]:
-    """``r -> e(r)`` for one tuple."""
-    g = _Gen(cols)
+def compile_scalar(
+    e: Expr, cols: Sequence[bool], finite: Sequence[bool] | None = None
+) -> Callable[[Row], Any]:
+    """``r -> e(r)`` for one tuple (``finite`` as for :func:`compile_filter`)."""
+    g = _Gen(cols, finite=finite)
     code = g.gen(e)
     return _build(f"def _scalar(r):\n    return {code}\n", "_scalar", g.env)
 
 
-def compile_predicate(pred: Expr, cols: Sequence[bool]) -> Callable[[Row], bool]:
-    """``r -> bool``: true only when the predicate is TRUE (not NULL)."""
-    g = _Gen(cols)
+def compile_predicate(
+    pred: Expr, cols: Sequence[bool], finite: Sequence[bool] | None = None
+) -> Callable[[Row], bool]:
+    """``r -> bool``: true only when the predicate is TRUE (not NULL); ``finite`` as for
+    :func:`compile_filter`."""
+    g = _Gen(cols, finite=finite)
     code = g.gen(pred)
     test = f"({code}) is True" if nullable(pred, cols) else f"bool({code})"
     return _build(f"def _pred(r):\n    return {test}\n", "_pred", g.env)

@@ -263,8 +263,9 @@ class Lowering:
     def _nary(self, chain: JoinChain, leaves: list[Port]) -> Lowered:
         """One MJoin (or A-Caching MJoin) for a whole join chain."""
         nullable = [v for p in leaves for v in p.nullable]
+        finite = tuple(v for p in leaves for v in p.finite)
         spec = NarySpec(
-            tuple(len(p.nullable) for p in leaves), tuple(chain.conjuncts), tuple(nullable)
+            tuple(len(p.nullable) for p in leaves), tuple(chain.conjuncts), tuple(nullable), finite
         )
         replace_in = [p.replace for p in leaves]
         node: MJoinOp
@@ -278,7 +279,7 @@ class Lowering:
             )
         else:
             node = MJoinOp(chain.root, spec, replace_in)
-        return Lowered(node, nullable, [v for p in leaves for v in p.finite])
+        return Lowered(node, nullable, list(finite))
 
     def _link_jit(self, chain: JoinChain, ports: dict[str, Port]) -> None:
         """JIT links of a lowered join tree, top-down (``engines.row.jit.link`` says which)."""
@@ -468,7 +469,7 @@ def _row_window(op: Window, paned_for: str | None) -> _WindowBase:
 def _select(op: Select, ins: list[Port], lowering: Lowering) -> Lowered:
     """A filter, pushed into its window when :meth:`Lowering.can_push_select` allows."""
     (i,) = ins
-    keep = compile_filter(op.predicate, i.nullable)
+    keep = compile_filter(op.predicate, i.nullable, i.finite)
     node: RowOperator
     window = lowering.arrow_selects.get(op.id)
     if window is not None:  # filtered as Arrow inside its window (Lowering.arrow_select)
@@ -516,10 +517,11 @@ def _join(op: Join, ins: list[Port], lowering: Lowering) -> Lowered:
             if isinstance(side, ColumnRef) and in_null[side.index]
         ]
         residual = conjoin([*not_null, *op.residual()])
-    res = compile_predicate(residual, in_null) if residual is not None else None
+    in_fin = left.finite + right.finite
+    res = compile_predicate(residual, in_null, in_fin) if residual is not None else None
     cls = JitJoinOp if op.id in lowering.jit_joins else HashJoinOp
     node = cls(op.id, lk, rk, res, (left.replace, right.replace), nested_loop=not keys)
-    return Lowered(node, in_null, left.finite + right.finite)
+    return Lowered(node, in_null, in_fin)
 
 
 @LOWERINGS.register(Aggregate)
@@ -533,7 +535,6 @@ def _aggregate(op: Aggregate, ins: list[Port], lowering: Lowering) -> Lowered:
         fifo=i.fifo,
         replace_in=i.replace,
         paned=op.id in lowering.paned_aggregates,
-        deletes=i.expiring,
         input_finite=i.finite,
     )
     out_null = [nullable(g, i.nullable) for g in op.group_by] + [

@@ -45,11 +45,13 @@ Key = Callable[[Row], Any]
 @dataclass(frozen=True)
 class NarySpec:
     """An n-ary join: the inputs' widths and the conjuncts over their concatenated columns
-    (input 0's columns first), with which columns may be NULL."""
+    (input 0's columns first), with which columns may be NULL and which are never NaN or
+    infinite (``finite``; empty: not known, comparisons as IEEE's)."""
 
     widths: tuple[int, ...]
     conjuncts: tuple[Expr, ...]
     nullable: tuple[bool, ...]
+    finite: tuple[bool, ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.widths) < 2:
@@ -166,6 +168,7 @@ def compile_pipeline(spec: NarySpec, order: Sequence[int]) -> Pipeline:
         pre = compile_predicate(
             conjoin([remap_columns(c, own_cols) for c in own]),  # type: ignore[arg-type]
             list(spec.nullable[base : base + width]),
+            list(spec.finite[base : base + width]) if spec.finite else None,
         )
     for p in order[1:]:
         idx: list[int] = []
@@ -192,8 +195,10 @@ def compile_pipeline(spec: NarySpec, order: Sequence[int]) -> Pipeline:
             g: g2f[g] for p2 in bound for g in range(starts[p2], starts[p2] + spec.widths[p2])
         }
         nullable = [False] * (flat[p] + spec.widths[p])
+        finite = [True] * len(nullable)
         for g, f in layout.items():
             nullable[f] = spec.nullable[g]
+            finite[f] = spec.finite[g] if spec.finite else True
         residual = conjoin([remap_columns(c, layout) for c in rest])
         steps.append(
             Step(
@@ -201,7 +206,9 @@ def compile_pipeline(spec: NarySpec, order: Sequence[int]) -> Pipeline:
                 tuple(idx),
                 tuple(prb),
                 compile_key(prb),
-                compile_predicate(residual, nullable) if residual is not None else None,
+                compile_predicate(residual, nullable, finite if spec.finite else None)
+                if residual is not None
+                else None,
                 residual.display() if residual is not None else "",
             )
         )

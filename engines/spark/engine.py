@@ -36,7 +36,7 @@ import pyarrow as pa
 
 from engines import interrupts
 from engines.columnar import ColumnarEngine, EngineFault, query_data_error
-from engines.sqlgen.dialects import EXACT_SUM_UDF
+from engines.sqlgen.dialects import EXACT_SUM_UDF, MEDIAN_UDF
 from optimizer.ir.errors import ConfigError
 
 #: Seconds a Spark session may take to start before the run gives up (--spark-connect-timeout):
@@ -92,21 +92,26 @@ def _stop(spark: Any) -> None:
 
 def _register_udfs(spark: Any) -> None:
     """hycq's SQL functions in ``spark``: the correctly rounded SUM of DOUBLE
-    (``engines.sqlgen.dialects.EXACT_SUM_UDF``), a vectorized Arrow UDF. Its module is
-    pickled by value, so executors on a cluster need pyarrow and numpy (PySpark's own
-    requirements), not hycq."""
+    (``engines.sqlgen.dialects.EXACT_SUM_UDF``) and DuckDB's MEDIAN (``MEDIAN_UDF``),
+    vectorized Arrow UDFs. Their modules are pickled by value, so executors on a cluster
+    need pyarrow and numpy (PySpark's own requirements), not hycq."""
     from pyspark import cloudpickle
     from pyspark.sql.functions import arrow_udf
     from pyspark.sql.types import DoubleType
 
-    from engines.kernels import exact_sum
+    from engines.kernels import exact_sum, median
 
     cloudpickle.register_pickle_by_value(exact_sum)
+    cloudpickle.register_pickle_by_value(median)
 
     def exact_sum_udf(lists: pa.Array) -> pa.Array:  # the hints tell Spark it is Arrow's
         return exact_sum.list_sums(lists)
 
+    def median_udf(lists: pa.Array) -> pa.Array:
+        return median.list_medians(lists)
+
     spark.udf.register(EXACT_SUM_UDF, arrow_udf(exact_sum_udf, DoubleType()))  # type: ignore[call-overload]
+    spark.udf.register(MEDIAN_UDF, arrow_udf(median_udf, DoubleType()))  # type: ignore[call-overload]
 
 
 def _reap(proc: Any) -> None:

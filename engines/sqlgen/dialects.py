@@ -21,7 +21,7 @@ ROUND(x, n) half away from zero    ``ROUND(x, n)``            scaled ``ROUND(ABS
                                                               (Spark rounds the decimal text)
 FLOOR / CEIL return DOUBLE         ``FLOOR(x)``, ``CEIL(x)``  via BIGINT below 2**52 only
                                                               (Spark returns BIGINT)
-MEDIAN exact, mean of middle two   ``MEDIAN(x)``              ``MEDIAN(x)`` (exact percentile)
+MEDIAN, DuckDB's interpolation     ``MEDIAN(x)``              ``hycq_median(ARRAY_AGG(x))``
 DOUBLE / BIGINT literals           ``CAST(0.9 AS DOUBLE)``    same
 VARCHAR literals                   ``'it''s'``                ``'it\\'s'`` (backslashes escaped)
 =================================  =========================  ==================================
@@ -327,13 +327,27 @@ class SqlDialect:
         distinct: NaN equals NaN and is larger than every number (DuckDB's rule)."""
         return x
 
+    def canonical(self, x: exp.Expr, dtype: DataType) -> exp.Expr:
+        """``x`` where one of several equal values is *chosen* or *kept*: a GROUP BY key,
+        a MIN / MAX / MEDIAN / COUNT(DISTINCT) argument, a LEAST / GREATEST argument, an IN
+        operand. :meth:`orderable`, and a DOUBLE's ``-0.0`` is ``+0.0`` (``x + 0.0``;
+        docs/semantics.md, "Signed zeros"): which of two equal zeros an engine keeps
+        depends on their arrival order (DuckDB's MAX over {0.0, -0.0} is the first one).
+        Plain comparisons keep :meth:`orderable` (``-0.0 = 0.0`` already)."""
+        x = self.orderable(x, dtype)
+        if dtype is not DataType.DOUBLE:
+            return x
+        return exp.Add(this=paren(x), expression=double_literal(0.0))
+
     def sum(self, x: exp.Expr, dtype: DataType) -> exp.Expr:
         """SUM of ``x`` (of IR type ``dtype``); the caller casts the total to its IR type,
         which must raise when an integer total does not fit (DuckDB sums in HUGEINT)."""
         return exp.Sum(this=x)
 
     def median(self, x: exp.Expr) -> exp.Expr:
-        """Exact median of a DOUBLE argument (mean of the two middle values for even counts)."""
+        """MEDIAN of a DOUBLE argument: the middle value, or for an even count DuckDB's
+        interpolation of the two middle values, ``fma(lo, 0.5, hi * 0.5)``
+        (``engines.kernels.median``): DuckDB's own MEDIAN here."""
         return exp.Median(this=x)
 
     def exact_sum(self, x: exp.Expr) -> exp.Expr:
@@ -431,6 +445,16 @@ def _nonnegative(count: exp.Expr) -> exp.Expr:
     return _when((exp.LT(this=paren(count.copy()), expression=number(0)), number(0)), default=count)
 
 
+#: DuckDB's MEDIAN of a list of doubles (``engines.kernels.median.list_medians``), for the
+#: engines whose MEDIAN rounds the two middle values differently (DataFusion, Spark).
+MEDIAN_UDF = "hycq_median"
+
+
+def _list_median(x: exp.Expr) -> exp.Expr:
+    """``hycq_median(ARRAY_AGG(x))``: DuckDB's MEDIAN where the engine's own differs."""
+    return _fn(MEDIAN_UDF, exp.ArrayAgg(this=x))
+
+
 class DuckDBDialect(SqlDialect):
     """DuckDB: the reference semantics, so constructs are emitted as they are, but for the
     exact SUM of DOUBLE: a macro summing the values scaled to 128-bit integers, at a scale
@@ -445,11 +469,15 @@ class DuckDBDialect(SqlDialect):
 class SparkDialect(SqlDialect):
     """Spark SQL 4 (ANSI mode off, though no rewrite here depends on it).
 
-    ``MEDIAN`` needs no rewrite: in Spark 4 it is the exact ``percentile(x, 0.5)``, which
-    interpolates between the two middle values (``percentile_approx`` is the approximate one).
+    ``MEDIAN`` is Spark's exact ``percentile(x, 0.5)``, which interpolates between the two
+    middle values as ``0.5 * lo + 0.5 * hi`` unfused: for a subnormal ``lo`` that differs
+    from DuckDB's fused ``fma(lo, 0.5, hi * 0.5)``, so MEDIAN runs the ``hycq_median`` UDF.
     """
 
     name = "spark"
+
+    def median(self, x: exp.Expr) -> exp.Expr:
+        return _list_median(x)
 
     def divide(self, a: exp.Expr, b: exp.Expr, divisor: Divisor) -> exp.Expr:
         # Spark yields NULL for x / 0. IEEE gives a * (+-inf): +-inf for a non-zero a, NaN for
@@ -659,9 +687,14 @@ class DataFusionDialect(SqlDialect):
 
     What DataFusion evaluates as DuckDB does, and is emitted as it is: IEEE division and
     fmod (``x / 0.0`` is +-inf, ``x % 0.0`` NaN), FLOOR / CEIL on DOUBLE, LEAST / GREATEST
-    ignoring NULLs, -0.0 equal to 0.0 in comparisons and GROUP BY, exact MEDIAN (mean of
-    the two middle values), NEG / ABS overflow errors, ``CAST`` errors for out-of-range
-    values and NaN. What differs is rewritten here:
+    ignoring NULLs, -0.0 equal to 0.0 in comparisons and GROUP BY, NEG / ABS overflow
+    errors, ``CAST`` errors for out-of-range values and NaN. What differs is rewritten here:
+
+    * MEDIAN of an even count: DataFusion's is ``(lo + hi) / 2`` (infinite for two large
+      values), so MEDIAN runs the ``hycq_median`` UDF (DuckDB's bits, :meth:`median`);
+    * ``-0.0`` and ``0.0`` are distinct values in MIN / MAX, COUNT(DISTINCT), LEAST /
+      GREATEST (totalOrder) and in long IN lists (hashed by their bits):
+      :meth:`SqlDialect.canonical` makes every zero ``+0.0`` there, as on every engine;
 
     * NaN: DataFusion compares doubles by IEEE totalOrder, so a NaN with the sign bit set
       (x86 computes one for ``0 * inf``) sorts below every number and is distinct from a
@@ -710,6 +743,11 @@ class DataFusionDialect(SqlDialect):
         if dtype.is_integer:
             return exp.Sum(this=exp.Cast(this=x, to=_DECIMAL.copy()))
         return super().sum(x, dtype)
+
+    def median(self, x: exp.Expr) -> exp.Expr:
+        # DataFusion's MEDIAN of an even count is (lo + hi) / 2: infinite for two values
+        # near the largest double, and rounded differently from DuckDB's in the last bit.
+        return _list_median(x)
 
     def double_to_integer(self, x: exp.Expr, dtype: DataType) -> exp.Expr:
         # Half to even: a tie (fraction exactly .5) rounds to the even neighbour 2*ROUND(x/2);

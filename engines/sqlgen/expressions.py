@@ -98,6 +98,11 @@ class ExprTranslator:
         """``e`` translated for a comparison, ordering or grouping (the dialect's NaN rule)."""
         return self.dialect.orderable(self.scalar(e), e.dtype)
 
+    def _canonical(self, e: Expr) -> exp.Expr:
+        """``e`` translated where one of equal values is kept (MIN, MAX, COUNT(DISTINCT),
+        IN): the NaN rule, and ``-0.0`` is ``+0.0`` (``SqlDialect.canonical``)."""
+        return self.dialect.canonical(self.scalar(e), e.dtype)
+
     # -- scalar expressions -----------------------------------------------------------------
 
     def scalar(self, e: Expr) -> exp.Expr:
@@ -118,8 +123,8 @@ class ExprTranslator:
             return self._case(e)
         if isinstance(e, InList):  # flat: IN of 10,000 items is one node in both engines
             return exp.In(
-                this=paren(self._orderable(e.value)),
-                expressions=[self._orderable(i) for i in e.items],
+                this=paren(self._canonical(e.value)),
+                expressions=[self._canonical(i) for i in e.items],
             )
         if isinstance(e, AggCall):
             raise PlanError(f"aggregate {e.display()} outside an aggregate operator")
@@ -210,7 +215,7 @@ class ExprTranslator:
             typed = [self.typed(a, e.dtype) for a in args]
             return exp.Coalesce(this=typed[0], expressions=typed[1:])
         if name in ("LEAST", "GREATEST"):
-            typed = [self.dialect.orderable(self.typed(a, e.dtype), e.dtype) for a in args]
+            typed = [self.dialect.canonical(self.typed(a, e.dtype), e.dtype) for a in args]
             return self.dialect.least_greatest(name, typed)
         if name in ("FLOOR", "CEIL"):
             if args[0].dtype.is_integer or args[0].dtype is DataType.NULL:
@@ -319,7 +324,7 @@ class ExprTranslator:
         if func == "COUNT":
             arg = self.scalar(call.arg)
             if call.distinct:
-                arg = self._orderable(call.arg)
+                arg = self._canonical(call.arg)
                 return exp.Count(this=exp.Distinct(expressions=[arg]))
             return exp.Count(this=arg)
         if func == "SUM":
@@ -329,12 +334,12 @@ class ExprTranslator:
         if func == "AVG":
             return self._average(call.arg)
         if func == "MIN":
-            return exp.Min(this=self._orderable(call.arg))
+            return exp.Min(this=self._canonical(call.arg))
         if func == "MAX":
-            return exp.Max(this=self._orderable(call.arg))
+            return exp.Max(this=self._canonical(call.arg))
         if func == "MEDIAN":
             x = self.typed(call.arg, DataType.DOUBLE)
-            return self.dialect.median(self.dialect.orderable(x, DataType.DOUBLE))
+            return self.dialect.median(self.dialect.canonical(x, DataType.DOUBLE))
         raise UnsupportedError(f"aggregate function {func} has no SQL translation")
 
     def _average(self, arg: Expr) -> exp.Expr:

@@ -219,10 +219,10 @@ def _output(t: ExprTranslator, e: Expr, dtype: DataType) -> exp.Expr:
 
 def _key_sql(t: ExprTranslator, k: Expr) -> exp.Expr:
     """A GROUP BY key as the aggregate groups by it: the column itself, or a computed key at
-    its IR type; under the dialect's NaN rule either way."""
+    its IR type; under the dialect's NaN rule, and with ``-0.0`` as ``+0.0``, either way."""
     if isinstance(k, ColumnRef):
-        return t.dialect.orderable(t.scalar(k), k.dtype)
-    return t.dialect.orderable(_output(t, k, k.dtype), k.dtype)
+        return t.dialect.canonical(t.scalar(k), k.dtype)
+    return t.dialect.canonical(_output(t, k, k.dtype), k.dtype)
 
 
 # -- one translation per operator kind ---------------------------------------------------------

@@ -154,6 +154,15 @@ NAN_STATE_QUERIES = [
     "AS b WHERE a.house_id = b.house_id GROUP BY a.z",
     "SELECT ISTREAM house_id, MAX(v) AS m FROM (SELECT house_id, value + 0.0 / value AS v "
     "FROM readings [RANGE 3 SECONDS]) AS q GROUP BY house_id",
+    # NaN in comparisons (WHERE, CASE, HAVING, a join's residual): equal to itself and
+    # larger than every number, as DuckDB compares
+    "SELECT id, 0.0 / value = 0.0 / value AS eq, value / 0.0 - value / 0.0 > 1e308 AS gt, "
+    "CASE WHEN 0.0 / value < 1.0 THEN 1 ELSE 2 END AS c FROM readings [RANGE 2 SECONDS] "
+    "WHERE 0.0 / value >= value",
+    "SELECT house_id, MAX(0.0 / value) AS m FROM readings [RANGE 3 SECONDS] GROUP BY house_id "
+    "HAVING MAX(0.0 / value) > 100.0",
+    "SELECT a.id, b.id AS bid FROM readings [RANGE 2 SECONDS] AS a, readings [RANGE 2 SECONDS] "
+    "AS b WHERE 0.0 / a.value > b.value AND a.house_id = b.house_id",
 ]
 
 

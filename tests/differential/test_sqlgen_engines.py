@@ -19,9 +19,8 @@ Two levels:
   ties; each is evaluated by the row compiler, by DuckDB and by Spark through a one-operator
   group, and the values must agree (NaN == NaN, floats within 1e-9 relative).
 
-Where the row engine is known to disagree with docs/semantics.md (DuckDB), the row engine is
-not the reference for that expression and only DuckDB and Spark are compared; see
-:func:`known_row_divergence` for the exact list. Expressions DuckDB rejects at run time
+The row engine is compared on every expression, NaN in comparisons included (NaN equals
+NaN and is larger than every number, as in DuckDB). Expressions DuckDB rejects at run time
 (integer overflow, CAST of NaN or infinity to an integer) are skipped.
 
 Spark tests are marked ``spark`` and share one session (fixture ``spark``). DataFusion runs
@@ -714,34 +713,6 @@ def duckdb_round(x: float, n: int) -> float:
     return r if math.isfinite(r) else x
 
 
-def known_row_divergence(e: Expr) -> str | None:
-    """Why the row engine may disagree with DuckDB on ``e`` over the expression table, if so.
-
-    The one known row-engine deviation from docs/semantics.md ("Known deviations"): NaN in a
-    comparison / LEAST / GREATEST. Python's ``nan == nan`` is false and NaN is unordered;
-    DuckDB (and Spark) treat NaN as equal to itself and larger than any number. (ROUND, the
-    sign of zero from FLOOR/CEIL/ROUND and FLOOR/CEIL typing were fixed after this test
-    found them: they are compared again.)
-    """
-
-    def values(x: Expr) -> list[Any]:
-        try:
-            return row_values(x)
-        except Exception:  # noqa: BLE001 - the full expression fails the same way
-            return []
-
-    def nan(vs: list[Any]) -> bool:
-        return any(isinstance(v, float) and math.isnan(v) for v in vs)
-
-    for node in e.walk():
-        compares = (isinstance(node, Binary) and node.op in COMPARISONS) or (
-            isinstance(node, Func) and node.name in ("LEAST", "GREATEST")
-        )
-        if compares and any(nan(values(c)) for c in node.children()):
-            return "NaN compared"
-    return None
-
-
 def portable(e: Expr, dialect: str) -> bool:
     """Whether the engine computes every function of ``e`` as DuckDB does (UPPER and LOWER
     are left out of Spark's and DataFusion's capabilities: never placed there)."""
@@ -757,9 +728,6 @@ def check_against_row(e: Expr, sql_values: list[Any]) -> str | None:
         expected = row_values(e)
     except UnsupportedError:
         return "not supported by the row engine"
-    reason = known_row_divergence(e)
-    if reason is not None:
-        return reason
     assert all(_same(a, b) for a, b in zip(sql_values, expected, strict=True)), (
         f"{e.display()}\n  SQL: {sql_values}\n  row: {expected}"
     )
