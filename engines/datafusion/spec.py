@@ -64,9 +64,9 @@ ENGINE = EngineSpec(
         "project": 1.25 * 4 * NS,
         "aggregate": 1.25 * 12 * NS,
         # An exact SUM/AVG of DOUBLE (ARRAY_AGG and hycq's kernel, engines/kernels/exact_sum.py),
-        # per value on top of ``aggregate``: 124-163 ns over 0.1-1 M rows of 1,677 plugs
-        # (experiments/exact_sum_cost.py; 5-8x a plain SUM).
-        "exact_sum": 140 * NS,
+        # per value on top of ``aggregate``: 33-60 ns at 0.1 M rows, 23-37 ns at 1-4 M rows of
+        # 1,677 plugs on a quiet machine (experiments/exact_sum_cost.py; 3-10x a plain SUM).
+        "exact_sum": 30 * NS,
         "join_input": 1.25 * 25 * NS,
         "join_output": 1.25 * 10 * NS,
         "fixed": 3.6e-3,

@@ -398,7 +398,7 @@ def test_a_merge_over_many_groups_of_a_small_window_rests() -> None:
     window = 4_000_000
     for changed in range(0, 2_000_000, 1000):
         kept = prices.kept(changed * 0.5, 1_677)
-        again = prices.reevaluated(window, window * 0.5, 1_677, True)
+        again = prices.reevaluated(window, window * 0.5, 1_677, True, 1)  # one AVG of a DOUBLE
         if 0.8 * again <= kept < again:
             assert not state._cheaper(window, changed)
             state.resting = False

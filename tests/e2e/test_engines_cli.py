@@ -108,7 +108,7 @@ def _explain_placement(tmp_path: Path, datafusion_fixed: float) -> set[str]:
         "[cost_model]\nbase = 'analytical'\n"
         f"[cost_model.parameters.engines.datafusion]\nfixed = {datafusion_fixed}\n"
         "select = 1e-9\nproject = 1e-9\naggregate = 1e-9\njoin_input = 1e-9\n"
-        "join_output = 1e-9\n"
+        "join_output = 1e-9\nexact_sum = 1e-9\n"
     )
     r = hycq(
         "explain", str(ROOT / "queries" / "smartplug" / "q2.sql"), "--json", "--rate", "40000",

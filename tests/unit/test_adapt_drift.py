@@ -107,20 +107,20 @@ def run(
 
 def test_a_rate_step_migrates_once_after_the_dwell_naming_the_rates(tmp_path: Path) -> None:
     def workload(stream: str, sec: int) -> tuple[int, float]:
-        return (500 if sec < 12 else 10_000), 0.5  # 1k -> 20k tuples/s over r and s
+        return (500 if sec < 12 else 30_000), 0.5  # 1k -> 60k tuples/s over r and s
 
     requests, monitor, ctl = run(KEYED / "join_aggs.sql", ["r", "s"], 30, workload)
     assert len(requests) == 1, [r.reason for _, r in requests]
     at, req = requests[0]
-    # smoothing (half-life 5 s) crosses the break-even (4-6k per stream, where DuckDB
-    # saves the 20% margin at 6-8k) within about 5-8 s, then 3 checks of dwell; the DuckDB
-    # plan's AVG is kept incrementally (and priced so) once r's window holds 150,000 rows
-    # (optimizer.ir.incremental), which the smoothed rate reaches at ~16 s
-    assert 13 <= at <= 27
+    # smoothing (half-life 5 s) crosses the break-even (about 8k per stream, where DuckDB
+    # saves the 20% margin at about 12k) within a few seconds, then 3 checks of dwell; the
+    # DuckDB plan's AVG is kept incrementally (and priced so) once r's window holds 150,000
+    # rows (optimizer.ir.incremental)
+    assert 13 <= at <= 27, at
     assert req.reason["trigger"] == "better"
     assert set(req.reason["drifted"]) >= {"rate r", "rate s"}
     fig = req.reason["figures"]["rates"]["r"]
-    assert fig["planned"] == 500 and 2_000 < fig["measured"] < 10_000
+    assert fig["planned"] == 500 and 5_000 < fig["measured"] < 30_000
     assert (
         req.reason["cost"]["new"]["utilization"]
         < 0.8 * (req.reason["cost"]["running"]["utilization"])

@@ -25,6 +25,9 @@ from optimizer.ir.measured import MeasuredStatistics
 ROOT = Path(__file__).resolve().parents[2]
 JOIN_AGGS = ROOT / "queries" / "keyed" / "join_aggs.sql"
 KEYS = {("r", ("k",)): 100.0, ("s", ("k",)): 100.0}
+#: A per-stream rate well past the break-even (about 8k per stream at the default constants):
+#: the columnar plan saves about 60% of C_u there.
+HIGH = 30_000
 
 
 @dataclass
@@ -61,10 +64,10 @@ def drive(ctl: AdaptiveController, rates: list[float], start: int = 100) -> list
 
 def test_dwell_counts_consecutive_checks_of_the_same_target() -> None:
     ctl, _ = controller(dwell_checks=4)
-    # 10k tuples/s makes DuckDB pay (about 60% of C_u saved); a dip back to 500 resets
-    assert drive(ctl, [10_000] * 3 + [500] + [10_000] * 3) == []
+    # 30k tuples/s makes DuckDB pay (about 60% of C_u saved); a dip back to 500 resets
+    assert drive(ctl, [HIGH] * 3 + [500] + [HIGH] * 3) == []
     assert [d.get("streak") for d in ctl.decisions[-3:]] == [1, 2, 3]
-    assert drive(ctl, [10_000], start=107) == [107]
+    assert drive(ctl, [HIGH], start=107) == [107]
     assert ctl.decisions[-1]["decision"] == "migrate"
 
 
@@ -101,7 +104,7 @@ def test_spacing_and_no_return_while_hovering_around_the_break_even() -> None:
 
 def test_spacing_holds_a_second_migration_back() -> None:
     ctl, _ = controller(min_spacing_s=30, dwell_checks=1)
-    assert drive(ctl, [10_000]) == [100]
+    assert drive(ctl, [HIGH]) == [100]
     assert drive(ctl, [200] * 40, start=101) == [130]  # not before 30 s after the first
     reasons = [d["why"] for d in ctl.decisions if d.get("why", "").startswith("spacing")]
     assert len(reasons) == 29
@@ -120,14 +123,14 @@ def test_warmup_and_missing_rates_wait() -> None:
 def test_the_migration_cost_must_be_earned_over_the_horizon() -> None:
     # A 60% saving over a 1-second horizon does not pay for replaying a 30-second window.
     ctl, _ = controller(dwell_checks=1, horizon_s=1)
-    assert drive(ctl, [10_000] * 5) == []
+    assert drive(ctl, [HIGH] * 5) == []
     assert "does not outweigh" in ctl.decisions[-1]["why"]
 
 
 def test_settled_saving_rule_waits_for_a_moving_figure() -> None:
     ctl, _ = controller(dwell_checks=3, settle=0.05)
-    # the saving climbs ~26% -> 41% -> 48% -> 53% -> 56% -> 60% -> 62%: not settled at 5 pts
-    ramp = [2_000, 3_000, 4_000, 5_000, 6_000, 8_000, 10_000, 10_000, 10_000]
+    # the saving climbs ~10% -> 25% -> 35% -> 41% -> 47% -> 54% -> 60%: not settled at 5 pts
+    ramp = [9_000, 12_000, 15_000, 18_000, 21_000, 24_000, HIGH, HIGH, HIGH]
     migrated = drive(ctl, ramp)
     assert migrated and migrated[0] >= 106
 
@@ -373,10 +376,11 @@ def test_checks_skip_the_optimizer_while_no_figure_moves_past_the_gate() -> None
     assert full == [True, False, False, False, True, False]
     assert all(d["decision"] == "stay" for d in ctl.decisions)
     # far past the gate, the optimizer prices the plan at the new rate (40x the tuples; the
-    # per-group work of the aggregates grows less, as their groups are all touched already)
+    # per-group work of the aggregates, exact sums included, grows less, as their groups are
+    # all touched already: about 5x)
     ctl.check(200, _Q2Figures(40_000.0, 200))  # type: ignore[arg-type]
     last, first = ctl.decisions[-1], ctl.decisions[0]
-    assert last["running"]["utilization"] > 5 * first["running"]["utilization"]
+    assert last["running"]["utilization"] > 3 * first["running"]["utilization"]
 
 
 @pytest.mark.parametrize("strategy", ["jisc", "ms", "hybmig"])
