@@ -128,17 +128,23 @@ def _expected(text: str) -> pa.Table:
     return out
 
 
-def _check(text: str, engine: str) -> None:
+#: The cases calling the libm functions (EXP, LN, LOG*, POWER), which Spark computes with the
+#: JVM's and may round differently in the last bit (docs/semantics.md): compared within the
+#: tolerance there, bit for bit everywhere else.
+LIBM = frozenset({"math", "doubles"})
+
+
+def _check(text: str, engine: str, libm: bool = False) -> None:
     placement, column_engine = placement_of(engine)
     plan = plan_query(text, CATALOG, "functions.sql")
     got = execute(plan, CATALOG, {"e": _data()}, placement, column_engine=column_engine)
     assert got.dead_letter == 0
-    assert_same_stream(got.table, _expected(text))
+    assert_same_stream(got.table, _expected(text), exact=not (libm and engine == "spark"))
 
 
 @pytest.mark.parametrize("name", sorted(QUERIES))
 def test_functions_equal_the_oracle(engine: str, name: str) -> None:
-    _check(QUERIES[name], engine)
+    _check(QUERIES[name], engine, libm=name in LIBM)
 
 
 @pytest.mark.notimpl(["spark", "datafusion"], raises=PlanError)
@@ -291,4 +297,4 @@ def test_function_grids_equal_the_oracle(engine: str, name: str) -> None:
     assert expected.num_rows == data["e"].num_rows
     placement, column_engine = placement_of(engine)
     got = execute(plan_query(text, CATALOG), CATALOG, data, placement, column_engine=column_engine)
-    assert_same_stream(got.table, expected)
+    assert_same_stream(got.table, expected, exact=not (name in LIBM and engine == "spark"))

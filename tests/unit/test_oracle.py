@@ -345,9 +345,26 @@ def _stream(rows: list[tuple], names: tuple[str, ...] = ("a", "b")) -> pa.Table:
 def test_assert_same_stream_tolerates_order_floats_nan_none() -> None:
     exp = _stream([(1, 0.1 + 0.2, 10), (2, math.nan, 10), (None, 1e-12, 11), (3, 1e20, 11)])
     act = _stream([(3, 1e20 * (1 + 1e-12), 11), (None, 0.0, 11), (2, math.nan, 10), (1, 0.3, 10)])
-    assert_same_stream(act, exp)
+    assert_same_stream(act, exp, exact=False)
     # Names do not matter, positions do.
-    assert_same_stream(act.rename_columns(["x", "y", "_ts"]), exp)
+    assert_same_stream(act.rename_columns(["x", "y", "_ts"]), exp, exact=False)
+
+
+def test_assert_same_stream_compares_bits_by_default() -> None:
+    """The default comparison is bit for bit: the last bit of a sum, the sign of a zero and
+    a value within the tolerance all differ; NaN equals NaN, NULL equals NULL, and an
+    integer equals the double of its value (hycq's ROUND of an integer is a DOUBLE)."""
+    for a, b in [(0.1 + 0.2, 0.3), (-0.0, 0.0), (1e20 * (1 + 1e-12), 1e20)]:
+        with pytest.raises(AssertionError, match="differ"):
+            assert_same_stream(_stream([(1, a, 10)]), _stream([(1, b, 10)]))
+        assert_same_stream(_stream([(1, a, 10)]), _stream([(1, b, 10)]), exact=False)
+    same = _stream([(1, math.nan, 10), (2, None, 10), (3, 0.5, 11)])
+    assert_same_stream(same, _stream([(1, math.nan, 10), (2, None, 10), (3, 0.5, 11)]))
+    doubles = pa.table({"x": [2.0, 3.0], "_ts": [10, 10]})
+    integers = pa.table({"_ts": [10, 10], "x": [3, 2]})  # positions of _ts differ too
+    assert_same_stream(doubles, integers)
+    with pytest.raises(AssertionError, match="differ"):
+        assert_same_stream(doubles, pa.table({"x": [2, 4], "_ts": [10, 10]}))
 
 
 def test_assert_same_stream_reports_first_difference() -> None:
