@@ -269,13 +269,9 @@ class PanedState:
         self.scale, self.room = scale, room
         return True
 
-    def _bad(self, engine: ColumnarEngine, partials: list[pa.Table]) -> bool:
+    def _bad(self, partials: list[pa.Table]) -> bool:
         """Whether any of ``partials`` counts a value its scale could not sum exactly."""
-        sql = self.spec.bad_sql(self.spec.parts_table)
-        if sql is None or not partials:
-            return False
-        self._register(engine, self.spec.parts_table, partials)
-        return bool(engine.query(sql).column(0)[0].as_py())
+        return self.spec.bad_count(partials) > 0
 
     def _partials(self, engine: ColumnarEngine, chunks: list[pa.Table]) -> list[pa.Table]:
         """The partials of several chunks: one query when there are many (a rebuild after a
@@ -323,7 +319,7 @@ class PanedState:
             self._rescale(engine, rows)
         for attempt in range(2):
             fresh = self._refresh(engine, live)
-            if not self._bad(engine, [p.partial for p in fresh]):
+            if not self._bad([p.partial for p in fresh]):
                 break
             if attempt or not self._rescale(engine, rows):
                 raise IncrementalUnavailable(

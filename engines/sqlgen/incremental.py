@@ -39,6 +39,8 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from sqlglot import exp
 
 from engines.sqlgen.dialects import SqlDialect, cast
@@ -261,42 +263,54 @@ class PanedAggregate:
     def partial_sql(self, table: str, scale: int = 0, room: int = 0, by_pane: bool = False) -> str:
         """One pane's partials per key at ``scale`` (``room``: the headroom bits the scale
         keeps); ``by_pane``: of several panes at once, told apart by the column ``_pane`` of
-        ``table`` (first in the result, which is ordered by it)."""
+        ``table`` (first in the result, which is ordered by it).
+
+        A SUM/AVG of DOUBLE adds ``x * 2^scale`` as a 128-bit integer where that is exact
+        (``ok``: finite, below the limit and a whole number at the scale), counts the values
+        it could not (``b``, read by :meth:`bad_count`) and ``COUNT(x)`` (``q``). ``ok`` and
+        the scaled value are computed once per row, in a projection under the aggregate
+        that passes the input's columns through (as ``s``), not once per aggregate."""
         cols = [f"{k} AS k{i}" for i, k in enumerate(self.keys)]
         if by_pane:
             cols.insert(0, "s._pane AS _pane")
         limit = 2.0 ** (126 - room - scale)
+        per_row = []
         for j, (func, arg, _t) in enumerate(self.calls):
             if func in ("MIN", "MAX"):  # ``arg`` is the whole aggregate here
                 cols.append(f"{arg} AS p{j}")
             elif func == "COUNT":
                 cols.append(f"CAST(COUNT({arg or '*'}) AS BIGINT) AS p{j}")
             elif self._scaled(j):
-                scaled = f"({arg}) * {_pow2(scale)}"
-                ok = f"isfinite({arg}) AND abs({arg}) < {limit!r} AND {scaled} = round({scaled})"
+                # abs(NaN) and abs(+-inf) are not below the limit: no isfinite() needed
+                per_row.append(f"({arg}) * {_pow2(scale)} AS _y{j}")
+                per_row.append(f"abs({arg}) < {limit!r} AND _y{j} = round(_y{j}) AS _ok{j}")
                 cols.append(
-                    f"CAST(COALESCE(SUM(CASE WHEN {ok} THEN CAST({scaled} AS HUGEINT) "
-                    f"ELSE 0 END), 0) AS HUGEINT) AS p{j}"
+                    f"CAST(COALESCE(SUM(CASE WHEN s._ok{j} THEN CAST(s._y{j} AS HUGEINT) END), 0)"
+                    f" AS HUGEINT) AS p{j}"
                 )
                 cols.append(f"CAST(COUNT({arg}) AS BIGINT) AS q{j}")
-                cols.append(
-                    f"CAST(COUNT({arg}) - COUNT(CASE WHEN {ok} THEN 1 END) AS BIGINT) AS b{j}"
-                )
+                cols.append(f"CAST(COUNT({arg}) - COUNT_IF(s._ok{j}) AS BIGINT) AS b{j}")
             else:
                 cols.append(f"CAST(SUM({arg}) AS HUGEINT) AS p{j}")
                 cols.append(f"CAST(COUNT({arg}) AS BIGINT) AS q{j}")
         where = f" WHERE {self.where}" if self.where else ""
+        source = f"{table} AS s{where}"
+        if per_row:
+            source = f"(SELECT s.*, {', '.join(per_row)} FROM {source}) AS s"
         if not by_pane:
-            return f"SELECT {', '.join(cols)} FROM {table} AS s{where}{self._group_by()}"
+            return f"SELECT {', '.join(cols)} FROM {source}{self._group_by()}"
         group = ", ".join(str(i + 1) for i in range(len(self.keys) + 1))
-        return f"SELECT {', '.join(cols)} FROM {table} AS s{where} GROUP BY {group} ORDER BY 1"
+        return f"SELECT {', '.join(cols)} FROM {source} GROUP BY {group} ORDER BY 1"
 
-    def bad_sql(self, table: str) -> str | None:
-        """How many values the partials of ``table`` could not sum at their scale."""
+    def bad_count(self, partials: list[pa.Table]) -> int:
+        """How many values ``partials`` (of :meth:`partial_sql`) could not sum at their
+        scale: read from their ``b`` columns in Arrow, without a query."""
         cols = [f"b{j}" for j in range(len(self.calls)) if self._scaled(j)]
-        if not cols:
-            return None
-        return f"SELECT COALESCE(SUM({' + '.join(cols)}), 0) AS bad FROM {table}"
+        total = 0
+        for t in partials:
+            for c in cols:
+                total += pc.sum(t.column(c)).as_py() or 0
+        return total
 
     def _merged(self, table: str) -> list[str]:
         cols = [f"s.k{i} AS k{i}" for i in range(len(self.keys))]
@@ -308,8 +322,8 @@ class PanedAggregate:
             else:
                 cols.append(f"CAST(SUM(s.p{j}) AS HUGEINT) AS p{j}")
                 cols.append(f"CAST(COALESCE(SUM(s.q{j}), 0) AS BIGINT) AS q{j}")
-                if self._scaled(j):
-                    cols.append(f"CAST(COALESCE(SUM(s.b{j}), 0) AS BIGINT) AS b{j}")
+                if self._scaled(j):  # checked on each fresh pane: not summed again
+                    cols.append(f"CAST(0 AS BIGINT) AS b{j}")
         return cols
 
     def merge_sql(self, table: str) -> str:
