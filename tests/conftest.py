@@ -24,14 +24,30 @@ os.environ["HYCQ_CALIBRATION"] = str(
 )
 
 
+#: The folders of the fast tier (``python -m pytest -q -n 2 -m fast``): unit tests and the
+#: golden plans, minus what needs Spark or is marked slow or long.
+FAST_FOLDERS = ("unit", "golden")
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under pytest-xdist (``-n 2 --dist loadgroup``, the README's test command), every
     Spark case runs on one worker, so the suite starts one local Spark session, not one per
-    worker (two JVMs would share the two cores with the other worker's tests)."""
+    worker (two JVMs would share the two cores with the other worker's tests). The cases of
+    the fast tier get the ``fast`` mark."""
+    root = Path(__file__).resolve().parent
     for item in items:
         if item.get_closest_marker("spark") is not None:
             item.add_marker(pytest.mark.xdist_group("spark"))
+            continue
+        if any(item.get_closest_marker(m) is not None for m in ("slow", "long")):
+            continue
+        try:
+            folder = Path(str(item.path)).resolve().relative_to(root).parts[0]
+        except ValueError:
+            continue
+        if folder in FAST_FOLDERS:
+            item.add_marker(pytest.mark.fast)
 
 
 @pytest.fixture(scope="session")

@@ -39,8 +39,6 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
-import pyarrow as pa
-import pyarrow.compute as pc
 from sqlglot import exp
 
 from engines.sqlgen.dialects import SqlDialect, cast
@@ -267,7 +265,7 @@ class PanedAggregate:
 
         A SUM/AVG of DOUBLE adds ``x * 2^scale`` as a 128-bit integer where that is exact
         (``ok``: finite, below the limit and a whole number at the scale), counts the values
-        it could not (``b``, read by :meth:`bad_count`) and ``COUNT(x)`` (``q``). ``ok`` and
+        it could not (``b``, :attr:`bad_columns`) and ``COUNT(x)`` (``q``). ``ok`` and
         the scaled value are computed once per row, in a projection under the aggregate
         that passes the input's columns through (as ``s``), not once per aggregate."""
         cols = [f"{k} AS k{i}" for i, k in enumerate(self.keys)]
@@ -302,15 +300,11 @@ class PanedAggregate:
         group = ", ".join(str(i + 1) for i in range(len(self.keys) + 1))
         return f"SELECT {', '.join(cols)} FROM {source} GROUP BY {group} ORDER BY 1"
 
-    def bad_count(self, partials: list[pa.Table]) -> int:
-        """How many values ``partials`` (of :meth:`partial_sql`) could not sum at their
-        scale: read from their ``b`` columns in Arrow, without a query."""
-        cols = [f"b{j}" for j in range(len(self.calls)) if self._scaled(j)]
-        total = 0
-        for t in partials:
-            for c in cols:
-                total += pc.sum(t.column(c)).as_py() or 0
-        return total
+    @property
+    def bad_columns(self) -> tuple[str, ...]:
+        """The columns of a partial (of :meth:`partial_sql`) counting the values its scale
+        could not sum exactly."""
+        return tuple(f"b{j}" for j in range(len(self.calls)) if self._scaled(j))
 
     def _merged(self, table: str) -> list[str]:
         cols = [f"s.k{i} AS k{i}" for i in range(len(self.keys))]
