@@ -77,18 +77,25 @@ def run_once(sql: str, seconds: float, dense: bool) -> dict[str, Any]:
         batches = KeyedGenerator(STREAMS[name], seed=1).batches(seconds)
         inputs.append(StreamInput(stream, batches, STREAMS[name].rate, "keyed generator"))
 
-    def make_engine(emit: Any, on_late: Any) -> RowExecutor:
-        return RowExecutor(plan, emit, on_late, dense=dense)
+    class RowOnly:
+        """The whole plan on one RowExecutor (``dense`` chosen here, not by the assembly)."""
 
-    result = run_plan(
-        plan,
-        CATALOG,
-        RunOptions(),
-        make_engine,
-        {},
-        inputs,
-        operator_metrics=lambda ex: ex.operator_metrics(),  # type: ignore[attr-defined]
-    )
+        def __init__(self) -> None:
+            self.placement: dict[str, str] = {}
+            self.executor: RowExecutor | None = None
+
+        def make_engine(self, emit: Any, on_late: Any) -> RowExecutor:
+            self.executor = RowExecutor(plan, emit, on_late, dense=dense)
+            return self.executor
+
+        def operator_metrics(self, engine: Any = None) -> dict[str, dict[str, Any]]:
+            assert self.executor is not None
+            return self.executor.operator_metrics()
+
+        def extra_metrics(self) -> dict[str, Any]:
+            return {}
+
+    result = run_plan(plan, CATALOG, RunOptions(), RowOnly(), inputs)
     m = result.metrics
     ticks = m["event_seconds"] * 1000
     return {

@@ -65,7 +65,7 @@ from optimizer.statistics import SampleStatistics
 
 if TYPE_CHECKING:  # pragma: no cover
     from engines.migration.monitor import RuntimeMonitor
-    from hycq.api import LoadedQuery
+    from hycq.query import LoadedQuery
 
 _SINGULAR = {"rates": "rate", "selectivities": "selectivity", "distinct": "distinct"}
 #: A measured figure this far from the planned one (ratio) is reported as drifted.

@@ -65,10 +65,11 @@ from pathlib import Path
 from typing import Any
 
 from engines import registry
+from engines.assembly import Assembly, EngineSettings
 from engines.sources.mqtt import MqttUrl
 from hycq import bench_stats
-from hycq.api import Assembly, EngineSettings, LoadedQuery, resolve_placement
 from hycq.planning import Optimized, OptimizerOptions, optimize
+from hycq.query import LoadedQuery, resolve_placement
 from optimizer.ir.catalog import TIME_UNITS_MS
 from optimizer.ir.cost import sort_key
 from optimizer.ir.errors import OptionError

@@ -378,7 +378,7 @@ def _column_points(
     runs.append(("filter_max_many", COLUMN_QUERIES["filter_max"], None, many))
     # The per-row SQL constants are those of re-evaluating the window (what the model's
     # terms count), so the calibration queries run without incremental aggregates.
-    from hycq.api import EngineSettings
+    from engines.assembly import EngineSettings
 
     plain = EngineSettings(engine_settings.values if engine_settings else {}, incremental=False)
     for name, query, partial, data in runs:

@@ -33,8 +33,8 @@ from optimizer.ir.plan import LogicalPlan
 from optimizer.phase_one import chain_aliases, join_chains
 
 if TYPE_CHECKING:  # pragma: no cover
-    from hycq.api import LoadedQuery
     from hycq.planning import Optimized, OptimizerOptions
+    from hycq.query import LoadedQuery
 
 TARGET_KEYS = ("join_order", "placement")
 
@@ -173,8 +173,8 @@ def resolve_target(
     column_engine: str,
 ) -> tuple[LogicalPlan, dict[str, str], dict[str, Any]]:
     """(plan, complete placement, label) of a TARGET.json; UserError naming the file."""
-    from hycq.api import resolve_placement
     from hycq.planning import optimize
+    from hycq.query import resolve_placement
 
     obj = read_target(path)
     where = f"migration target {path}"

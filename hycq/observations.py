@@ -327,7 +327,7 @@ def _mig(
 
 
 def _bench_record(r: Mapping[str, Any], where: str, planner: Planner, out: Extracted) -> None:
-    from hycq.api import resolve_placement
+    from hycq.query import resolve_placement
     from optimizer.ir.placement import external_inputs, groups
 
     placement = r.get("placement") or {}

@@ -37,7 +37,7 @@ from optimizer.statistics import SampleStatistics, measure
 
 if TYPE_CHECKING:  # pragma: no cover
     from engines.sources.mqtt import MqttUrl
-    from hycq.api import LoadedQuery
+    from hycq.query import LoadedQuery
 
 #: How the row engine's operators are charged (see optimizer.costmodel.PlanCoster).
 ROW_CORE_MODES = ("per-operator", "shared")

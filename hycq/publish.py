@@ -83,7 +83,7 @@ def stream_batches(
     """The stream to publish, its Arrow batches and a description (module docstring); rows
     that fit no column go to ``dead``."""
     from engines.runtime.inputs import open_stream
-    from hycq.api import load_query
+    from hycq.query import load_query
     from optimizer.ir.plan import Source
     from optimizer.sql.catalog import load_catalog
 

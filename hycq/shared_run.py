@@ -308,13 +308,13 @@ def run_queries(
     on what it receives. Writes each query's output and metrics, and ``shared_json``.
     Returns the summary (``shared_json``'s content plus the per-query metrics)."""
     from engines import input_wait
+    from engines.assembly import Assembly
     from engines.interrupts import GracefulStop, StopRequested
     from engines.runtime.dead_letters import DeadLetters, check_rejections
     from engines.runtime.inputs import MergedInputs, open_inputs
     from engines.runtime.live_lag import LagMeter
     from engines.runtime.loop import _live, _Stoppable, _until_stopped
     from engines.runtime.sinks import ResultSink, output_schema
-    from hycq.api import Assembly
 
     src = source_stream(queries[0].plan)
     for q in queries[1:]:

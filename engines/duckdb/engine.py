@@ -15,28 +15,10 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
-from duckdb import func as duckdb_func
-from duckdb import sqltypes
 
 from engines import interrupts
 from engines.columnar import ColumnarEngine, EngineFault, query_data_error
 from engines.duckdb import exact_sums
-from engines.kernels.exact_sum import list_sums
-from engines.sqlgen.dialects import EXACT_SUM_UDF
-
-
-def register_exact_sum(con: duckdb.DuckDBPyConnection) -> None:
-    """The correctly rounded SUM of DOUBLE (``engines.sqlgen.dialects.EXACT_SUM_UDF``) as a
-    vectorized Arrow UDF of ``con``."""
-    con.create_function(
-        EXACT_SUM_UDF,
-        list_sums,
-        [duckdb.list_type(sqltypes.DOUBLE)],
-        sqltypes.DOUBLE,
-        type=duckdb_func.PythonUDFType.ARROW,
-        null_handling=duckdb_func.FunctionNullHandling.SPECIAL,  # a list of NULLs sums to NULL
-        side_effects=False,
-    )
 
 
 class DuckDBEngine(ColumnarEngine):

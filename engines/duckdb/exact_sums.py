@@ -34,7 +34,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
+from duckdb import func as duckdb_func
+from duckdb import sqltypes
 
+from engines.kernels.exact_sum import list_sums
 from engines.sqlgen.dialects import EXACT_SUM_UDF, SCALED_SUM_MACRO
 
 #: The first scale tried: a multiple of 2^-64 holds every reading with up to ~19 bits below
@@ -123,11 +126,23 @@ def calls_macro(sql: str) -> bool:
 _MACRO_UPPER = SCALED_SUM_MACRO.upper()
 
 
+def register_exact_sum(con: duckdb.DuckDBPyConnection) -> None:
+    """The correctly rounded SUM of DOUBLE (``engines.sqlgen.dialects.EXACT_SUM_UDF``) as a
+    vectorized Arrow UDF of ``con``."""
+    con.create_function(
+        EXACT_SUM_UDF,
+        list_sums,
+        [duckdb.list_type(sqltypes.DOUBLE)],
+        sqltypes.DOUBLE,
+        type=duckdb_func.PythonUDFType.ARROW,
+        null_handling=duckdb_func.FunctionNullHandling.SPECIAL,  # a list of NULLs sums to NULL
+        side_effects=False,
+    )
+
+
 def prepare(con: duckdb.DuckDBPyConnection) -> None:
     """Make ``con`` able to run statements with exact sums: the ARRAY_AGG UDF, the macro
     and its variables at the default scale."""
-    from engines.duckdb.engine import register_exact_sum
-
     register_exact_sum(con)
     _set(con, Scale().settings())
     con.execute(_MACRO)

@@ -11,7 +11,7 @@ from optimizer.ir.plan import LogicalPlan
 
 
 class PlanHandle(Protocol):
-    """One plan wired for execution (``hycq.api.Assembly`` is one): the executor, its
+    """One plan wired for execution (``engines.assembly.Assembly`` is one): the executor, its
     per-operator figures, its run extras, and ``close`` (which releases its columnar
     inputs; the engines themselves may be shared with other handles)."""
 

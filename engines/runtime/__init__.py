@@ -12,9 +12,10 @@
 Everything stays Arrow until the engine: sources yield ``pyarrow.RecordBatch`` and validation
 is vectorised. The row engine turns batches into tuples in its ``ingest``.
 
-One module per part: ``engine`` (the engine protocol), ``options``, ``inputs`` (sources, time
-base, the time-merged input), ``dead_letters`` (validation, rejected rows), ``sinks``,
-``loop`` (``run_plan``), ``monitor`` (RSS, memory guard, progress), ``safe_json``.
+One module per part: ``engine`` (the engine protocol), ``options``, ``stream_input`` (one
+input stream), ``inputs`` (sources, time base, the time-merged input), ``dead_letters``
+(validation, rejected rows), ``sinks``, ``loop`` (``run_plan``), ``monitor`` (RSS, memory
+guard, progress), ``safe_json``.
 """
 
 from engines.runtime.dead_letters import DeadLetters, validate
@@ -22,7 +23,6 @@ from engines.runtime.engine import OnLate, PlanExecutor, Rows
 from engines.runtime.inputs import (
     MAX_TIMESTAMP,
     MergedInputs,
-    StreamInput,
     open_inputs,
     plan_slides,
     plan_time_unit,
@@ -32,6 +32,7 @@ from engines.runtime.loop import RunResult, run_plan
 from engines.runtime.options import OptionNames, RunOptions
 from engines.runtime.safe_json import json_line, json_text
 from engines.runtime.sinks import ResultSink, output_schema, overflow_error
+from engines.runtime.stream_input import StreamInput
 
 __all__ = [
     "MAX_TIMESTAMP",

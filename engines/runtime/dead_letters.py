@@ -17,8 +17,8 @@ from engines.runtime.safe_json import json_line
 from optimizer.ir.errors import DataError
 
 if TYPE_CHECKING:
-    from engines.runtime.inputs import StreamInput
     from engines.runtime.options import OptionNames
+    from engines.runtime.stream_input import StreamInput
 
 
 @dataclass

@@ -28,3 +28,19 @@ class PlanExecutor(Protocol):
     def end_stream(self, stream: str) -> None: ...
 
     def finish(self) -> None: ...
+
+
+class Assembled(Protocol):
+    """A plan wired for execution, as ``run_plan`` runs it (``engines.assembly.Assembly``
+    and ``MigratingAssembly`` implement it): ``make_engine(emit, on_late)`` builds the
+    executor once the run's output and late-tuple handling exist; ``operator_metrics`` and
+    ``extra_metrics`` are read when the run ends; ``placement`` is the engine per operator
+    the run starts with."""
+
+    placement: dict[str, str]
+
+    def make_engine(self, emit: Callable[[int, Any], None], on_late: OnLate) -> PlanExecutor: ...
+
+    def operator_metrics(self, engine: Any = None) -> dict[str, dict[str, Any]]: ...
+
+    def extra_metrics(self) -> dict[str, Any]: ...

@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import sys
 from collections.abc import Collection, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -23,6 +22,7 @@ from engines.disorder.spec import DisorderSpec
 from engines.runtime.dead_letters import NO_ROWS_HINT, DeadLetters, validate
 from engines.runtime.engine import PlanExecutor
 from engines.runtime.options import OptionNames, RunOptions
+from engines.runtime.stream_input import StreamInput
 from engines.sources.mqtt import MqttUrl
 from engines.time_merge import TimeMerge
 from optimizer.ir.catalog import TIME_UNITS_MS, Catalog, StreamDef
@@ -32,28 +32,6 @@ from optimizer.ir.plan import LogicalPlan
 from optimizer.ir.plan import Source as SourceOp
 from optimizer.ir.plan import Window as WindowOp
 from optimizer.ir.profile import parse_profile
-
-
-@dataclass
-class StreamInput:
-    """One input stream of a run: its catalog entry and its batches in arrival order."""
-
-    stream: StreamDef
-    batches: Iterator[pa.RecordBatch]
-    rate: float  # tuples per event-second (density of the data)
-    description: str
-    expected_rows: int | None = None
-    #: ``rate`` is only the catalog's: report the density the data actually had
-    measured: bool = False
-    #: A live source (engines.sources.mqtt.MqttFeed): closed when the run ends, its
-    #: ``metrics()`` reported under ``live_sources``.
-    live: Any = None
-    #: a resumed run (``--resume``) can read it again from its start and skip what the
-    #: checkpoint holds: a file or generator, not a pipe, stdin or MQTT
-    rereadable: bool = True
-    #: a data file, FIFO or stdin: one without any row (valid or bad) is an error, since a
-    #: run over nothing has nothing to say (``check_rejections``)
-    data_file: bool = False
 
 
 def ticks_per_second(stream: StreamDef) -> int:

@@ -27,13 +27,14 @@ from engines.runtime.checkpoint import (
     restore_partial,
 )
 from engines.runtime.dead_letters import DeadLetters, check_rejections
-from engines.runtime.engine import OnLate, PlanExecutor, Rows
-from engines.runtime.inputs import MergedInputs, StreamInput, open_inputs, plan_time_unit
+from engines.runtime.engine import Assembled, PlanExecutor, Rows
+from engines.runtime.inputs import MergedInputs, open_inputs, plan_time_unit
 from engines.runtime.live_lag import LagMeter, tolerance_s
 from engines.runtime.monitor import MemoryGuard, progress_bar, rss_mb
 from engines.runtime.options import RunOptions
 from engines.runtime.safe_json import json_text
 from engines.runtime.sinks import ResultSink, output_schema
+from engines.runtime.stream_input import StreamInput
 from engines.runtime.timeline import Timeline
 from engines.sources.mqtt import is_mqtt
 from optimizer.ir.catalog import Catalog
@@ -59,17 +60,19 @@ def run_plan(
     plan: LogicalPlan,
     catalog: Catalog,
     options: RunOptions,
-    make_engine: Callable[[Callable[[int, Rows], None], OnLate], PlanExecutor],
-    placement: dict[str, str],
+    assembly: Assembled,
     inputs: list[StreamInput] | None = None,
-    operator_metrics: Callable[[PlanExecutor], dict[str, dict[str, Any]]] | None = None,
-    extra_metrics: Callable[[], dict[str, Any]] | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> RunResult:
-    """Run ``plan`` over its inputs with the engine ``make_engine(emit, on_late)`` builds.
+    """Run ``plan`` over its inputs with the engine ``assembly`` wires
+    (``engines.assembly``): ``assembly.make_engine(emit, on_late)`` once the output exists.
 
     The engine calls ``emit(T, rows)`` with the results of each instant and
-    ``on_late(stream, row, reason)`` for each late tuple it rejects.
+    ``on_late(stream, row, reason)`` for each late tuple it rejects. The metrics carry the
+    assembly's per-operator and extra figures, then ``extra`` (the caller's: predicted
+    cost, join choices).
     """
+    placement = assembly.placement
     names = options.names
     outputs = [
         (names.output, options.output),
@@ -158,7 +161,7 @@ def run_plan(
     recorder: Recorder | None = None
     reread: Reread | None = None
     try:
-        engine = make_engine(emit, on_late)
+        engine = assembly.make_engine(emit, on_late)
     except StopRequested:  # stopped while the engines started (Spark): nothing read or emitted
         engine = _Idle()
     except BaseException:
@@ -352,7 +355,7 @@ def run_plan(
     # this process's part: a resumed run's skipped rows are not in ``spans``
     rate = sum(_density(i, fresh, spans, tps) for i in inputs)
     throughput = tuples_in / wall_s if wall_s > 0 else 0.0
-    ops = operator_metrics(engine) if operator_metrics is not None else {}
+    ops = assembly.operator_metrics(engine)
     for op_id, m in ops.items():
         m.setdefault("engine", placement.get(op_id, "row"))
         # u: the share of one core the operator needs to keep up with the data's own rate
@@ -437,8 +440,8 @@ def run_plan(
                 "max": max(event_lags) / tps if event_lags else None,
             },
         }
-    if extra_metrics is not None:
-        metrics.update(extra_metrics())
+    metrics.update(assembly.extra_metrics())
+    metrics.update(extra or {})
     plans: Any = metrics.get("plans")  # a migrating run's plans: who emitted when
     starts = [p.get("from_instant") for p in plans] if isinstance(plans, list) and plans else None
     metrics["timeline"] = timeline.metrics(starts)

@@ -7,7 +7,7 @@ header may call it ``ts`` or ``timestamp``. The hints say what such files look l
 
 from __future__ import annotations
 
-from engines.sources.files.formats import FormatProfile
+from engines.sources.files.profiles import FormatProfile
 from engines.sources.smartplug import DEBS_COLUMNS, SCHEMA
 
 SMARTPLUG_FORMAT = FormatProfile(

@@ -8,6 +8,9 @@
     measured      ``hycq bench --json`` records and run metrics against the prediction
     svg           the inline SVG plan graph, throughput chart and run timeline
     page          the HTML page (inline CSS, no script, nothing fetched)
+    html          the page's building blocks (tables, cells, sections)
+    timeline_html the run-over-time section of the page
+    output        the report written to its file (and the report after ``hycq run``)
     text          explain's engine tags for the one plan printer
 
 Example:
@@ -22,13 +25,8 @@ Example:
 
 from __future__ import annotations
 
-from hycq.reporting.build import (
-    Report,
-    build_report,
-    check_out_path,
-    report_after_run,
-    write_report,
-)
+from hycq.reporting.build import Report, build_report
+from hycq.reporting.output import check_out_path, report_after_run, write_report
 from hycq.reporting.page import render
 
 __all__ = [

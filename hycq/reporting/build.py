@@ -14,17 +14,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engines import registry
-from hycq.planning import Optimized, OptimizerOptions, optimize
+from hycq.planning import Optimized
 from hycq.reporting.alternatives import Alternatives, Sweep, alternatives, off_row, rate_sweep
 from hycq.reporting.measured import BenchData, UnitRow, load_bench, run_units
 from hycq.reporting.text import engine_tag
 from optimizer.ir.cost import Cost
 from optimizer.ir.display import render_plan
-from optimizer.ir.errors import HycqError, OptionError
+from optimizer.ir.errors import HycqError
 from optimizer.ir.placement import complete_placement, groups
 
 if TYPE_CHECKING:  # pragma: no cover
-    from hycq.api import LoadedQuery
+    pass
 
 
 @dataclass(frozen=True)
@@ -164,58 +164,3 @@ def build_report(
         run_units=units,
         joins=list(joins),
     )
-
-
-def report_after_run(
-    q: LoadedQuery,
-    optimizer: OptimizerOptions,
-    run_options: Any,
-    metrics: dict[str, Any],
-    placement_request: str,
-    out: Path,
-) -> Report:
-    """Write the report of a finished ``hycq run`` to ``out``, and return it.
-
-    The run's plan is re-optimized with the options ``api.run`` used (same rate, data sample
-    and cost model, so the same Phase-One plan and ids); the shown placement is the one that
-    ran (``metrics["placement"]``), measured against its prediction. After migrations it is
-    the final plan's (its join order from ``metrics["plans"]``).
-    """
-    options = dataclasses.replace(optimizer, rate=run_options.rate, data=dict(run_options.data))
-    plans = metrics.get("plans") or []
-    if len(plans) > 1:  # migrated: the final plan ran last (metrics["placement"] is its)
-        order = plans[-1].get("join_order")
-        if order and isinstance(order[0], str):
-            order = [order]
-        options = dataclasses.replace(
-            options, join_order=tuple(tuple(a.lower() for a in c) for c in order or []) or None
-        )
-    opt = optimize(q, options)
-    ran = {k: str(v) for k, v in (metrics.get("placement") or {}).items()}
-    label = f"the run's placement (--placement {placement_request})"
-    if off_row(ran) == off_row(opt.placement):
-        label = f"the run's placement (--placement {placement_request}: the optimizer's choice)"
-    if len(plans) > 1:
-        label = f"the run's final plan, after {len(plans) - 1} migration(s)"
-    report = build_report(opt, placement=ran or None, shown_label=label, run_metrics=metrics)
-    write_report(report, out, "--report")
-    return report
-
-
-def check_out_path(path: Path, option: str = "--out") -> None:
-    """Refuse an output path the report cannot be written to, before any work is done."""
-    if path.suffix.lower() not in (".html", ".htm"):
-        raise OptionError(
-            f"{option} must end in .html, got '{path}'", hint=f"e.g. {option} report.html"
-        )
-    from engines.output_files import check_writable
-
-    check_writable(path, option)
-
-
-def write_report(report: Report, path: Path, option: str = "--out") -> None:
-    """Render ``report`` to one self-contained HTML file."""
-    from engines.output_files import write_bytes
-    from hycq.reporting.page import render
-
-    write_bytes(path, render(report), option)

@@ -9,17 +9,22 @@ piece of text from the query, the catalog, the plan or a measurement file goes t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from hycq.reporting.alternatives import off_row
 from hycq.reporting.build import Report
+from hycq.reporting.html import (
+    cost_html,
+    feasible_html,
+    g_html,
+    num_html,
+    placement_html,
+    section_html,
+    table_html,
+)
 from hycq.reporting.svg import (
     BOTTLENECK,
     PALETTE,
-    Band,
-    Marker,
-    Panel,
     Series,
     engine_colors,
     engine_palette,
@@ -27,7 +32,10 @@ from hycq.reporting.svg import (
     html_escape,
     log_chart,
     plan_graph,
-    time_chart,
+)
+from hycq.reporting.timeline_html import (
+    has_timeline,
+    timeline_section,
 )
 from optimizer.ir.cost import Cost
 
@@ -79,7 +87,7 @@ def render(r: Report) -> str:
         _trace(r),
         _bench(r) if r.bench is not None else "",
         _run(r) if r.run is not None else "",
-        _timeline(r) if _has_timeline(r) else "",
+        timeline_section(r) if has_timeline(r) else "",
         _query(r),
     ]
     links = [
@@ -92,7 +100,7 @@ def render(r: Report) -> str:
         ("trace", "Optimizer trace"),
         *([("bench", "Measured")] if r.bench is not None else []),
         *([("run", "Run")] if r.run is not None else []),
-        *([("timeline", "Timeline")] if _has_timeline(r) else []),
+        *([("timeline", "Timeline")] if has_timeline(r) else []),
         ("query", "Query"),
     ]
     info = r.info
@@ -122,65 +130,6 @@ def render(r: Report) -> str:
 # -- helpers ------------------------------------------------------------------------------
 
 
-def _table(head: Sequence[str], rows: Iterable[Sequence[str]], classes: Sequence[str] = ()) -> str:
-    """A table; cells are already-escaped HTML. ``classes`` are per-row class names."""
-    cls = list(classes)
-    out = ['<div class="scroll"><table><thead><tr>']
-    out += [f"<th>{h}</th>" for h in head]
-    out.append("</tr></thead><tbody>")
-    for k, row in enumerate(rows):
-        c = f' class="{cls[k]}"' if k < len(cls) and cls[k] else ""
-        out.append(f"<tr{c}>" + "".join(_cell(v) for v in row) + "</tr>")
-    out.append("</tbody></table></div>")
-    return "".join(out)
-
-
-def _cell(v: str) -> str:
-    if v.startswith("\x00num"):
-        return f'<td class="num">{v[4:]}</td>'
-    return f"<td>{v}</td>"
-
-
-def _n(x: float | None, unit: str = "") -> str:
-    """A right-aligned number cell."""
-    return "\x00num" + html_escape(fmt(x, unit))
-
-
-def _g(x: float | None) -> str:
-    return "\x00num" + ("—" if x is None else html_escape(f"{x:.4g}"))
-
-
-def _feasible(ok: bool) -> str:
-    return '<span class="ok">keeps up</span>' if ok else '<span class="bad">does not keep up</span>'
-
-
-def _placement(p: Mapping[str, str]) -> str:
-    """Operators off the row engine, by engine (everything else runs on the row engine)."""
-    off = off_row(p)
-    if not off:
-        return "all on row"
-    by: dict[str, list[str]] = {}
-    for op_id, engine in off.items():
-        by.setdefault(engine, []).append(op_id)
-    return "; ".join(
-        f'<span style="color:{engine_colors(eng)[1]}">{html_escape(eng)}</span>: '
-        f"{html_escape(', '.join(ids))}"
-        for eng, ids in by.items()
-    )
-
-
-def _cost(c: Cost) -> str:
-    b, u = html_escape(f"{c.bottleneck:.4g}"), html_escape(f"{c.utilization:.4g}")
-    return f"&lt;C_b = {b}, C_u = {u}&gt;"
-
-
-def _section(anchor: str, title: str, *body: str) -> str:
-    return f'<section id="{anchor}"><h2>{html_escape(title)}</h2>{"".join(body)}</section>'
-
-
-# -- sections -----------------------------------------------------------------------------
-
-
 def _summary(r: Report) -> str:
     limit = f"{fmt(r.max_rate)} tuples/s" if r.max_rate is not None else "none found (any rate)"
     rank = r.alternatives.rank
@@ -189,12 +138,12 @@ def _summary(r: Report) -> str:
         if rank is not None
         else ""
     )
-    return _section(
+    return section_html(
         "summary",
         "Summary",
-        f"<p>Shown: <b>{html_escape(r.shown_label)}</b>, {_placement(r.placement)}."
+        f"<p>Shown: <b>{html_escape(r.shown_label)}</b>, {placement_html(r.placement)}."
         f"{html_escape(rank_text)}</p>",
-        f'<p class="big">cost vector {_cost(r.cost)} · {_feasible(r.cost.feasible)} at '
+        f'<p class="big">cost vector {cost_html(r.cost)} · {feasible_html(r.cost.feasible)} at '
         f"{html_escape(fmt(r.rate)) if r.rate else 'the catalog rates'}</p>",
         f"<p>Predicted to stop keeping up at <b>{html_escape(limit)}</b> "
         "(the rate where C_b reaches 1; "
@@ -235,7 +184,7 @@ def _plan(r: Report) -> str:
         sqls.append(
             '<p class="note">No migration candidates: everything runs on the row engine.</p>'
         )
-    return _section(
+    return section_html(
         "plan",
         "Plan and placement",
         f"<p>{legend}</p>",
@@ -271,20 +220,20 @@ def _operators(r: Report) -> str:
                 html_escape(op["detail"]),
                 html_escape(", ".join(op["inputs"])),
                 "\x00num" + html_escape(lam_in),
-                _n(op["lambda_out"]),
-                _n(op["cardinality"]),
-                _g(op["unit_cost"]),
-                _g(op["u"]),
+                num_html(op["lambda_out"]),
+                num_html(op["cardinality"]),
+                g_html(op["unit_cost"]),
+                g_html(op["u"]),
                 html_escape(op["unit"]),
                 '<span class="bad">▲ yes</span>' if op["bottleneck"] else "",
                 html_escape(columns),
             ]
         )
         classes.append("hotrow" if op["bottleneck"] else "")
-    return _section(
+    return section_html(
         "operators",
         "Operators",
-        _table(
+        table_html(
             [
                 "id",
                 "kind",
@@ -316,11 +265,11 @@ def _alternatives(r: Report) -> str:
     rows = [
         [
             f"<b>shown ({html_escape(r.shown_label)})</b>",
-            _placement(r.placement),
-            _g(r.cost.bottleneck),
-            _g(r.cost.utilization),
-            _feasible(r.cost.feasible),
-            _n(r.max_rate),
+            placement_html(r.placement),
+            g_html(r.cost.bottleneck),
+            g_html(r.cost.utilization),
+            feasible_html(r.cost.feasible),
+            num_html(r.max_rate),
             "—",
         ]
     ]
@@ -336,20 +285,20 @@ def _alternatives(r: Report) -> str:
         rows.append(
             [
                 html_escape(alt.name),
-                _placement(alt.placement),
-                _g(alt.cost.bottleneck),
-                _g(alt.cost.utilization),
-                _feasible(alt.cost.feasible),
-                _n(alt.max_rate),
+                placement_html(alt.placement),
+                g_html(alt.cost.bottleneck),
+                g_html(alt.cost.utilization),
+                feasible_html(alt.cost.feasible),
+                num_html(alt.max_rate),
                 verdict,
             ]
         )
     notes = [f"Next best: {html_escape(a.method)}."]
     notes += [f"Not possible: {html_escape(x)}." for x in a.impossible]
-    return _section(
+    return section_html(
         "alternatives",
         "Alternatives and why they lost",
-        _table(
+        table_html(
             [
                 "placement",
                 "off the row engine",
@@ -369,7 +318,7 @@ def _alternatives(r: Report) -> str:
 def _rates(r: Report) -> str:
     s = r.sweep
     if s is None:
-        return _section(
+        return section_html(
             "rates",
             "The plan over rates",
             '<p class="note">The input streams have different catalog rates; give --rate to '
@@ -377,12 +326,12 @@ def _rates(r: Report) -> str:
         )
     rows = [
         [
-            _n(p.rate),
-            _placement(p.placement),
-            _cost(p.cost),
-            _feasible(p.cost.feasible),
-            _cost(p.shown_cost),
-            _feasible(p.shown_cost.feasible),
+            num_html(p.rate),
+            placement_html(p.placement),
+            cost_html(p.cost),
+            feasible_html(p.cost.feasible),
+            cost_html(p.shown_cost),
+            feasible_html(p.shown_cost.feasible),
         ]
         for p in s.points
     ]
@@ -391,20 +340,20 @@ def _rates(r: Report) -> str:
             "<ul>"
             + "".join(
                 f"<li>at about <b>{html_escape(fmt(w.rate))} tuples/s</b>: "
-                f"{_placement(w.before)} → "
-                f"{_placement(w.after)}</li>"
+                f"{placement_html(w.before)} → "
+                f"{placement_html(w.after)}</li>"
                 for w in s.switches
             )
             + "</ul>"
         )
     else:
         switches = "<p>The best placement is the same at every rate in this range.</p>"
-    return _section(
+    return section_html(
         "rates",
         "The plan over rates (predicted)",
         "<h3>Rates where the optimizer's placement switches</h3>",
         switches,
-        _table(["rate (/s)", "best placement", "its cost", "", "shown plan's cost", ""], rows),
+        table_html(["rate (/s)", "best placement", "its cost", "", "shown plan's cost", ""], rows),
         '<p class="note">Phase Two re-run on the same Phase-One plan and statistics with '
         "every stream at the given rate; switch rates are bisected between grid rates.</p>",
     )
@@ -425,28 +374,28 @@ def _trace(r: Report) -> str:
         else '<p class="note">Phase One kept the bound join order.</p>'
     )
     rows = [
-        ["bind (parse + bind)", _g(ms["bind"]), ""],
-        ["sample statistics", _g(ms["sample"]), html_escape(info["statistics"]["source"])],
+        ["bind (parse + bind)", g_html(ms["bind"]), ""],
+        ["sample statistics", g_html(ms["sample"]), html_escape(info["statistics"]["source"])],
         [
             "Phase One (join order, all operators on row)",
-            _g(ms["phase_one"]),
+            g_html(ms["phase_one"]),
             html_escape(f"{pe['phase_one']} plans examined; join orders: {orders}"),
         ],
         [
             "Phase Two (placement)",
-            _g(ms["phase_two"]),
+            g_html(ms["phase_two"]),
             html_escape(
                 f"{mode}: {pe['phase_two']} complete plans costed, "
                 f"{pe['phase_two_partial']} partial plans built, of {space:,} placements "
                 f"({not_costed:,} never costed: pruned)"
             ),
         ],
-        ["optimization total", _g(ms["total"]), ""],
+        ["optimization total", g_html(ms["total"]), ""],
     ]
-    return _section(
+    return section_html(
         "trace",
         "Optimizer trace",
-        _table(["step", "ms", "what"], rows),
+        table_html(["step", "ms", "what"], rows),
         "<h3>The Phase-One plan (the plan Phase Two places)</h3>",
         f"<pre>{html_escape(r.phase_one_text)}</pre>",
         bound,
@@ -495,14 +444,14 @@ def _bench(r: Report) -> str:
         rows.append(
             [
                 html_escape(x["plan"]),
-                _n(x["rate"]),
-                _placement(x.get("placement", {})),
-                _g(pr["bottleneck"]),
-                _g(pr["utilization"]),
-                _feasible(bool(pr.get("feasible", pr["bottleneck"] <= 1))),
-                _n(x["rate"] / pr["bottleneck"] if pr["bottleneck"] > 0 else None),
-                _n(m["throughput"]),
-                _feasible(m["throughput"] >= x["rate"]),
+                num_html(x["rate"]),
+                placement_html(x.get("placement", {})),
+                g_html(pr["bottleneck"]),
+                g_html(pr["utilization"]),
+                feasible_html(bool(pr.get("feasible", pr["bottleneck"] <= 1))),
+                num_html(x["rate"] / pr["bottleneck"] if pr["bottleneck"] > 0 else None),
+                num_html(m["throughput"]),
+                feasible_html(m["throughput"] >= x["rate"]),
                 html_escape("" if warm.get("complete", True) else "incomplete"),
                 html_escape(x.get("cost_model", "")),
             ]
@@ -513,14 +462,14 @@ def _bench(r: Report) -> str:
             + "".join(
                 f"<li>between {html_escape(fmt(w.rate_before))} and "
                 f"{html_escape(fmt(w.rate_after))} tuples/s: "
-                f"{_placement(w.before)} → {_placement(w.after)}</li>"
+                f"{placement_html(w.before)} → {placement_html(w.after)}</li>"
                 for w in b.switches
             )
             + "</ul>"
         )
     else:
         switches = "<p>The <code>auto</code> plan is the same at every measured rate.</p>"
-    return _section(
+    return section_html(
         "bench",
         "Measured against predicted throughput",
         f'<p class="note">From {html_escape(b.path)}: {len(b.records)} records. '
@@ -530,7 +479,7 @@ def _bench(r: Report) -> str:
         f'<div class="scroll">{chart}</div>',
         "<h3>Rates where the chosen (auto) plan switches</h3>",
         switches,
-        _table(
+        table_html(
             [
                 "plan",
                 "rate (/s)",
@@ -554,22 +503,22 @@ def _run(r: Report) -> str:
     lat = m.get("latency_ms") or {}
     pred = m.get("predicted") or {}
     facts = [
-        ["tuples in", _n(m.get("tuples_in"))],
-        ["wall seconds", _g(m.get("wall_s"))],
-        ["throughput (tuples/s)", _n(m.get("throughput"))],
-        ["rate (tuples/s)", _n(m.get("rate"))],
-        ["kept up", _feasible(bool(m.get("kept_up")))],
+        ["tuples in", num_html(m.get("tuples_in"))],
+        ["wall seconds", g_html(m.get("wall_s"))],
+        ["throughput (tuples/s)", num_html(m.get("throughput"))],
+        ["rate (tuples/s)", num_html(m.get("rate"))],
+        ["kept up", feasible_html(bool(m.get("kept_up")))],
         [
             "predicted",
-            f"{_cost(Cost.from_totals(pred['bottleneck'], pred['utilization']))} "
-            f"{_feasible(bool(pred.get('feasible')))}"
+            f"{cost_html(Cost.from_totals(pred['bottleneck'], pred['utilization']))} "
+            f"{feasible_html(bool(pred.get('feasible')))}"
             if pred
             else "—",
         ],
         ["results / instants", html_escape(f"{m.get('results', '—')} / {m.get('instants', '—')}")],
         ["latency p50 / p99 (ms)", html_escape(f"{fmt(lat.get('p50'))} / {fmt(lat.get('p99'))}")],
-        ["peak RSS (MB)", _n(m.get("peak_rss_mb"))],
-        ["dead-lettered rows", _n(m.get("dead_letter"))],
+        ["peak RSS (MB)", num_html(m.get("peak_rss_mb"))],
+        ["dead-lettered rows", num_html(m.get("dead_letter"))],
         ["pace", html_escape(m.get("pace", "—"))],
     ]
     units = [
@@ -577,19 +526,21 @@ def _run(r: Report) -> str:
             html_escape(u.name),
             f'<span style="color:{engine_colors(u.engine)[1]}">{html_escape(u.engine)}</span>',
             html_escape(", ".join(u.operators)),
-            _g(u.busy_s),
-            _g(u.measured_u),
-            _g(u.predicted_u),
-            _g(u.measured_u / u.predicted_u) if u.measured_u is not None and u.predicted_u else "—",
+            g_html(u.busy_s),
+            g_html(u.measured_u),
+            g_html(u.predicted_u),
+            g_html(u.measured_u / u.predicted_u)
+            if u.measured_u is not None and u.predicted_u
+            else "—",
         ]
         for u in r.run_units or []
     ]
-    return _section(
+    return section_html(
         "run",
         "The run",
-        _table(["metric", "value"], facts),
+        table_html(["metric", "value"], facts),
         "<h3>Per unit: measured against predicted utilization</h3>",
-        _table(
+        table_html(
             ["unit", "engine", "operators", "busy s", "measured u", "predicted u", "ratio"],
             units,
         ),
@@ -626,12 +577,12 @@ def _joins(r: Report) -> str:
                     f"<code>{html_escape(c['root'])}</code>",
                     html_escape(", ".join(c["leaves"])),
                     f"<b>{html_escape(c['chosen'])}</b>",
-                    *[_g(1e3 * pred[k]) if k in pred else "—" for k in impls],
+                    *[g_html(1e3 * pred[k]) if k in pred else "—" for k in impls],
                 ]
             )
         body += [
             "<h3>Implementation per join chain</h3>",
-            _table(
+            table_html(
                 ["chain root", "inputs", "chosen", *[f"{html_escape(k)} ms/s" for k in impls]],
                 rows,
             ),
@@ -682,17 +633,17 @@ def _joins(r: Report) -> str:
                 [
                     f"<code>{html_escape(op_id)}</code>",
                     html_escape(str(j.get("impl", "tree"))),
-                    _n(j.get("probes")),
-                    _n(j.get("tuples_stored")),
-                    _n(j.get("peak_tuples_stored")),
+                    num_html(j.get("probes")),
+                    num_html(j.get("tuples_stored")),
+                    num_html(j.get("peak_tuples_stored")),
                     html_escape(" · ".join(detail)) or "—",
                 ]
             )
         body += [
             "<h3>What each join did in the run</h3>",
-            _table(["operator", "impl", "probes", "stored", "peak stored", "detail"], rows),
+            table_html(["operator", "impl", "probes", "stored", "peak stored", "detail"], rows),
         ]
-    return _section("joins", "Joins", *body)
+    return section_html("joins", "Joins", *body)
 
 
 def _disorder(d: Any) -> str:
@@ -704,11 +655,11 @@ def _disorder(d: Any) -> str:
     rows = [
         [
             html_escape(name),
-            _g(s.get("k_s")),
-            _g(s.get("max_delay_s")),
-            _n(s.get("buffered_peak")),
-            _n(s.get("late_dropped")),
-            _n(s.get("late_inserted")),
+            g_html(s.get("k_s")),
+            g_html(s.get("max_delay_s")),
+            num_html(s.get("buffered_peak")),
+            num_html(s.get("late_dropped")),
+            num_html(s.get("late_inserted")),
         ]
         for name, s in sorted((d.get("streams") or {}).items())
     ]
@@ -724,7 +675,7 @@ def _disorder(d: Any) -> str:
         f"it), s: p50 {html_escape(fmt(ev.get('p50')))}, p99 {html_escape(fmt(ev.get('p99')))}, "
         f"max {html_escape(fmt(ev.get('max')))}.</p>"
     )
-    table = _table(
+    table = table_html(
         ["stream", "K (s)", "max delay (s)", "peak buffered", "late dropped", "late inserted"],
         rows,
     )
@@ -732,278 +683,4 @@ def _disorder(d: Any) -> str:
 
 
 def _query(r: Report) -> str:
-    return _section("query", "Query", f"<pre>{html_escape(r.query_text)}</pre>")
-
-
-# -- the run over time --------------------------------------------------------------------
-
-
-def _has_timeline(r: Report) -> bool:
-    tl = (r.run or {}).get("timeline")
-    return isinstance(tl, dict) and bool(tl.get("entries"))
-
-
-def _num(x: object) -> float | None:
-    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else None
-
-
-class _Clock:
-    """Ticks of the query's time base to event-seconds after the run's first tuple."""
-
-    def __init__(self, timeline: Mapping[str, Any]) -> None:
-        self.origin = _num(timeline.get("origin"))
-        self.tps = _num(timeline.get("ticks_per_second")) or 1.0
-
-    def seconds(self, tick: object) -> float | None:
-        t = _num(tick)
-        return None if t is None or self.origin is None else (t - self.origin) / self.tps
-
-
-def _order_text(label: object) -> str:
-    """A plan label's join order (``r ⋈ s ⋈ t``; chains separated by ``;``), escaped."""
-    order = label.get("join_order") if isinstance(label, Mapping) else None
-    if not order:
-        return "—"
-    chains = order if isinstance(order[0], list | tuple) else [order]
-    return html_escape("; ".join(" ⋈ ".join(str(a) for a in c) for c in chains))
-
-
-def _label_html(label: object) -> str:
-    placement = label.get("placement") if isinstance(label, Mapping) else None
-    where = (
-        _placement({str(k): str(v) for k, v in placement.items()})
-        if isinstance(placement, Mapping)
-        else "—"
-    )
-    return f'{_order_text(label)}<br><span class="small">{where}</span>'
-
-
-def _label_plain(label: object) -> str:
-    """A plan label as plain text (for tooltips; escaped where it is placed)."""
-    if not isinstance(label, Mapping):
-        return "?"
-    order = label.get("join_order") or []
-    chains = order if order and isinstance(order[0], list | tuple) else [order]
-    text = "; ".join(",".join(str(a) for a in c) for c in chains) or "?"
-    off = off_row({str(k): str(v) for k, v in (label.get("placement") or {}).items()})
-    return text + (" [" + ", ".join(f"{k}: {v}" for k, v in off.items()) + "]" if off else "")
-
-
-def _s(x: float | None) -> str:
-    return "—" if x is None else f"{x:g} s"
-
-
-def _asked(rec: Mapping[str, Any]) -> str:
-    """Who asked for a migration, and why (escaped HTML)."""
-    reason = rec.get("reason")
-    kind = reason.get("kind") if isinstance(reason, Mapping) else None
-    if rec.get("by") == "controller" or kind == "drift":
-        assert isinstance(reason, Mapping)
-        drifted = ", ".join(str(d) for d in reason.get("drifted") or []) or "—"
-        cost = reason.get("cost") or {}
-        running = (cost.get("running") or {}) if isinstance(cost, Mapping) else {}
-        new = (cost.get("new") or {}) if isinstance(cost, Mapping) else {}
-        return html_escape(
-            f"--adapt ({reason.get('trigger')}): drifted {drifted}; C_u "
-            f"{fmt(_num(running.get('utilization')))} → {fmt(_num(new.get('utilization')))}"
-        )
-    text = str(rec.get("source") or kind or "—")
-    if rec.get("deferred"):
-        text += f" (asked at {_s(_num(rec.get('requested_at_s')))}, deferred)"
-    return html_escape(text)
-
-
-def _timeline(r: Report) -> str:
-    m: dict[str, Any] = r.run or {}
-    tl: dict[str, Any] = m["timeline"]
-    clock = _Clock(tl)
-    res = _num(tl.get("resolution_s")) or 1.0
-    entries = [e for e in tl["entries"] if isinstance(e, Mapping)]
-    x_max = max((_num(e.get("t_s")) or 0.0) + res for e in entries)
-    records = [x for x in m.get("migrations") or [] if isinstance(x, Mapping)]
-    plans = [p for p in m.get("plans") or [] if isinstance(p, Mapping)]
-    for rec in records:
-        at = _num(rec.get("at_s"))
-        if at is not None:
-            x_max = max(x_max, at)
-
-    def mid(e: Mapping[str, Any]) -> float:
-        return (_num(e.get("t_s")) or 0.0) + res / 2
-
-    def lat(e: Mapping[str, Any], key: str) -> float | None:
-        v = e.get("latency_ms")
-        return _num(v.get(key)) if isinstance(v, Mapping) else None
-
-    def points(values: list[tuple[float, float | None]]) -> list[tuple[float, float]]:
-        return [(x, y) for x, y in values if y is not None]
-
-    panels = [
-        Panel(
-            "throughput (tuples / wall s)",
-            [
-                Series(
-                    "throughput",
-                    PALETTE[0],
-                    points([(mid(e), _num(e.get("throughput"))) for e in entries]),
-                )
-            ],
-        ),
-        Panel(
-            "result latency (ms, log)",
-            [
-                Series(
-                    "latency p50", PALETTE[1], points([(mid(e), lat(e, "p50")) for e in entries])
-                ),
-                Series(
-                    "latency max",
-                    PALETTE[3],
-                    points([(mid(e), lat(e, "max")) for e in entries]),
-                    dashed=True,
-                ),
-            ],
-            log=True,
-        ),
-    ]
-    markers = []
-    rows = []
-    for k, rec in enumerate(records, 1):
-        # at_s is None for a migration before the first instant fired: mark the time asked
-        at = _num(rec.get("at_s"))
-        if at is None and rec.get("happened", True):
-            at = _num(rec.get("requested_at_s"))
-        switched = clock.seconds(rec.get("switched_at"))
-        dropped = clock.seconds(rec.get("old_plan_dropped_at"))
-        strategy = str(rec.get("strategy"))
-        happened = bool(rec.get("happened", True))
-        done = bool(rec.get("completed", True))
-        state = "completed" if done else ("never happened" if not happened else "not completed")
-        if rec.get("note"):
-            state += f": {rec.get('note')}"
-        if happened and at is not None:
-            tip = (
-                f"M{k} at {_s(at)}: {strategy}\n"
-                f"{_label_plain(rec.get('from'))} -> {_label_plain(rec.get('to'))}\n"
-                f"duration {fmt(_num(rec.get('duration_ms')))} ms, output gap "
-                f"{fmt(_num(rec.get('output_gap_ms')))} ms, old plan dropped at {_s(dropped)}"
-                + ("" if done else f"\n{state}")
-            )
-            markers.append(Marker(at, f"M{k} {strategy}", tip, until=switched))
-        moved = [rec.get("states_moved"), rec.get("states_recomputed"), rec.get("keys_completed")]
-        rows.append(
-            [
-                f"<b>M{k}</b>",
-                _n(at),
-                _asked(rec),
-                f'<b>{html_escape(strategy)}</b><br><span class="small">'
-                f"{html_escape(rec.get('strategy_choice', ''))}</span>",
-                _label_html(rec.get("from")),
-                _label_html(rec.get("to")),
-                _n(_num(rec.get("duration_ms"))),
-                _n(_num(rec.get("output_gap_ms"))),
-                html_escape(" / ".join("—" if v is None else str(v) for v in moved)),
-                _n(_num(rec.get("tuples_replayed"))),
-                _n(switched),
-                _n(dropped),
-                html_escape(state),
-            ]
-        )
-    bands = []
-    starts = [clock.seconds(p.get("from_instant")) or 0.0 for p in plans]
-    for j, p in enumerate(plans):
-        end = starts[j + 1] if j + 1 < len(plans) else x_max
-        bands.append(
-            Band(starts[j], end, PALETTE[(j + 4) % len(PALETTE)], f"plan {j}: {_label_plain(p)}")
-        )
-    chart = time_chart(
-        panels,
-        x_label="event-seconds after the first tuple",
-        x_max=x_max,
-        gap=1.5 * res,
-        markers=markers,
-        bands=bands if len(plans) > 1 else [],
-    )
-    body = [
-        '<p class="note">Per '
-        + ("event-second" if res == 1 else html_escape(f"{res:g} event-seconds"))
-        + " of input (metrics <code>timeline</code>, coarsened on long runs): throughput is the "
-        "tuples of that second over the wall time spent on them; latency is the wall time "
-        "from the call that fired an instant to its emission (p50 and max over the instants "
-        "of the second). Migrations are marked M1, M2, ... at the instant they began, shaded "
-        "until the new plan took over; hover for details."
-        + (" The strip under the panels is the plan in charge." if len(plans) > 1 else "")
-        + "</p>",
-        f'<div class="scroll">{chart}</div>',
-    ]
-    if records:
-        body += [
-            "<h3>Migrations</h3>",
-            _table(
-                [
-                    "#",
-                    "at (s)",
-                    "asked by",
-                    "strategy",
-                    "from (join order; placement)",
-                    "to",
-                    "duration (ms)",
-                    "output gap (ms)",
-                    "states moved / recomputed / keys completed",
-                    "tuples replayed",
-                    "switched at (s)",
-                    "old plan dropped at (s)",
-                    "outcome",
-                ],
-                rows,
-            ),
-        ]
-    if len(plans) > 1:
-        body += [
-            "<h3>Plans in charge</h3>",
-            _table(
-                ["plan", "from (s)", "join order; placement"],
-                [[html_escape(str(j)), _n(starts[j]), _label_html(p)] for j, p in enumerate(plans)],
-            ),
-        ]
-    decisions = m.get("adapt_decisions")
-    if isinstance(decisions, list):
-        body += ["<h3>Adaptive decisions (--adapt)</h3>", _decisions(decisions, clock)]
-    return _section("timeline", "The run over time", *body)
-
-
-def _decisions(decisions: list[Any], clock: _Clock) -> str:
-    """The controller's checks, consecutive checks with the same verdict and reason folded
-    into one row (a long run checks hundreds of times)."""
-    folded: list[dict[str, Any]] = []
-    for d in decisions:
-        if not isinstance(d, Mapping):
-            continue
-        verdict = str(d.get("decision", "?"))
-        why = str(d.get("why") or (f"trigger: {d.get('trigger')}" if d.get("trigger") else ""))
-        key = (verdict, why)
-        t = clock.seconds(d.get("at"))
-        cost = tuple(
-            _num(c.get("utilization")) if isinstance(c := d.get(side), Mapping) else None
-            for side in ("running", "best")
-        )
-        if folded and folded[-1]["key"] == key and verdict == "stay":
-            folded[-1].update(last=t, cost=cost)
-            folded[-1]["n"] += 1
-        else:
-            folded.append({"key": key, "first": t, "last": t, "n": 1, "cost": cost})
-    if not folded:
-        return '<p class="note">No check was made (the run ended first).</p>'
-    rows = []
-    for f in folded:
-        verdict, why = f["key"]
-        tone = "bad" if verdict == "migrate" else ""
-        span = _s(f["first"]) if f["n"] == 1 else f"{_s(f['first'])} – {_s(f['last'])}"
-        rows.append(
-            [
-                html_escape(span),
-                _n(f["n"]),
-                f'<span class="{tone}">{html_escape(verdict)}</span>',
-                html_escape(why),
-                html_escape(f"{fmt(f['cost'][0])} → {fmt(f['cost'][1])}"),
-            ]
-        )
-    return _table(["event time", "checks", "decision", "why", "C_u running → best (last)"], rows)
+    return section_html("query", "Query", f"<pre>{html_escape(r.query_text)}</pre>")

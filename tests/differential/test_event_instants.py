@@ -23,9 +23,10 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from engines.assembly import Assembly
 from engines.row.executor import RowExecutor
 from engines.sources.keyed import KeyedGenerator, KeyedStream
-from hycq.api import Assembly, execute
+from hycq.api import execute
 from optimizer.ir.catalog import Catalog
 from optimizer.sql import plan_query
 from optimizer.sql.catalog import parse_catalog_text

@@ -11,7 +11,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from hycq.api import Assembly, resolve_placement
+from engines.assembly import Assembly
+from hycq.api import resolve_placement
 from hycq.bench import warm_seconds
 from optimizer.ir.placement import complete_placement
 from optimizer.sql import plan_query

@@ -26,10 +26,11 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from engines.assembly import Assembly
 from engines.migration.monitor import ExecutorView, RuntimeMonitor
 from engines.migration.request import MigrationRequest
 from hycq.adapt import make_controller
-from hycq.api import Assembly, load_query
+from hycq.api import load_query
 from hycq.planning import OptimizerOptions, optimize
 from optimizer.phase_one import join_chains
 

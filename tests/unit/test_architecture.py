@@ -137,3 +137,95 @@ def test_cost_models_import_only_the_ir(path: Path) -> None:
 def test_row_engine_imports_neither_duckdb_nor_spark(path: Path) -> None:
     for name in _imports(path):
         assert name.split(".")[0] not in ("duckdb", "pyspark"), f"{_id(path)} imports {name}"
+
+
+def _graph() -> dict[str, set[str]]:
+    """The project's module import graph: every import (lazy, TYPE_CHECKING and relative
+    ones too). ``from pkg import submodule`` is an edge to the submodule only: Python runs
+    ``pkg/__init__`` for every submodule import, which is not a dependency of the design;
+    ``from pkg import name`` (a name ``__init__`` defines) is an edge to ``pkg``."""
+    graph: dict[str, set[str]] = {}
+    for top in PROJECT:
+        for path in _modules(top):
+            module = _module_name(path)
+            names = _project_imports(path)
+            packages = {n.rsplit(".", 1)[0] for n in names if "." in n}
+            edges = set()
+            for name in names:
+                if name in packages and _only_submodules(path, name, names):
+                    continue
+                edges.add(name)
+            graph[module] = edges - {module}
+    return graph
+
+
+def _only_submodules(path: Path, package: str, names: set[str]) -> bool:
+    """Whether every ``from package import ...`` in ``path`` names submodules only."""
+    tree = ast.parse(path.read_text())
+    own = _module_name(path).split(".")
+    base = own if path.name == "__init__.py" else own[:-1]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                head = base[: len(base) - node.level + 1]
+                module = ".".join([*head, *([node.module] if node.module else [])])
+            else:
+                module = node.module or ""
+            if module == package and any(f"{package}.{a.name}" not in names for a in node.names):
+                return False
+        elif isinstance(node, ast.Import) and any(a.name == package for a in node.names):
+            return False
+    return True
+
+
+def test_the_import_graph_has_no_cycle() -> None:
+    """No module imports, directly or through others, a module that imports it back, not
+    even through a function-level import: every dependency points one way, so each module
+    can be read, tested and changed knowing only what is below it."""
+    import networkx as nx
+
+    graph = nx.DiGraph([(m, n) for m, edges in _graph().items() for n in edges])
+    cycles = [sorted(c) for c in nx.strongly_connected_components(graph) if len(c) > 1]
+    assert not cycles, f"import cycles: {cycles}"
+
+
+def test_the_cycle_check_sees_a_cycle(tmp_path: Path) -> None:
+    """The check above would pass vacuously if a lazy import back were not an edge."""
+    import networkx as nx
+
+    a = tmp_path / "a.py"
+    a.write_text("from hycq import api\n")
+    b = tmp_path / "b.py"
+    b.write_text("def f():\n    from hycq import planning\n")
+    edges = [("hycq.planning", n) for n in _project_imports(a, "hycq.planning")]
+    edges += [("hycq.api", n) for n in _project_imports(b, "hycq.api")]
+    graph = nx.DiGraph(edges)
+    assert any(len(c) > 1 for c in nx.strongly_connected_components(graph))
+
+
+def test_no_module_is_over_800_lines() -> None:
+    """Small modules named for what they do: a module past 800 lines holds more than one
+    concept and is split by concept."""
+    long = {
+        _id(p): n
+        for top in (*PROJECT, "experiments")
+        for p in _modules(top)
+        if (n := len(p.read_text().splitlines())) > 800
+    }
+    assert not long, f"modules over 800 lines: {long}"
+
+
+def test_query_types_are_a_leaf_of_hycq() -> None:
+    """hycq/query.py (LoadedQuery, ResolvedPlan, placement resolution) imports no other hycq
+    module: the API, planning, migration policy, benchmarks and reports all share it."""
+    for name in _project_imports(ROOT / "hycq" / "query.py"):
+        assert not _within(name, "hycq"), f"hycq/query.py imports {name}"
+
+
+def test_the_run_loop_is_handed_its_engines() -> None:
+    """``run_plan`` takes the assembled engines as an argument (engines.assembly) and never
+    reaches up into hycq for them; the assembly lives in engines/, beside the protocol."""
+    for name in _project_imports(ROOT / "engines" / "assembly.py"):
+        assert not _within(name, "hycq", "cost_models"), f"engines/assembly.py imports {name}"
+    text = (ROOT / "engines" / "runtime" / "loop.py").read_text()
+    assert "assembly: Assembled" in text

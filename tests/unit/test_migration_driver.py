@@ -10,11 +10,12 @@ from typing import Any
 
 import pyarrow as pa
 
+from engines.assembly import Assembly, EnginePool, EngineSettings
 from engines.migration.driver import MigratingExecutor
 from engines.migration.replay import ReplayBuffer, replay_horizons
 from engines.migration.request import MigrationRequest
 from engines.sources.keyed import KeyedGenerator, KeyedStream
-from hycq.api import Assembly, EngineSettings, LoadedQuery, _Engines, resolve_placement
+from hycq.api import LoadedQuery, resolve_placement
 from hycq.migrations import plan_with_order
 from optimizer.sql import plan_query
 from optimizer.sql.catalog import load_catalog
@@ -66,7 +67,7 @@ def _drive(controller: Any, monitor: Any, check_every: int) -> tuple[Any, list[A
     q = _q()
     plan = plan_with_order(q, "r,s")
     placement = resolve_placement(plan, "row")
-    pool = _Engines(EngineSettings())
+    pool = EnginePool(EngineSettings())
     out: list[Any] = []
 
     def build(p: Any, pl: Any, emit: Any, on_late: Any) -> Assembly:
@@ -136,7 +137,7 @@ def test_no_controller_no_monitor_no_migration() -> None:
 def test_dropped_plan_releases_its_mig_inputs_and_names_stay_unique() -> None:
     q = _q()
     plan = plan_with_order(q, "r,s")
-    pool = _Engines(EngineSettings())
+    pool = EnginePool(EngineSettings())
     a = Assembly(plan, resolve_placement(plan, "column"), pool=pool)
     a.make_engine(lambda t, r: None)
     b = Assembly(plan, resolve_placement(plan, "column"), pool=pool)

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from engines.sources.files.formats import FormatProfile, OnBad, looks_like_header
+from engines.sources.files.formats import OnBad, looks_like_header
+from engines.sources.files.profiles import FormatProfile
 from optimizer.ir.errors import DataError, closest
 
 

@@ -7,12 +7,13 @@ from __future__ import annotations
 import csv
 import os
 import stat
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pyarrow as pa
 
+from engines.sources.files.profiles import FormatProfile
+from engines.sources.smartplug_format import SMARTPLUG_FORMAT
 from optimizer.ir.errors import DataError
 
 #: Formats ``read_batches`` understands.
@@ -32,39 +33,15 @@ _PARQUET_MAGIC = b"PAR1"
 SNIFF_BYTES = 1 << 16
 
 
-@dataclass(frozen=True)
-class FormatProfile:
-    """What the readers know about one kind of data beyond its schema.
-
-    ``raw_columns``: the names of a headerless (``debs``) file's columns, in file order;
-    ``aliases``: other names a file with a header may give a column (``{alias: column}``);
-    the rest are hints for messages: ``columns_hint`` (which columns a file needs),
-    ``type_hints`` (per column, when its Parquet type is wrong), ``headerless_hint`` (what a
-    headerless row looks like) and ``csv_values_hint`` (what values a CSV row holds).
-    """
-
-    schema: pa.Schema
-    raw_columns: tuple[str, ...]
-    aliases: Mapping[str, str] = field(default_factory=dict)
-    columns_hint: str | None = None
-    type_hints: Mapping[str, str] = field(default_factory=dict)
-    headerless_hint: str | None = None
-    csv_values_hint: str | None = None
-
-
 def default_profile() -> FormatProfile:
     """The profile of the data hycq generates and ships samples of (the smart-plug data):
     readers use it when given no schema."""
-    from engines.sources.smartplug_format import SMARTPLUG_FORMAT
-
     return SMARTPLUG_FORMAT
 
 
 def profile_for(schema: pa.Schema) -> FormatProfile:
     """The known profile of data with exactly ``schema`` (the smart-plug data), else a plain
     one: columns by their schema names, no aliases."""
-    from engines.sources.smartplug_format import SMARTPLUG_FORMAT
-
     for known in (SMARTPLUG_FORMAT,):
         if schema.equals(known.schema):
             return known
@@ -73,8 +50,6 @@ def profile_for(schema: pa.Schema) -> FormatProfile:
 
 def _known_aliases() -> set[str]:
     """Column aliases of every known profile (a header line may use any of them)."""
-    from engines.sources.smartplug_format import SMARTPLUG_FORMAT
-
     return set(SMARTPLUG_FORMAT.aliases)
 
 
