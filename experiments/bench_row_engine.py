@@ -20,6 +20,7 @@ end-to-end rate of ``hycq run`` (Arrow ingest included) for context.
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import json
 import statistics
@@ -227,7 +228,7 @@ def main() -> int:
         timed = seconds[RANGE:] if warm else seconds
         engine_runs, hand_runs = [], []
         for _ in range(args.repeat):  # interleaved, so drift affects both alike
-            e, e_res = _measure(lambda s, k, n=name: engine_run(n, s, k), warm, timed)
+            e, e_res = _measure(functools.partial(engine_run, name), warm, timed)
             h, h_res = _measure(HAND[name], warm, timed)
             engine_runs.append(e)
             hand_runs.append(h)

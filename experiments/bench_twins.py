@@ -17,11 +17,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from operator_busy_at_steady_state import placement_of
-
 from hycq.api import load_query
 from hycq.bench import BenchOptions, measure_point
 from hycq.planning import OptimizerOptions, optimize
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script
+from experiments.operator_busy_at_steady_state import placement_of
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -94,9 +94,13 @@ def child(rate: float, measure: int, workloads: list[str]) -> dict[str, Any]:
     for name in workloads:
         query, panes = WORKLOADS[name]
         rows = [0]
+
+        def count(_t: int, r: list[Any], n: list[int] = rows) -> None:
+            n[0] += len(r)
+
         ex = RowExecutor(
             plan_query(query, catalog),
-            lambda t, r, n=rows: n.__setitem__(0, n[0] + len(r)),
+            count,
             panes=panes,
         )
         gen = SmartPlugGenerator(seed=7, rate=rate)

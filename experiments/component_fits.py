@@ -57,8 +57,8 @@ from hycq.planning import Optimized, OptimizerOptions, optimize
 from optimizer.ir.placement import external_inputs, groups
 from optimizer.ir.plan import Aggregate
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from operator_busy_at_steady_state import placement_of
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script
+from experiments.operator_busy_at_steady_state import placement_of
 
 ROOT = Path(__file__).resolve().parents[1]
 US = 1e-6
@@ -246,7 +246,7 @@ def sql_points(paths: list[Path]) -> list[Point]:
         _, replaced = _kept_incrementally(g, est, consts)
         paned = _paned(opt, g, replaced)
         terms: dict[str, float] = {"fixed": 1.0, "offset": sum(c for _, c, _ in paned)}
-        terms["offset"] -= _correlated_saving(g, est, consts, replaced)
+        terms["offset"] -= _correlated_saving(g, est, consts, replaced, _per_op_terms(est))
         for a in replaced - {a for a, _, _ in paned}:
             if not isinstance(opt.plan.op(a), Aggregate):
                 continue

@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from operator_busy_at_steady_state import placement_of
 from scipy.optimize import nnls
 
 import engines.correlated as ec
@@ -37,6 +36,9 @@ from hycq.api import load_query
 from hycq.bench import BenchOptions
 from hycq.bench import measure as bench_measure
 from hycq.planning import OptimizerOptions, optimize
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script
+from experiments.operator_busy_at_steady_state import placement_of
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -61,7 +63,7 @@ class _Timer:
             def forced(state: ec.CorrelatedState, paths: list[str]) -> str:
                 return force if force in paths else choose(state, paths)
 
-            ec.CorrelatedState._choose = forced  # type: ignore[method-assign]
+            setattr(ec.CorrelatedState, "_choose", forced)  # noqa: B010
         return self
 
     def __exit__(self, *_exc: object) -> None:

@@ -48,7 +48,10 @@ def sql(engine: str, text: str) -> str:
 
 
 def measure(engine_name: str, rows: int, plugs: int, repeat: int) -> dict[str, float]:
-    engine = registry.get(engine_name).factory()
+    factory = registry.get_columnar(engine_name).factory
+    if factory is None:
+        raise SystemExit(f"error: engine {engine_name!r} has no factory")
+    engine = factory()
     table = window(rows, plugs)
     # one-second chunks of a 40k tuples/s stream, as a MIG input holds them
     chunks = [(i, table.slice(i, 40_000)) for i in range(0, rows, 40_000)]

@@ -17,6 +17,7 @@ import json
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from hycq.api import QUERIES, load_query
 from hycq.bench import BenchOptions, bench
@@ -37,7 +38,7 @@ def main() -> int:
     (tmp / "q1_30s.sql").write_text(text)
     (tmp / "catalog.toml").write_text((QUERIES / "smartplug" / "catalog.toml").read_text())
     q = load_query(tmp / "q1_30s.sql")
-    points = []
+    points: list[dict[str, Any]] = []
     for n in (int(w) for w in args.windows.split(",")):
         rate = n / RANGE_S
         recs = bench(
@@ -52,7 +53,7 @@ def main() -> int:
             ),
         )
         row = {r["plan"]: r for r in recs}
-        pt = {
+        pt: dict[str, Any] = {
             "window_tuples": n,
             "rate": rate,
             "ms_per_result": {

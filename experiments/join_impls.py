@@ -324,7 +324,7 @@ def units(repeat: int) -> dict[str, Any]:
                 op._cached(2, [(0, b) for b in range(keys)], False)  # every key cached
             return op
 
-        batches = [
+        batches: list[list[tuple[int, ...]]] = [
             [(0, rng.randrange(keys)) for _ in range(200)],
             [(0, rng.randrange(keys), rng.randrange(keys)) for _ in range(200)],
             [(0, rng.randrange(keys)) for _ in range(1000)],
@@ -398,7 +398,9 @@ def _select7() -> dict[str, Any]:
         for impl in ("acaching", "mjoin", "tree")
     }
     j = next(iter(res["acaching"]["joins"].values()))
-    last = next((s for s in reversed(j.get("selections", [])) if "estimates" in s), {})
+    last: dict[str, Any] = next(
+        (s for s in reversed(j.get("selections", [])) if "estimates" in s), {}
+    )
     return {
         "candidates_seen": last.get("candidates"),
         "chosen": [c["segment"] for c in j.get("caches", [])],
@@ -612,13 +614,14 @@ def fit(repeat: int) -> dict[str, Any]:
         print(json.dumps(points[-1]), flush=True)
     w = np.array([[[p["work"][i][u] for u in UNITS] for i in impls] for p in points])
     y = np.log([[p["measured_join_s_per_s"][i] for i in impls] for p in points])
-    used = w.reshape(-1, len(UNITS)).any(axis=0)
-    k = int(used.sum())
+    mask = np.asarray(w.reshape(-1, len(UNITS)).any(axis=0), dtype=bool)
+    used = [bool(on) for on in mask.tolist()]
+    k = sum(used)
     x0 = np.array([UNIT_S[u] for u, on in zip(UNITS, used, strict=True) if on]) * 1e6
 
     def residuals(x: Any) -> Any:
         units, c = x[:k] * 1e-6, x[k:]
-        pred = np.log(np.maximum((w[:, :, used] * units).sum(axis=2), 1e-12))
+        pred = np.log(np.maximum((w[:, :, mask] * units).sum(axis=2), 1e-12))
         return np.concatenate([(pred + c[:, None] - y).ravel(), [c.sum()]])
 
     x0 = np.concatenate([np.maximum(x0, 0.01), np.zeros(len(points))])

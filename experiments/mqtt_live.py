@@ -33,8 +33,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from experiments._common import Broker  # noqa: E402
 from hycq.publish import publish  # noqa: E402
-from tests.mqtt import Broker  # noqa: E402
 
 Q2 = ROOT / "queries" / "smartplug" / "q2.sql"
 OUT = ROOT / "experiments" / "results"

@@ -13,15 +13,17 @@ model is judged on them after the fact), so a model change should then be measur
 out-of-sample by running the studies again. ``--cost-model`` re-scores a candidate set of
 constants (a TOML file over ``analytical``) without touching the code.
 
-    python experiments/rescore_studies.py experiments/results/placement_study_*_v9*.json \\
-        --data-dir /tmp/study --json rescored.json
+    python experiments/rescore_studies.py experiments/results/placement_study_few_40k.json \\
+        experiments/results/placement_study_many_10k.json --data-dir /tmp/study --json rescored.json
+
+(experiments/README.md gives the full command over every study on record, oldest first.)
 
 Points whose data file is missing are skipped (and counted).
 
 A point (query, shape, rate) measured by several studies counts once per study in the
 totals. The newest view (printed last, ``newest`` in the JSON) keeps one per point: that
-of the study with the highest version (``_vN`` in its name; later on the command line
-breaks ties) among those that measured the model's choice. Old studies ran older code and
+of the newest study (the latest on the command line: list the studies oldest first)
+among those that measured the model's choice. Old studies ran older code and
 an older bench: the newest view is what the working tree's model is judged by.
 """
 
@@ -29,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import statistics
 import sys
 from concurrent.futures import ProcessPoolExecutor
@@ -90,19 +91,14 @@ def score_point(
     return out
 
 
-def _version(study: str) -> int:
-    """The study's version (``..._v14.json``, ``..._v9_anchored.json``), 0 without one."""
-    found = re.findall(r"_v(\d+)", study)
-    return int(found[-1]) if found else 0
-
-
 def newest(points: list[dict[str, Any]], order: list[str]) -> list[dict[str, Any]]:
     """One point per (query, shape, rate): the newest study's that measured the model's
-    choice, else the newest study's (see the module docstring)."""
+    choice, else the newest study's; ``order`` lists the studies oldest first (see the
+    module docstring)."""
     rank = {name: i for i, name in enumerate(order)}
 
-    def age(p: dict[str, Any]) -> tuple[bool, int, int]:
-        return bool(p["measured"]), _version(p["study"]), rank.get(p["study"], -1)
+    def age(p: dict[str, Any]) -> tuple[bool, int]:
+        return bool(p["measured"]), rank.get(p["study"], -1)
 
     best: dict[tuple[str, str, float], dict[str, Any]] = {}
     for p in points:

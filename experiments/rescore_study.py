@@ -7,8 +7,8 @@ each point's Spearman correlation and the model's new choice: whether it is amon
 measured placements, and if so its rank and whether it is a hit against the measured best
 (within 5% or tied; ``hycq.bench_stats.hit``). Nothing is measured again.
 
-    python experiments/rescore_study.py experiments/results/placement_study_many_10k_v3.json \\
-        --data readings=/tmp/study/many_10000_629.parquet
+    python experiments/rescore_study.py experiments/results/placement_study_many_10k.json \\
+        --data readings=/tmp/study/many_10000_325.parquet
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rescore_studies import score_point
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script
+from experiments.rescore_studies import score_point
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,7 +41,7 @@ def main() -> int:
     for (query, rate), records in by_point.items():
         path = ROOT / query if not Path(query).is_absolute() else Path(query)
         shape = records[0].get("shape", "")
-        point = score_point((args.study.name, str(path), rate, shape, stream, file, records))
+        point = score_point((args.study.name, str(path), rate, shape, stream, file, records, None))
         out.append(point)
         verdict = (
             f"measured, rank {point['rank']} {'HIT' if point['hit'] else 'MISS'}"

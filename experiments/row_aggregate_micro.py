@@ -14,6 +14,7 @@ per delta tuple at 100 groups, AVG 0.29-0.30):
 
 from __future__ import annotations
 
+import argparse
 import gc
 import random
 import statistics
@@ -66,7 +67,11 @@ def run(func: str, fifo: bool, groups: int, per_step: int, steps: int = 60) -> t
 
 
 def main(argv: list[str]) -> int:
-    funcs = (argv[0] if argv else "COUNT,AVG").split(",")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
+    ap.add_argument(
+        "funcs", nargs="?", default="COUNT,AVG", help="aggregate functions (default COUNT,AVG)"
+    )
+    funcs = ap.parse_args(argv).funcs.split(",")
     rows = []
     for func in funcs:
         for fifo in (True, False):

@@ -87,8 +87,8 @@ def main() -> int:
     if args.child:
         print(json.dumps(child()))
         return 0
-    sys.path.insert(0, str(ROOT / "experiments"))
-    from bench_window_sum import baseline_tree
+    sys.path.insert(0, str(ROOT))
+    from experiments.bench_window_sum import baseline_tree
 
     runs: dict[str, dict[str, list[float]]] = {"before": {}, "after": {}}
     with tempfile.TemporaryDirectory(prefix="hycq-baseline-") as tmp:

@@ -38,9 +38,11 @@ def main() -> int:
     m = result.metrics
     timeline = m["rss_mb_timeline"]
     steady = [rss for t, rss in timeline if t >= 330]  # first 5-minute window full (+30 s)
-    base = steady[0] if steady else None
-    worst = max(abs(r - base) / base for r in steady) if base else None
-    ok = worst is not None and worst <= args.tolerance
+    if not steady:
+        raise SystemExit("error: the run ended before its first window was full (330 s)")
+    base = steady[0]
+    worst = max(abs(r - base) / base for r in steady)
+    ok = worst <= args.tolerance
     report = {
         "command": " ".join(["python", *sys.argv]),
         "query": args.query,

@@ -14,7 +14,8 @@ queries the model was not tuned on). Per group and in total it prints:
 Only pass studies measured with the model under judgment: the scoreboard does not re-predict
 (``rescore_study.py`` does that, in-sample).
 
-    python experiments/study_scoreboard.py experiments/results/placement_study_*_v9.json
+    python experiments/study_scoreboard.py \\
+        experiments/results/placement_study_{calib,few,mid,unseen_few}_10k.json
 """
 
 from __future__ import annotations

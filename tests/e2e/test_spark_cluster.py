@@ -5,7 +5,7 @@ executor lost) costs no result; the master killed mid-run costs no result either
 
 Each run is a ``hycq run`` subprocess (one SparkContext per process: the suite's shared
 local session cannot also connect to the cluster). Queries slide every 10 seconds over two
-minutes of data: a slide on this cluster costs about 3 s (experiments/README.md). The
+minutes of data: a slide on this cluster costs about 3 s (docs/performance.md). The
 default run has the mixed placement and the worker kill (about 2 minutes with the cluster's
 start); ``-m long`` adds the columnar placements and the master kill."""
 

@@ -233,7 +233,7 @@ class RowBusy(Figures):
 def test_the_model_is_corrected_by_the_running_plans_measured_busy_time() -> None:
     """The optimizer on measured statistics calls the running all-row plan the best one;
     uncorrected, the controller would stay on it however far it falls behind (the ramp of
-    experiments/README.md). Measured at several times its predicted busy time, the row
+    docs/performance.md). Measured at several times its predicted busy time, the row
     engine's costs are scaled by measured/predicted for every candidate: the best plan
     moves work to DuckDB, and the measured overload migrates to it."""
     ctl, q = controller(500.0, dwell_checks=1)
