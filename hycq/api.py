@@ -95,7 +95,7 @@ def load_query(query: str | Path, catalog: Path | None = None) -> LoadedQuery:
 def parse_engines(spec: str) -> tuple[str, ...]:
     """``row,duckdb`` -> ('row', 'duckdb'); the row engine is always included. Names are
     those of the engine registry (an unknown one is an OptionError naming them)."""
-    from engines import registry
+    from engines import engine_registry as registry
 
     names = [s.strip().lower() for s in spec.split(",") if s.strip()]
     if not names:
@@ -258,7 +258,7 @@ def resolve_placement(
     Engine names are the engine registry's: an unknown ``column_engine`` or engine in the
     mapping is an error naming the registered ones (exit 2).
     """
-    from engines import registry
+    from engines import engine_registry as registry
     from optimizer.ir.placement import ROW, complete_placement, uniform_placement
 
     registry.get_columnar(column_engine)
@@ -535,7 +535,7 @@ class _Engines:
         return prefix
 
     def get(self, name: str) -> Any:
-        from engines import registry
+        from engines import engine_registry as registry
 
         if name not in self._made:
             self._made[name] = registry.make(name, self.settings.of(name))
@@ -565,7 +565,7 @@ class Assembly:
         late_insert: bool = False,
         join: Any = None,
     ) -> None:
-        from engines.mig import MigOp
+        from engines.mig.operator import MigOp
         from optimizer.ir.placement import groups
 
         self.late_insert = late_insert
@@ -579,8 +579,8 @@ class Assembly:
         self.executor: Any = None
 
     def make_group(self, group: Any, group_inputs: list[Any]) -> Any:
-        from engines import registry
-        from engines.mig import MigOp
+        from engines import engine_registry as registry
+        from engines.mig.operator import MigOp
         from engines.sqlgen import group_sql
 
         plan, pool = self.plan, self.pool

@@ -30,8 +30,8 @@ from engines.runtime.dead_letters import DeadLetters, check_rejections
 from engines.runtime.engine import OnLate, PlanExecutor, Rows
 from engines.runtime.inputs import MergedInputs, StreamInput, open_inputs, plan_time_unit
 from engines.runtime.live_lag import LagMeter, tolerance_s
-from engines.runtime.monitor import MemoryGuard, progress_bar, rss_mb
 from engines.runtime.options import RunOptions
+from engines.runtime.resources import MemoryGuard, progress_bar, rss_mb
 from engines.runtime.safe_json import json_text
 from engines.runtime.sinks import ResultSink, output_schema
 from engines.runtime.timeline import Timeline
