@@ -267,7 +267,7 @@ class SqlDialect:
         return _fn(name, s)
 
     def substring(self, s: exp.Expr, start: exp.Expr, length: exp.Expr | None) -> exp.Expr:
-        """DuckDB's SUBSTRING of BIGINT positions (engines.row.compile._substring)."""
+        """DuckDB's SUBSTRING of BIGINT positions (engines.row.scalars._substring)."""
         return _fn("SUBSTRING", s, start, *([length] if length is not None else []))
 
     def trim(self, name: str, s: exp.Expr, chars: exp.Expr | None) -> exp.Expr:
@@ -387,7 +387,7 @@ def _sign_emulated(x: exp.Expr, dtype: DataType) -> exp.Expr:
 
 
 def _substring_emulated(s: exp.Expr, start: exp.Expr, length: exp.Expr | None) -> exp.Expr:
-    """DuckDB's SUBSTRING (engines.row.compile._substring) through a SUBSTRING whose start
+    """DuckDB's SUBSTRING (engines.row.scalars._substring) through a SUBSTRING whose start
     is at least 1 and whose length is not negative, where every engine agrees: the bounds
     are computed in DECIMAL(38, 0), which holds any BIGINT sum exactly."""
 

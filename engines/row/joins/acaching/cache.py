@@ -20,8 +20,6 @@ from engines.row.base import Row, Rows
 
 #: Bytes per cached tuple reference and per entry (CPython list slot, entry list and key).
 TUPLE_BYTES = 8
-
-
 ENTRY_BYTES = 120
 
 

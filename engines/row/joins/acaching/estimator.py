@@ -43,14 +43,8 @@ from engines.row.joins.mjoin import (
 #: update partials each). A lookup costs ``PROBE_S + NONEMPTY_S * min(1, e) + PER_TUPLE_S *
 #: e`` for entries of ``e`` tuples.
 PROBE_S = 0.12e-6
-
-
 NONEMPTY_S = 0.30e-6
-
-
 PER_TUPLE_S = 0.06e-6
-
-
 UPDATE_S = 0.5e-6
 
 

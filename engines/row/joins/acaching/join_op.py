@@ -56,20 +56,12 @@ from engines.row.joins.mjoin import (
 #: per tuple grew by more than this; the groups it added are then left out of selection for
 #: ``BAN_INTERVALS`` intervals, doubling at each refutation.
 TRIAL_MARGIN = 0.10
-
-
 #: A trial is judged only if the stores' size moved by less than this fraction meanwhile.
 STORE_DRIFT = 0.25
-
-
 BAN_INTERVALS = 8
-
-
 #: A pipeline takes a new A-Greedy probe order only when it builds at most this fraction of
 #: the partials of its current order (a reorder drops the caches touching the pipeline).
 REORDER_GAIN = 0.9
-
-
 #: While no estimate moves, the sampling stride doubles per interval, up to 2**CALM_LEVELS.
 CALM_LEVELS = 3
 
