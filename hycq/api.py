@@ -383,7 +383,7 @@ def run(
                 hint="drop one of them",
             )
         if ckpt.resume and placement == "auto":  # the plan that ran, not a new choice
-            from engines.runtime.checkpoint import stored_placement
+            from engines.runtime.checkpoint_store import stored_placement
 
             chosen = stored_placement(ckpt.directory) or chosen
     engines = resolve_placement(opt.plan, chosen, column_engine)

@@ -325,7 +325,7 @@ def _checkpoint_options(args: argparse.Namespace) -> Any:
 def _checkpoint_files(checkpoint: Any) -> list[tuple[str, Path]]:
     """The files a checkpointed run writes into its folder under fixed names (its output and
     dead letters as they grow): outputs too, never an input or another output."""
-    from engines.runtime.checkpoint import DEAD_LETTER_PARTIAL, OUTPUT_PARTIAL
+    from engines.runtime.checkpoint_store import DEAD_LETTER_PARTIAL, OUTPUT_PARTIAL
 
     if checkpoint is None:
         return []

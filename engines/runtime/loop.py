@@ -18,14 +18,8 @@ import pyarrow.compute as pc
 from engines import input_wait, interrupts
 from engines.interrupts import GracefulStop, StopRequested
 from engines.output_files import check_distinct, check_writable, write_bytes
-from engines.runtime.checkpoint import (
-    Checkpointer,
-    Loaded,
-    Recorder,
-    Reread,
-    check_output,
-    restore_partial,
-)
+from engines.runtime.checkpoint import Checkpointer, Recorder, Reread, check_output
+from engines.runtime.checkpoint_store import Loaded, restore_partial
 from engines.runtime.dead_letters import DeadLetters, check_rejections
 from engines.runtime.engine import OnLate, PlanExecutor, Rows
 from engines.runtime.inputs import MergedInputs, StreamInput, open_inputs, plan_time_unit
