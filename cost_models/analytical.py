@@ -140,13 +140,13 @@ class ColumnarConstants:
     inc_fixed: float | None = None
     inc_row: float = 0.0
     inc_group: float = 0.0
-    #: Keeping an aggregate with a MIN/MAX from pane partials (engines.incremental.PanedState),
-    #: per slide: a fixed cost (its four small queries and registrations) and per partial row
-    #: the final merge reads (few rows per key: the hash table's work dominates). None: the
-    #: engine does not keep pane partials.
+    #: Keeping an aggregate with a MIN/MAX from pane partials
+    #: (engines.mig.kept_aggregates.PanedState), per slide: a fixed cost (its four small
+    #: queries and registrations) and per partial row the final merge reads (few rows per key:
+    #: the hash table's work dominates). None: the engine does not keep pane partials.
     pane_fixed: float | None = None
     pane_row: float = 0.0
-    #: Recounting a correlated count in Arrow at every slide (engines.correlated_scan), per
+    #: Recounting a correlated count in Arrow at every slide (engines.mig.count_scan), per
     #: slide: a fixed cost (its calls and the window's chunks), per row reaching the join,
     #: per key of the inner aggregate. None: the engine's MIGs do not scan.
     scan_fixed: float | None = None
@@ -232,7 +232,7 @@ class AnalyticalCostModel:
     from_arrow: float = 0.55 * US
     bag_diff: float = 2.3 * US
     """Per result row of a MIG read by a row operator, on top of ``from_arrow``: the two
-    bag differences against the previous result (``engines.mig.MigOp.step``). Found by the
+    bag differences against the previous result (``engines.mig.operator.MigOp.step``). Found by the
     placement study: Q3 with only its projection on the row engine measured 23k tuples/s
     against 154k with it in DuckDB, predicted equal."""
     arrow_window: float = 0.02 * US
@@ -517,7 +517,7 @@ def _scan_saving(
     consts: ColumnarConstants,
     per_op: Mapping[str, tuple[tuple[str, float], ...]],
 ) -> float:
-    """Per slide, what the scan (``engines.correlated_scan``) saves: the group's statement
+    """Per slide, what the scan (``engines.mig.count_scan``) saves: the group's statement
     (its fixed cost and the SQL of the count, the join and the selects and projects before
     it) against ``scan_fixed`` plus ``scan_row`` per row reaching the join and ``scan_key``
     per key of the inner aggregate, and the encoding of the chunks that entered
@@ -578,7 +578,7 @@ def paned_partial_rows(window: float, entering: float, agg: OpEstimate) -> tuple
 def _paned_cost(
     consts: ColumnarConstants, window: float, entering: float, agg: OpEstimate, selects: bool
 ) -> float | None:
-    """Per slide, an aggregate kept from pane partials (``engines.incremental.PanedState``):
+    """Per slide, an aggregate kept from pane partials (``engines.mig.kept_aggregates.PanedState``):
     the new pane's scan and partial (at the engine's per-row SQL costs), a block's merge
     (amortised: a pane's partial rows) and the final merge of the blocks' and loose panes'
     partials (``pane_row`` each, :func:`paned_partial_rows`); None when the partials would
@@ -600,7 +600,7 @@ def _paned_cost(
 def transfer_rows(group: Group, estimates: Estimates) -> tuple[float, float, float]:
     """(tuples converted to Arrow, Arrow rows referenced, rows converted back) per invocation.
 
-    What a MIG ships per slide depends on the input (``engines.mig``): a window's Arrow
+    What a MIG ships per slide depends on the input (``engines.mig.operator``): a window's Arrow
     chunks are referenced as they are; a window-derived ("FIFO") row input (selects and
     projects over a window) ships only the slide's new tuples; any other row input (an
     aggregate, a join) is kept as a bag and re-shipped whole, ``|w|`` tuples, when it changes.

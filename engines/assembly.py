@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from engines import registry
-from engines.mig import MigOp
+from engines import engine_registry as registry
+from engines.mig.operator import MigOp
 from engines.migration.driver import MigratingExecutor
 from engines.row.executor import RowExecutor
 from engines.runtime.engine import OnLate, PlanExecutor
@@ -30,12 +30,13 @@ from optimizer.ir.plan import Category, LogicalPlan
 @dataclass
 class EngineSettings:
     """How columnar engines are set up for a run: per engine name, the values of its
-    registered settings (``engines.registry.Setting.key`` -> value), e.g.
+    registered settings (``engines.engine_registry.Setting.key`` -> value), e.g.
     ``{"duckdb": {"threads": 2}, "spark": {"conf": {"spark.master": "local[2]"}}}``.
     Engines and keys not given take the engine's defaults."""
 
     values: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
-    #: Keep SUM/COUNT/AVG over windows incrementally in DuckDB MIGs (engines/incremental.py);
+    #: Keep SUM/COUNT/AVG over windows incrementally in DuckDB MIGs
+    #: (engines/mig/kept_aggregates.py);
     #: False re-evaluates every aggregate over its whole window at each slide.
     incremental: bool = True
 
@@ -105,7 +106,7 @@ class Assembly:
         assert dialect is not None  # a columnar engine's registration names its dialect
         main = group_sql(plan, group.operators, dialect, prefix)
         tables = dict(main.inputs)
-        # SUM/COUNT/AVG over window inputs kept incrementally (engines/incremental.py),
+        # SUM/COUNT/AVG over window inputs kept incrementally (engines/mig/kept_aggregates.py),
         # unless the engine settings turn it off (``--no-incremental``).
         windows = (
             [gi.op_id for gi in group_inputs if gi.arrow or gi.fifo]
@@ -120,7 +121,7 @@ class Assembly:
             return group_sql(plan, group.operators, other, prefix).sql  # the fallback's SQL
 
         correlated = scan = None
-        if inc.incremental:  # a count per key of a kept aggregate (engines.correlated)
+        if inc.incremental:  # a count per key of a kept aggregate (engines.mig.correlated_counts)
             from engines.sqlgen.correlated import CorrelatedSQL
             from optimizer.ir.correlated import correlated_count, scan_count
 

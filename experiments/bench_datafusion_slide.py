@@ -1,7 +1,7 @@
 """DataFusion against DuckDB: the time of one MIG slide of Q1 over windows of growing size.
 
 For each window size (tuples), the window is a ring of one-second Arrow chunks at 40,000
-tuples/s (as a MIG holds it, ``engines/mig.py``). One *slide* is what a MIG does every
+tuples/s (as a MIG holds it, ``engines/mig/operator.py``). One *slide* is what a MIG does every
 second: append the next chunk, expire the oldest, re-register the ring with the engine
 (``ColumnarEngine.set_input``, both inputs of Q1's self-join) and re-run the group's SQL
 (``ColumnarEngine.query``). Reported per engine: the median slide time over ``--repeat``
@@ -25,7 +25,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from engines import registry
+from engines import engine_registry as registry
 from engines.sources.smartplug import SmartPlugGenerator
 from engines.sqlgen import group_sql
 from hycq.api import QUERIES, load_query

@@ -34,7 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from engines.runtime import RunOptions  # noqa: E402
-from engines.runtime.checkpoint import FINISHED, CheckpointOptions  # noqa: E402
+from engines.runtime.checkpoint import CheckpointOptions  # noqa: E402
+from engines.runtime.checkpoint_store import FINISHED  # noqa: E402
 from hycq import api  # noqa: E402
 
 OUT = ROOT / "experiments" / "results"

@@ -2,8 +2,8 @@
 
 For each data file, one bench point of a query's placement (``hycq.bench.measure``: warm
 start, untimed settling, timed spans), with every slide of the MIG's correlated count timed
-by the path it took (``engines.correlated``: plain, kept, scan; ``--force``: the one given,
-wherever it may) and, for the scan, the rows reaching the join and the keys of the inner
+by the path it took (``engines.mig.correlated_counts``: plain, kept, scan; ``--force``: the
+one given, wherever it may) and, for the scan, the rows reaching the join and the keys of the inner
 aggregate. With ``--fit``, the scan's constants (``scan_fixed``, ``scan_row``,
 ``scan_key``) are fitted (NNLS) to every file's scan slides, as ``engines/duckdb/spec.py``
 records them:
@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import nnls
 
-import engines.correlated as ec
+import engines.mig.correlated_counts as ec
 from hycq.api import load_query
 from hycq.bench import BenchOptions
 from hycq.bench import measure as bench_measure

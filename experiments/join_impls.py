@@ -36,9 +36,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from engines.row.acaching import ACachingJoinOp, candidates  # noqa: E402
+from engines.row.joins.acaching.candidates import candidates  # noqa: E402
+from engines.row.joins.acaching.join_op import ACachingJoinOp  # noqa: E402
+from engines.row.joins.mjoin import NarySpec  # noqa: E402
 from engines.row.lowering import JoinSettings  # noqa: E402
-from engines.row.mjoin import NarySpec  # noqa: E402
 from engines.sources.multiway import MultiwayStream, catalog_text, stream_table  # noqa: E402
 from hycq.api import execute  # noqa: E402
 from optimizer.ir.expr import Binary, ColumnRef  # noqa: E402
@@ -158,9 +159,9 @@ class _JoinClock:
     count once."""
 
     def __init__(self) -> None:
-        from engines.row.acaching import ACachingJoinOp
-        from engines.row.join import HashJoinOp
-        from engines.row.mjoin import MJoinOp
+        from engines.row.joins.acaching.join_op import ACachingJoinOp
+        from engines.row.joins.mjoin import MJoinOp
+        from engines.row.joins.tree import HashJoinOp
 
         self.per_instant: dict[int, float] = {}
         self.depth = 0

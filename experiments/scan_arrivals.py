@@ -1,7 +1,7 @@
 """What the correlated count's scan does as window chunks arrive, per row (issue 20,
 thirteenth stop).
 
-``engines.correlated_scan.ScanCounter`` encodes every chunk once when it enters the window:
+``engines.mig.count_scan.ScanCounter`` encodes every chunk once when it enters the window:
 the left chain's selects as an Arrow filter, the join keys packed and given dense ids, the
 compared columns kept. The slide's own work (``scan_fixed``, ``scan_row``, ``scan_key``,
 ``experiments/correlated_paths.py``) does not include it. This times it on real chunks of
@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 from scipy.optimize import nnls
 
 from cost_models.analytical import _window_derived
-from engines.correlated_scan import ScanCounter
+from engines.mig.count_scan import ScanCounter
 from hycq.api import load_query
 from hycq.planning import OptimizerOptions, optimize
 from optimizer.ir.correlated import correlated_count, scan_count

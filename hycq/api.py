@@ -20,7 +20,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from engines import registry
+from engines import engine_registry as registry
 from engines.assembly import Assembly, EngineSettings, MigratingAssembly
 from engines.migration import strategies
 from engines.row.lowering import JOIN_IMPLS, JoinSettings
@@ -291,7 +291,7 @@ def run(
                 hint="drop one of them",
             )
         if ckpt.resume and placement == "auto":  # the plan that ran, not a new choice
-            from engines.runtime.checkpoint import stored_placement
+            from engines.runtime.checkpoint_store import stored_placement
 
             chosen = stored_placement(ckpt.directory) or chosen
     resolved = resolve_plan(opt.plan, chosen, column_engine)

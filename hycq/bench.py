@@ -15,7 +15,7 @@ For one (query, rate, placement) a measurement is:
    aggregates rebuild their state, and a row operator above a MIG catches up with its whole
    first result (a row join probing its whole window), which is not the steady state. So
    do up to ``ADAPT_S`` more while a MIG is still timing its ways of running a slide (a
-   correlated count tries each of its paths a few times, ``engines.correlated``).
+   correlated count tries each of its paths a few times, ``engines.mig.correlated_counts``).
 3. **Measurement**, interleaved: every placement of a point (up to ``interleave`` at a
    time) has its own engine, warmed on the same batches. Each round generates one span of
    ``measure`` event-seconds (generation is not timed) and times every engine over it in
@@ -64,7 +64,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from engines import registry
+from engines import engine_registry as registry
 from engines.assembly import Assembly, EngineSettings
 from engines.sources.mqtt import MqttUrl
 from hycq import bench_stats
@@ -123,7 +123,7 @@ class BenchOptions:
 #: Event-seconds after the warm start that run but are not timed (see ``measure_point``).
 SETTLE_S = 1
 #: At most this many more untimed event-seconds while a MIG is still adapting
-#: (``engines.mig.MigOp.adapting``).
+#: (``engines.mig.operator.MigOp.adapting``).
 ADAPT_S = 12
 #: Wall seconds a plan's untimed lead-in before a span (``BenchOptions.preroll``) may take.
 PREROLL_WALL_S = 1.0
@@ -285,7 +285,7 @@ class _Runner:
                 acc[key] += _counter(m, key) - _counter(m0, key)
 
 
-#: A MIG's counters of seconds (``engines.mig``) that spans sum besides ``busy_s``:
+#: A MIG's counters of seconds (``engines.mig.operator``) that spans sum besides ``busy_s``:
 #: ``kept_s`` is the time its kept aggregates took (``incremental``, part of ``sql_s``).
 MIG_SECONDS = ("sql_s", "transfer_in_s", "transfer_out_s", "kept_s")
 

@@ -325,7 +325,7 @@ def _checkpoint_options(args: argparse.Namespace) -> Any:
 def _checkpoint_files(checkpoint: Any) -> list[tuple[str, Path]]:
     """The files a checkpointed run writes into its folder under fixed names (its output and
     dead letters as they grow): outputs too, never an input or another output."""
-    from engines.runtime.checkpoint import DEAD_LETTER_PARTIAL, OUTPUT_PARTIAL
+    from engines.runtime.checkpoint_store import DEAD_LETTER_PARTIAL, OUTPUT_PARTIAL
 
     if checkpoint is None:
         return []
@@ -416,7 +416,7 @@ def _load_placement(spec: str) -> str | dict[str, str]:
             f"names ({', '.join(engine_names().split(','))})",
             hint='e.g. {"aggregate1": "duckdb"}',
         )
-    from engines import registry
+    from engines import engine_registry as registry
 
     for op_id, engine in obj.items():
         registry.get(engine, f"placement file {path} (operator '{op_id}')")
@@ -471,7 +471,7 @@ def _run(args: argparse.Namespace) -> int:
         join_memory_mb=args.join_memory,
         checkpoint=_checkpoint_options(args),
     )
-    from engines import registry
+    from engines import engine_registry as registry
 
     registry.get_columnar(args.column_engine, "--column-engine")
     settings = settings_of(args)
@@ -657,7 +657,7 @@ def _run_shared(args: argparse.Namespace) -> int:
         memory_limit_mb=args.memory_limit,
         names=CLI_OPTION_NAMES,
     )
-    from engines import registry
+    from engines import engine_registry as registry
 
     registry.get_columnar(args.column_engine, "--column-engine")
     settings = settings_of(args)
@@ -773,7 +773,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from engines import registry
+    from engines import engine_registry as registry
     from engines.output_files import check_writable, write_bytes
     from engines.runtime import json_text
     from hycq import api

@@ -132,7 +132,7 @@ class FilterEvaluator:
         referenced DOUBLE column is NaN" (the engine's own selection decides those rows)."""
         from sqlglot import exp
 
-        from engines.sqlgen.dialects import get_dialect
+        from engines.sqlgen.dialect_table import get_dialect
         from engines.sqlgen.expressions import ExprTranslator
 
         def column(i: int) -> exp.Expr:

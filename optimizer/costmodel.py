@@ -215,7 +215,7 @@ class PlanCoster:
         invocations per second.
 
         With a shared row core the group's u is charged to that core too: a MIG is a row
-        operator that waits for its engine's query (``engines.mig``), so the row thread is
+        operator that waits for its engine's query (``engines.mig.operator``), so the row thread is
         busy for the query's wall time, and a plan's throughput is bounded by the sum of
         its row work and its groups' queries, not the larger of the two. Costing groups as
         independent units (the dissertation's pipelined engines) over-predicted every mixed

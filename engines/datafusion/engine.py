@@ -22,7 +22,7 @@ Settings (``SessionConfig``), each overridable through ``conf`` (``--datafusion-
   CASE branch no row takes is not an error (as in DuckDB).
 
 Semantic differences from DuckDB (hycq's reference) and how they are handled are listed in
-``engines.sqlgen.dialects.DataFusionDialect`` and docs/engines.md.
+``engines.sqlgen.datafusion_dialect.DataFusionDialect`` and docs/engines.md.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
-"""DuckDB's registration (engines/registry.py): the embedded default columnar engine."""
+"""DuckDB's registration (engines/engine_registry.py): the embedded default columnar engine."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from engines.registry import Calibration, EngineSpec, Setting
+from engines.engine_registry import Calibration, EngineSpec, Setting
 from optimizer.ir.limits import MAX_THREADS
 from optimizer.ir.placement import SQL_CAPABILITIES
 
@@ -65,7 +65,7 @@ ENGINE = EngineSpec(
         "join_output": 1.5 * NS,
         "op_fixed": 1.1e-3,
         "fixed": 2.6e-3,
-        # Incremental aggregates (engines/incremental.py): per merge, fitted (NNLS) to Q5's
+        # Incremental aggregates (engines/mig/kept_aggregates.py): per merge, fitted (NNLS) to Q5's
         # 5-minute SUM on five data shapes, 800 to 50,000 plugs (experiments/README.md,
         # "Incremental aggregates", refitted at issue 20's fifth stop: the merges measured
         # 0.55-0.65x of the first fit's 6 ms + 130 ns/row + 250 ns/group). Inside running
@@ -76,7 +76,7 @@ ENGINE = EngineSpec(
         "inc_fixed": 4.8e-3,
         "inc_row": 50 * NS,
         "inc_group": 160 * NS,
-        # Pane partials (engines/incremental.py, PanedState): per slide. First measured on
+        # Pane partials (engines/mig/kept_aggregates.py, PanedState): per slide. First measured on
         # Q3's two MAX+AVG aggregates wholly on DuckDB at 40k tuples/s (7.5 ms + 28 ns per
         # partial row; experiments/README.md, "MIN/MAX from pane partials"). Refitted at
         # issue 20's eleventh stop on the kept seconds of 20 running MIGs (Q1 and Q3 wholly
@@ -86,7 +86,7 @@ ENGINE = EngineSpec(
         # keep its MAX on the row engine, measured 0.80-0.87x of the best in three studies.
         "pane_fixed": 6.3e-3,
         "pane_row": 4.1 * NS,
-        # A correlated count recounted in Arrow (engines/correlated_scan.py), per slide:
+        # A correlated count recounted in Arrow (engines/mig/count_scan.py), per slide:
         # fitted (NNLS) to Q2's scans inside running MIGs on five data shapes at 10k and
         # 40k (800 to 50,000 plugs, 0.6 M to 10.8 M rows reaching the join;
         # experiments/correlated_paths.py): within 14% at all 10 points. With the window's

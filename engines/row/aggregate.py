@@ -65,16 +65,8 @@ from typing import Any
 
 from engines.kernels.median import midpoint
 from engines.row.base import NO_CHANGE, Delta, Row, RowOperator, Rows
-from engines.row.compile import (
-    RUNTIME,
-    _canon,
-    _nan_key,
-    checked_bigint,
-    expr_source,
-    may_be_infinite,
-    may_be_nan,
-    nullable,
-)
+from engines.row.compile import expr_source, may_be_infinite, may_be_nan, nullable
+from engines.row.scalars import RUNTIME, _canon, _nan_key, checked_bigint
 from optimizer.ir.expr import AggCall, ColumnRef, Expr
 from optimizer.ir.types import DataType
 

@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 
 from engines.row.base import Rows
-from engines.row.compile import NAN
+from engines.row.scalars import NAN
 
 
 def batch_to_rows(batch: pa.RecordBatch | pa.Table) -> Rows:
@@ -33,7 +33,7 @@ def batch_to_rows(batch: pa.RecordBatch | pa.Table) -> Rows:
 
 def canonical_rows(table: pa.RecordBatch | pa.Table) -> Rows:
     """``batch_to_rows`` of a computed result (a MIG's), with every NaN the row engine's one
-    NaN object, so that NaN rows equal each other in bags and groups (engines.row.compile)."""
+    NaN object, so that NaN rows equal each other in bags and groups (engines.row.scalars)."""
     import pyarrow.compute as pc
 
     rows = batch_to_rows(table)

@@ -25,7 +25,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engines.row.acaching import ACachingJoinOp
 from engines.row.aggregate import AggregateOp, finite_aggregate
 from engines.row.arrow_window import ArrowWindow
 from engines.row.base import RowOperator
@@ -38,9 +37,10 @@ from engines.row.compile import (
     may_be_nan,
     nullable,
 )
-from engines.row.jit import JitJoinOp, link
-from engines.row.join import HashJoinOp
-from engines.row.mjoin import MJoinOp, NarySpec
+from engines.row.joins.acaching.join_op import ACachingJoinOp
+from engines.row.joins.jit import JitJoinOp, link
+from engines.row.joins.mjoin import MJoinOp, NarySpec
+from engines.row.joins.tree import HashJoinOp
 from engines.row.r2s import DStreamOp, IStreamOp, RStreamOp
 from engines.row.stateless import ProjectOp, PushedSelectOp, SelectOp
 from engines.row.windows import (
@@ -282,7 +282,8 @@ class Lowering:
         return Lowered(node, nullable, list(finite))
 
     def _link_jit(self, chain: JoinChain, ports: dict[str, Port]) -> None:
-        """JIT links of a lowered join tree, top-down (``engines.row.jit.link`` says which)."""
+        """JIT links of a lowered join tree, top-down (``engines.row.joins.jit.link`` says
+        which)."""
         plan = self.plan
         for j in reversed(chain.joins):  # bottom-up list: the root first
             parent = ports[j].node

@@ -14,7 +14,7 @@ is vectorised. The row engine turns batches into tuples in its ``ingest``.
 
 One module per part: ``engine`` (the engine protocol), ``options``, ``stream_input`` (one
 input stream), ``inputs`` (sources, time base, the time-merged input), ``dead_letters``
-(validation, rejected rows), ``sinks``, ``loop`` (``run_plan``), ``monitor`` (RSS, memory
+(validation, rejected rows), ``sinks``, ``loop`` (``run_plan``), ``resources`` (RSS, memory
 guard, progress), ``safe_json``.
 """
 

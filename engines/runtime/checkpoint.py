@@ -23,21 +23,6 @@ Resuming replays the log into fresh engines with the output of instants <= L sup
 their state is then the state of the uninterrupted run at the checkpoint (results do not
 depend on batch boundaries; the differential tests check it), and the run continues.
 
-What a resumed run must share with the checkpointed one
--------------------------------------------------------
-The log holds what the engines were given, and the resumed run reads its files and
-generators again: if they changed, the output would mix the old rows (in the log, and in the
-output written before) with the new ones. So a checkpoint records its run's *fingerprint*
-(:func:`fingerprint`): the plan (every operator in full, so the query text's meaning), the
-placement, the options that decide the results, and per stream what its input is: the
-catalog's definition of the stream (columns, time unit, the source and its settings: a
-generator's seed, rate and shape) and for a file its size and modification time. A resumed
-run whose fingerprint differs is refused, naming what changed. A change the file's size and
-time do not show (an edit within the same second, a restored time stamp) is caught as the
-resumed run skips the rows the checkpoint already holds: their digest must be the one
-recorded (:class:`Reread`). The digest costs one SHA-256 pass over the rows as they are
-delivered (0.04 s of CPU for 1.5 M smart-plug rows), not a re-read of the file.
-
 What is kept of the log
 -----------------------
 A tuple with timestamp ``ts`` lies in a time window of size S at instant T when
@@ -50,53 +35,54 @@ was late when it arrived is kept if it is new enough and is late again in the re
 tuples that made it late have larger timestamps and are kept too. Streams under a ROWS,
 UNBOUNDED or row-sliding window (whose contents do not depend on time) keep their whole log.
 
-Files
------
-``seg-N.json`` and ``seg-N-K.arrow`` hold the log since the previous checkpoint (events;
-Arrow IPC per stream K); ``ckpt-N.json`` the manifest, written last (temporary file, fsync,
-rename), with the size and SHA-256 of every file it needs and a checksum of its own. A
-checkpoint whose manifest or files do not check out is refused and the previous one used.
-The newest two manifests are kept; segments wholly before both horizons are dropped.
+The parts
+---------
+This module records the log (:class:`Recorder`), re-reads a resumed run's inputs
+(:class:`Reread`) and writes the checkpoints (:class:`Checkpointer`);
+``engines.runtime.checkpoint_fingerprint`` says whether a resumed run is the same run (the
+fingerprint, the digest of the rows delivered), and ``engines.runtime.checkpoint_store``
+holds the files: the manifest, its validation and loading (:func:`load`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import datetime
-import hashlib
 import json
 import os
-import re
-import shutil
-import stat
 import time
 import warnings
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from optimizer.ir.catalog import TIME_UNITS_MS, Catalog, StreamDef
+from engines.runtime.checkpoint_fingerprint import RowDigest, fingerprint
+from engines.runtime.checkpoint_store import (
+    _SEGMENT,
+    DEAD_LETTER_PARTIAL,
+    FINISHED,
+    FORMAT,
+    OUTPUT_PARTIAL,
+    Loaded,
+    _checksum,
+    _file_entry,
+    _fsync_dir,
+    _manifests,
+    _write_atomic,
+    load,
+)
+from optimizer.ir.catalog import TIME_UNITS_MS, Catalog
 from optimizer.ir.errors import CheckpointError, OptionError
 from optimizer.ir.plan import LogicalPlan, WindowKind
 from optimizer.ir.plan import Source as SourceOp
 from optimizer.ir.plan import Window as WindowOp
 
-#: 2: fingerprints with the inputs, digests of the delivered rows, the interval, instants
-FORMAT = 2
 #: ``--checkpoint-every`` when none is given (a resumed run keeps its run's interval)
 DEFAULT_EVERY_S = 10.0
 #: manifests kept: the newest, and the one before in case the newest is damaged
 KEEP = 2
-OUTPUT_PARTIAL = "output.partial"
-DEAD_LETTER_PARTIAL = "dead_letter.partial"
-FINISHED = "finished.json"
-_MANIFEST = re.compile(r"^ckpt-(\d{6,})\.json$")
-_SEGMENT = re.compile(r"^seg-(\d{6,})(?:-\d+\.arrow|\.json)$")
 
 #: one log event: ("i", stream, batch index), ("a", stream, ts) or ("e", stream, 0)
 Event = tuple[str, str, int]
@@ -144,125 +130,6 @@ def history_ticks(plan: LogicalPlan, base_unit: str) -> dict[str, int | None]:
         if stream not in windowed:
             need[stream] = None
     return need
-
-
-def fingerprint(
-    plan: LogicalPlan, placement: dict[str, str], options: Any, catalog: Catalog | None = None
-) -> dict[str, Any]:
-    """What a resumed run must share with the checkpointed one (module docstring): the plan
-    (its operators in full), its placement, the options that decide the results, and per
-    stream what its input is (:func:`input_fingerprint`)."""
-    ops = [plan.op(op_id) for op_id in plan.topological()]
-    data = {k.lower(): v for k, v in options.data.items()}
-    streams = sorted({op.stream for op in ops if isinstance(op, SourceOp)})
-    return {
-        "plan": [f"{op_id} {plan.op(op_id).describe()}" for op_id in plan.topological()],
-        "plan_digest": hashlib.sha256(repr(ops).encode()).hexdigest(),
-        "placement": dict(sorted(placement.items())),
-        "data": {k: str(v) for k, v in sorted(options.data.items())},
-        "rate": options.rate,
-        "duration": options.duration,
-        "late": options.late,
-        "idle_timeout": options.idle_timeout,
-        "output": options.output,
-        "dead_letter": None if options.dead_letter is None else str(options.dead_letter),
-        "streams": {
-            s: input_fingerprint(catalog.get(s) if catalog else None, data.get(s.lower()))
-            for s in streams
-        },
-    }
-
-
-def input_fingerprint(stream: StreamDef | None, given: Any) -> dict[str, Any]:
-    """What one stream's input is: its catalog definition (columns, time unit, source and
-    the source's settings) and, for a file (``--data`` or the catalog's), its resolved
-    path, size and modification time; a pipe or MQTT subscription by its name only (it is
-    not read again)."""
-    entry: dict[str, Any] = {}
-    if stream is not None:
-        entry["definition"] = {
-            "columns": [f"{c.name} {c.dtype.value}" for c in stream.columns],
-            "timestamp": stream.timestamp,
-            "time_unit": stream.time_unit,
-            "rate": stream.rate,
-            "source": {
-                "kind": stream.source.kind,
-                "generator": stream.source.generator,
-                "options": {k: str(v) for k, v in stream.source.options},
-                "path": None if stream.source.path is None else str(stream.source.path),
-                "format": stream.source.format,
-            },
-        }
-    path = given
-    if path is None and stream is not None and stream.source.kind == "file":
-        path = stream.source.path
-    if path is None:
-        return entry
-    if not isinstance(path, Path):  # an MQTT subscription
-        entry["live"] = str(path)
-        return entry
-    try:
-        st = path.stat()
-    except OSError:
-        entry["file"] = {"path": str(path), "missing": True}
-        return entry
-    if not stat.S_ISREG(st.st_mode):
-        entry["live"] = str(path)  # a pipe or device (stdin): read once, not again
-        return entry
-    entry["file"] = {"path": str(path.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
-    return entry
-
-
-class RowDigest:
-    """SHA-256 of a stream's rows in order, the same however they are cut into batches: each
-    column's values (nulls as zeros), the numbers of its null rows and, for strings, the
-    values' lengths are hashed as separate byte streams, which batch boundaries do not
-    change."""
-
-    def __init__(self) -> None:
-        self.rows = 0
-        self._parts: dict[str, Any] = {}
-
-    def _part(self, key: str) -> Any:
-        part = self._parts.get(key)
-        if part is None:
-            part = self._parts[key] = hashlib.sha256()
-        return part
-
-    def update(self, batch: pa.RecordBatch) -> None:
-        """Add ``batch``'s rows (after those already added)."""
-        if batch.num_rows == 0:
-            return
-        for i, column in enumerate(batch.columns):
-            kind = column.type
-            if pa.types.is_null(kind):
-                continue
-            text = pa.types.is_string(kind) or pa.types.is_large_string(kind)
-            if column.null_count:
-                nulls = column.is_null().to_numpy(zero_copy_only=False)
-                rows = np.flatnonzero(nulls).astype(np.int64) + self.rows
-                self._part(f"{i}n").update(rows.tobytes())
-                zero = "" if text else False if pa.types.is_boolean(kind) else 0
-                column = pc.fill_null(column, pa.scalar(zero, kind))
-            if text:
-                lengths = pc.binary_length(column).to_numpy(zero_copy_only=False)
-                self._part(f"{i}l").update(lengths.astype(np.int64).tobytes())
-                width = np.int32 if pa.types.is_string(kind) else np.int64
-                buffers = column.buffers()
-                offsets = np.frombuffer(buffers[1], dtype=width)
-                lo, hi = int(offsets[column.offset]), int(offsets[column.offset + len(column)])
-                if buffers[2] is not None and hi > lo:
-                    self._part(f"{i}v").update(buffers[2].slice(lo, hi - lo))
-            else:
-                values = np.ascontiguousarray(column.to_numpy(zero_copy_only=False))
-                self._part(f"{i}v").update(values.view(np.uint8))
-        self.rows += batch.num_rows
-
-    def hexdigest(self) -> str:
-        top = hashlib.sha256(f"rows {self.rows}".encode())
-        for key in sorted(self._parts):
-            top.update(key.encode() + self._parts[key].digest())
-        return top.hexdigest()
 
 
 class Recorder:
@@ -332,68 +199,11 @@ class Recorder:
         return getattr(self.engine, name)
 
 
-@dataclass
-class Loaded:
-    """The checkpoint a run resumes from (a validated manifest)."""
-
-    directory: Path
-    manifest: dict[str, Any]
-    path: Path
-    #: newer checkpoints that were refused, with the reason
-    refused: list[str] = field(default_factory=list)
-
-    @property
-    def number(self) -> int:
-        return int(self.manifest["number"])
-
-    @property
-    def last_instant(self) -> int | None:
-        value = self.manifest["last_instant"]
-        return None if value is None else int(value)
-
-    @property
-    def every_s(self) -> float:
-        """The interval the checkpointed run was started with."""
-        return float(self.manifest["every_s"])
-
-    def events(self) -> Iterator[tuple[str, str, Any]]:
-        """The log to replay, cut to what can still matter: ``("i", stream, batch)``,
-        ``("a", stream, ts)`` or ``("e", stream, None)``."""
-        m = self.manifest
-        keep_after: dict[str, int | None] = m["keep_after"]
-        for stream, ts in sorted(m["prefix"]["progress"].items()):
-            yield ("a", stream, int(ts))
-        for stream in m["prefix"]["ended"]:
-            yield ("e", stream, None)
-        for seg in m["segments"]:
-            meta = json.loads((self.directory / f"seg-{seg['number']:06d}.json").read_text())
-            batches: dict[str, list[pa.RecordBatch]] = {}
-            for stream, k in meta["files"].items():
-                path = self.directory / f"seg-{seg['number']:06d}-{k}.arrow"
-                with pa.memory_map(str(path)) as source:
-                    reader = pa.ipc.open_file(source)
-                    count = reader.num_record_batches
-                    batches[stream] = [reader.get_batch(i) for i in range(count)]
-            for kind, stream, value in meta["events"]:
-                if kind != "i":
-                    yield (kind, stream, value if kind == "a" else None)
-                    continue
-                batch = batches[stream][value]
-                after = keep_after.get(stream)
-                if after is not None and batch.num_rows:
-                    t = batch.column(meta["time_columns"][stream])
-                    top = pc.max(t).as_py()
-                    batch = batch.filter(pc.greater(t, pa.scalar(after, t.type)))
-                    if batch.num_rows == 0:
-                        yield ("a", stream, int(top))
-                        continue
-                yield ("i", stream, batch)
-
-
 class Reread:
-    """A resumed run's re-read of its files and generators (module docstring): per stream,
-    the rows the checkpoint's log already holds are skipped, and they must be the rows the
-    checkpointed run took (their digest), else the resume is refused (a changed input).
+    """A resumed run's re-read of its files and generators: per stream, the rows the
+    checkpoint's log already holds are skipped, and they must be the rows the checkpointed
+    run took (their digest, engines/runtime/checkpoint_fingerprint.py), else the resume is
+    refused (a changed input).
 
     The skipped rows feed the recorder's digest, which then goes on with the rows delivered
     after them, as in an uninterrupted run.
@@ -715,73 +525,6 @@ class Checkpointer:
                     (self.directory / entry).unlink()
 
 
-def load(directory: Path, expected: dict[str, Any] | None = None) -> Loaded:
-    """The newest intact checkpoint in ``directory`` (CheckpointError when there is none,
-    when the run finished, or when it belongs to another query or run)."""
-    if not directory.is_dir():
-        raise CheckpointError(
-            f"--resume: no checkpoint folder at {directory}",
-            hint="pass the folder a run was started with --checkpoint",
-        )
-    if (directory / FINISHED).exists():
-        raise CheckpointError(
-            f"--resume: the run checkpointed in {directory} finished; nothing to resume",
-            hint="start a new run with --checkpoint and an empty folder",
-        )
-    refused: list[str] = []
-    for _n, path in sorted(_manifests(directory), reverse=True):
-        problem, manifest = _check(directory, path)
-        if problem is None:
-            assert manifest is not None
-            if expected is not None and manifest["fingerprint"] != expected:
-                _refuse(directory, manifest["fingerprint"], expected)
-            for reason in refused:
-                warnings.warn(reason, RuntimeWarning, stacklevel=2)
-            return Loaded(directory, manifest, path, refused)
-        refused.append(f"checkpoint {path.name} refused: {problem}; using the one before")
-    detail = f" ({'; '.join(refused)})" if refused else ""
-    raise CheckpointError(
-        f"--resume: no intact checkpoint in {directory}{detail}",
-        hint="start the run again without --resume (and with an empty --checkpoint folder)",
-    )
-
-
-def stored_placement(directory: Path) -> dict[str, str] | None:
-    """The placement the checkpointed run in ``directory`` ran (None: no intact checkpoint;
-    the resume itself then says why)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            return dict(load(directory).manifest["fingerprint"]["placement"])
-        except CheckpointError:
-            return None
-
-
-def restore_partial(partial: Path, final: str | None, size: int | None, what: str) -> None:
-    """Make ``partial`` hold the first ``size`` bytes the run committed to ``what``: cut
-    back, or copied from ``final`` when an interrupted run moved it there."""
-    if size is None:
-        return
-    if not partial.exists() and size == 0:
-        partial.write_bytes(b"")
-    if not partial.exists():
-        source = Path(final) if final is not None else None
-        if source is None or not source.is_file() or source.stat().st_size < size:
-            raise CheckpointError(
-                f"--resume: the {what} written so far is gone (neither {partial} nor "
-                f"{final} holds its {size} bytes)",
-                hint="start the run again without --resume",
-            )
-        shutil.copyfile(source, partial)
-    if partial.stat().st_size < size:
-        raise CheckpointError(
-            f"--resume: {partial} is shorter ({partial.stat().st_size} bytes) than the "
-            f"checkpoint says ({size})",
-            hint="start the run again without --resume",
-        )
-    os.truncate(partial, size)
-
-
 def check_output(output: str | None) -> None:
     """Checkpointed runs write their output as they go: a Parquet file is only readable
     once its footer is written, so it cannot be resumed."""
@@ -818,148 +561,3 @@ def _check_fresh(directory: Path) -> None:
         raise CheckpointError(
             f"--checkpoint: cannot use {directory}: {err.strerror or err}"
         ) from None
-
-
-def _check(directory: Path, path: Path) -> tuple[str | None, dict[str, Any] | None]:
-    """Why the manifest at ``path`` cannot be used (None: it can), and the manifest."""
-    try:
-        manifest = json.loads(path.read_bytes())
-    except (OSError, ValueError) as err:
-        return f"unreadable manifest ({type(err).__name__})", None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        return "not a manifest of this format", None
-    claimed = manifest.pop("checksum", None)
-    if claimed != _checksum(manifest):
-        return "manifest checksum mismatch", None
-    try:
-        for seg in manifest["segments"]:
-            for name, entry in seg["files"].items():
-                file = directory / name
-                if not file.is_file():
-                    return f"{name} is missing", None
-                data = file.read_bytes()
-                digest = hashlib.sha256(data).hexdigest()
-                if len(data) != entry["size"] or digest != entry["sha256"]:
-                    return f"{name} is damaged (size or checksum)", None
-    except (KeyError, TypeError, OSError) as err:
-        return f"malformed manifest ({err})", None
-    return None, manifest
-
-
-def _refuse(directory: Path, then: dict[str, Any], now: dict[str, Any]) -> None:
-    """CheckpointError naming what differs between the checkpointed run's fingerprint
-    (``then``) and the resumed one's (``now``): a changed input first."""
-    old_streams, new_streams = then.get("streams", {}), now.get("streams", {})
-    for stream in sorted(set(old_streams) | set(new_streams)):
-        was, is_ = old_streams.get(stream, {}), new_streams.get(stream, {})
-        if was == is_:
-            continue
-        raise CheckpointError(
-            f"--resume: the input of stream '{stream}' changed since the checkpoint in "
-            f"{directory}: {_input_change(was, is_)}; resuming would mix its old and new rows",
-            hint="resume with the input the run was started with, or start a new run "
-            "(without --resume, with an empty --checkpoint folder)",
-        )
-    keys = [k for k in sorted(set(then) | set(now)) if k != "streams" and then.get(k) != now.get(k)]
-    changes = dict.fromkeys(_change(k, then.get(k), now.get(k)) for k in keys)
-    what = "; ".join(changes) or "differs"
-    raise CheckpointError(
-        f"--resume: the checkpoint in {directory} is of another run ({what})",
-        hint="resume with the query and options the run was started with",
-    )
-
-
-def _change(key: str, was: Any, now: Any) -> str:
-    """``key: was -> now``, shortened (the plan is named, not printed)."""
-    if key in ("plan", "plan_digest"):
-        return "the query's plan differs"
-
-    def short(value: Any) -> str:
-        text = json.dumps(value, sort_keys=True) if isinstance(value, dict | list) else str(value)
-        return text if len(text) <= 80 else text[:77] + "..."
-
-    return f"{key} {short(was)} -> {short(now)}"
-
-
-def _input_change(was: dict[str, Any], now: dict[str, Any]) -> str:
-    """What changed in one stream's input fingerprint, in words."""
-    old_file, new_file = was.get("file"), now.get("file")
-    if old_file and new_file and old_file != new_file:
-        name = new_file["path"]
-        if new_file.get("missing"):
-            return f"{name} is gone"
-        if old_file.get("path") != name:
-            return f"it was {old_file.get('path')}, it is {name} now"
-        parts = []
-        if old_file.get("size") != new_file.get("size"):
-            parts.append(f"size {old_file.get('size'):,} -> {new_file['size']:,} bytes")
-        if old_file.get("mtime_ns") != new_file.get("mtime_ns"):
-            parts.append(
-                f"modified {_when(old_file.get('mtime_ns'))} -> {_when(new_file['mtime_ns'])}"
-            )
-        return f"{name} ({', '.join(parts)})"
-    if was.get("definition") != now.get("definition"):
-        old_def, new_def = was.get("definition") or {}, now.get("definition") or {}
-        flat_old, flat_new = _flatten(old_def), _flatten(new_def)
-        keys = [k for k in sorted({*flat_old, *flat_new}) if flat_old.get(k) != flat_new.get(k)]
-        return "its catalog definition: " + ", ".join(
-            f"{k} {flat_old.get(k)} -> {flat_new.get(k)}" for k in keys[:4]
-        )
-    return f"{_describe_input(was)} -> {_describe_input(now)}"
-
-
-def _describe_input(entry: dict[str, Any]) -> str:
-    if entry.get("file"):
-        return str(entry["file"].get("path"))
-    if entry.get("live"):
-        return str(entry["live"])
-    return "the catalog's source"
-
-
-def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
-    if not isinstance(value, dict):
-        return {prefix: value}
-    out: dict[str, Any] = {}
-    for k, v in value.items():
-        out.update(_flatten(v, f"{prefix}.{k}" if prefix else k))
-    return out
-
-
-def _when(ns: Any) -> str:
-    if not isinstance(ns, int):
-        return "?"
-    moment = datetime.datetime.fromtimestamp(ns / 1e9, tz=datetime.UTC).astimezone()
-    return moment.isoformat(sep=" ", timespec="milliseconds")
-
-
-def _manifests(directory: Path) -> Iterator[tuple[int, Path]]:
-    for entry in os.listdir(directory):
-        m = _MANIFEST.match(entry)
-        if m is not None:
-            yield int(m.group(1)), directory / entry
-
-
-def _checksum(manifest: dict[str, Any]) -> str:
-    body = {k: v for k, v in manifest.items() if k != "checksum"}
-    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
-
-
-def _file_entry(data: bytes) -> dict[str, Any]:
-    return {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

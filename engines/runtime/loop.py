@@ -18,20 +18,14 @@ import pyarrow.compute as pc
 from engines import input_wait, interrupts
 from engines.interrupts import GracefulStop, StopRequested
 from engines.output_files import check_distinct, check_writable, write_bytes
-from engines.runtime.checkpoint import (
-    Checkpointer,
-    Loaded,
-    Recorder,
-    Reread,
-    check_output,
-    restore_partial,
-)
+from engines.runtime.checkpoint import Checkpointer, Recorder, Reread, check_output
+from engines.runtime.checkpoint_store import Loaded, restore_partial
 from engines.runtime.dead_letters import DeadLetters, check_rejections
 from engines.runtime.engine import Assembled, PlanExecutor, Rows
 from engines.runtime.inputs import MergedInputs, open_inputs, plan_time_unit
 from engines.runtime.live_lag import LagMeter, tolerance_s
-from engines.runtime.monitor import MemoryGuard, progress_bar, rss_mb
 from engines.runtime.options import RunOptions
+from engines.runtime.resources import MemoryGuard, progress_bar, rss_mb
 from engines.runtime.safe_json import json_text
 from engines.runtime.sinks import ResultSink, output_schema
 from engines.runtime.stream_input import StreamInput

@@ -45,7 +45,8 @@ from optimizer.ir.errors import ConfigError
 START_TIMEOUT_S = 90.0
 
 #: Starts of a session tried when the JVM dies during start-up for no reason it states (a
-#: crash, a kill): as many as the restarts after a fault mid-run (engines/mig.py), plus one.
+#: crash, a kill): as many as the restarts after a fault mid-run (engines/mig/operator.py),
+#: plus one.
 START_ATTEMPTS = 3
 
 #: Spark settings for this 2-core machine; ``conf`` entries override them.
@@ -237,7 +238,7 @@ class SparkEngine(ColumnarEngine):
     def _start(self) -> Any:
         """:meth:`_session`, tried again (up to START_ATTEMPTS in all) when the JVM died
         during start-up without a reason: a JVM killed or crashed then is restarted as one
-        that dies mid-run is (engines/mig.py); a failure the JVM or Spark explains (a bad
+        that dies mid-run is (engines/mig/operator.py); a failure the JVM or Spark explains (a bad
         master, a bad memory setting) or a timeout is not retried."""
         for attempt in range(1, START_ATTEMPTS + 1):
             try:

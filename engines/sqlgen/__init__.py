@@ -9,13 +9,17 @@ register the input tables and execute it.
 Modules:
     group        validation of a group, its top operator and its input tables
     expressions  IR expression -> sqlglot expression tree
-    dialects     the per-dialect rewrites (IEEE division, modulo, ROUND, FLOOR, casts, ...)
+    dialects     the dialect interface, DuckDB's dialect and the builders the dialects share
+    spark_dialect, datafusion_dialect
+                 the per-dialect rewrites (IEEE division, modulo, ROUND, FLOOR, casts, ...)
+    dialect_table
+                 every dialect by name (``get_dialect``)
     generate     the statement: one CTE per operator, typed output columns
 """
 
 from __future__ import annotations
 
-from engines.sqlgen.dialects import DIALECTS, get_dialect
+from engines.sqlgen.dialect_table import DIALECTS, get_dialect
 from engines.sqlgen.generate import GroupSQL, group_sql
 from engines.sqlgen.group import GroupShape, analyse_group
 

@@ -23,24 +23,26 @@ FLOOR / CEIL return DOUBLE         ``FLOOR(x)``, ``CEIL(x)``  via BIGINT below 2
                                                               (Spark returns BIGINT)
 MEDIAN, DuckDB's interpolation     ``MEDIAN(x)``              ``hycq_median(ARRAY_AGG(x))``
 DOUBLE / BIGINT literals           ``CAST(0.9 AS DOUBLE)``    same
-VARCHAR literals                   ``'it''s'``                ``'it\\'s'`` (backslashes escaped)
+VARCHAR literals                   ``'it''s'``                ``'it\'s'`` (backslashes escaped)
 =================================  =========================  ==================================
 
 Both dialects: integer arithmetic is computed in BIGINT (operands cast) and ``/`` in DOUBLE;
 LEAST / GREATEST ignore NULLs natively in both engines; NaN equals itself and is greater than
 every other number in both engines, as DuckDB defines. Spark must run with its default
 ``spark.sql.parser.escapedStringLiterals=false`` (sqlglot escapes backslashes for it).
+
+This module holds the interface (:class:`SqlDialect`, whose methods emit DuckDB's construct),
+the SQL builders and emulations the dialects share, and :class:`DuckDBDialect`. Spark's
+rewrites are ``engines.sqlgen.spark_dialect``, DataFusion's (with a sqlglot dialect for it)
+``engines.sqlgen.datafusion_dialect``; ``engines.sqlgen.dialect_table`` looks them up by name.
 """
 
 from __future__ import annotations
 
 import math
 from enum import Enum
-from typing import ClassVar
 
 from sqlglot import exp
-from sqlglot.dialects.dialect import Dialect
-from sqlglot.generator import Generator
 
 from optimizer.ir.errors import PlanError, UnsupportedError
 from optimizer.ir.types import DataType
@@ -267,7 +269,7 @@ class SqlDialect:
         return _fn(name, s)
 
     def substring(self, s: exp.Expr, start: exp.Expr, length: exp.Expr | None) -> exp.Expr:
-        """DuckDB's SUBSTRING of BIGINT positions (engines.row.compile._substring)."""
+        """DuckDB's SUBSTRING of BIGINT positions (engines.row.scalars._substring)."""
         return _fn("SUBSTRING", s, start, *([length] if length is not None else []))
 
     def trim(self, name: str, s: exp.Expr, chars: exp.Expr | None) -> exp.Expr:
@@ -387,7 +389,7 @@ def _sign_emulated(x: exp.Expr, dtype: DataType) -> exp.Expr:
 
 
 def _substring_emulated(s: exp.Expr, start: exp.Expr, length: exp.Expr | None) -> exp.Expr:
-    """DuckDB's SUBSTRING (engines.row.compile._substring) through a SUBSTRING whose start
+    """DuckDB's SUBSTRING (engines.row.scalars._substring) through a SUBSTRING whose start
     is at least 1 and whose length is not negative, where every engine agrees: the bounds
     are computed in DECIMAL(38, 0), which holds any BIGINT sum exactly."""
 
@@ -466,435 +468,5 @@ class DuckDBDialect(SqlDialect):
         return _fn(SCALED_SUM_MACRO, x)
 
 
-class SparkDialect(SqlDialect):
-    """Spark SQL 4 (ANSI mode off, though no rewrite here depends on it).
-
-    ``MEDIAN`` is Spark's exact ``percentile(x, 0.5)``, which interpolates between the two
-    middle values as ``0.5 * lo + 0.5 * hi`` unfused: for a subnormal ``lo`` that differs
-    from DuckDB's fused ``fma(lo, 0.5, hi * 0.5)``, so MEDIAN runs the ``hycq_median`` UDF.
-    """
-
-    name = "spark"
-
-    def median(self, x: exp.Expr) -> exp.Expr:
-        return _list_median(x)
-
-    def divide(self, a: exp.Expr, b: exp.Expr, divisor: Divisor) -> exp.Expr:
-        # Spark yields NULL for x / 0. IEEE gives a * (+-inf): +-inf for a non-zero a, NaN for
-        # a zero or NaN a, and a NULL a stays NULL. The sign of a zero divisor needs a run-time
-        # test only for DOUBLE expressions: CAST(-0.0 AS STRING) is '-0.0'.
-        if divisor in (Divisor.NONZERO, Divisor.ZERO, Divisor.NEGATIVE_ZERO):
-            return super().divide(a, b, divisor)
-        inf: exp.Expr = double_literal(math.inf)
-        if divisor is Divisor.ANY:
-            negative = exp.Like(
-                this=cast(b.copy(), DataType.VARCHAR), expression=exp.Literal.string("-%")
-            )
-            inf = exp.Case(ifs=[exp.If(this=negative, true=double_literal(-math.inf))], default=inf)
-        return exp.Case(
-            ifs=[
-                exp.If(
-                    this=_is_zero(b.copy()),
-                    true=exp.Mul(this=paren(a.copy()), expression=paren(inf)),
-                )
-            ],
-            default=exp.Div(this=paren(a), expression=paren(b)),
-        )
-
-    def float_mod(self, a: exp.Expr, b: exp.Expr, divisor: Divisor) -> exp.Expr:
-        # Spark yields NULL for x % 0.0; fmod gives NaN (a * NaN keeps a NULL dividend NULL).
-        if divisor in (Divisor.ZERO, Divisor.NEGATIVE_ZERO):
-            return exp.Mul(this=paren(a), expression=double_literal(math.nan))
-        if divisor is Divisor.NONZERO:
-            return exp.Mod(this=paren(a), expression=paren(b))
-        return exp.Case(
-            ifs=[
-                exp.If(
-                    this=_is_zero(b.copy()),
-                    true=exp.Mul(this=paren(a.copy()), expression=double_literal(math.nan)),
-                )
-            ],
-            default=exp.Mod(this=paren(a), expression=paren(b)),
-        )
-
-    @staticmethod
-    def _integral(x: exp.Expr, value: exp.Expr) -> exp.Expr:
-        """``value`` (computed through BIGINT) where that is exact, else ``x`` itself.
-
-        Every double of magnitude >= 2**52 is an integer and NaN / +-inf are their own floor
-        and ceiling (NaN is larger than any number in Spark, so ``ABS(NaN) < 2**52`` is
-        false); a zero is its own floor and ceiling and keeps its sign, as in C.
-        """
-        exact = exp.And(
-            this=exp.LT(
-                this=exp.Abs(this=x.copy()), expression=double_literal(_EXACT_INTEGER_DOUBLE)
-            ),
-            expression=exp.NEQ(this=paren(x.copy()), expression=number(0)),
-        )
-        return exp.Case(ifs=[exp.If(this=exact, true=value)], default=x)
-
-    def floor(self, x: exp.Expr) -> exp.Expr:
-        # Spark's FLOOR returns BIGINT (saturating at 2**63, NaN -> 0).
-        return self._integral(x, cast(exp.Floor(this=x.copy()), DataType.DOUBLE))
-
-    def ceil(self, x: exp.Expr) -> exp.Expr:
-        # CEIL(x) = -FLOOR(-x), so that CEIL of (-1, 0) is -0.0 as in C (CAST(0 AS DOUBLE)
-        # would be +0.0).
-        floor_neg = cast(exp.Floor(this=exp.Neg(this=paren(x.copy()))), DataType.DOUBLE)
-        return self._integral(x, exp.Neg(this=floor_neg))
-
-    def round(self, x: exp.Expr, digits: int) -> exp.Expr:
-        # DuckDB computes r = round(x * 10^n) / 10^n (n >= 0) or round(x / 10^-n) * 10^-n
-        # (n < 0) with C's round (half away from zero; a product that is a tie only in
-        # doubles rounds by the exact product, _rounds_past_tie), and returns x when r is
-        # not finite.
-        # Spark's ROUND(x, n) rounds the *decimal text* of x (ROUND(1.005, 2) is 1.01, DuckDB
-        # says 1.0), so only rounding to an integer is left to Spark: rounding the shortest
-        # decimal text of y half up is exactly C's round of y. ROUND(ABS(y)) * SIGNUM(x)
-        # keeps the sign of a zero result (Spark's ROUND(-0.4) is 0.0, C's round is -0.0).
-        sign = _fn("SIGNUM", x.copy())
-        if digits == 0:
-            return exp.Mul(this=exp.Round(this=exp.Abs(this=x)), expression=sign)
-        scale = 10.0 ** abs(digits)
-        scaled: exp.Expr
-        if digits > 0:
-            scaled = exp.Mul(this=paren(x.copy()), expression=double_literal(scale))
-            away = exp.Round(this=exp.Abs(this=scaled.copy()))
-            # a double tie whose exact product is below it rounds towards zero (DuckDB)
-            toward = exp.Sub(this=away.copy(), expression=double_literal(1.0))
-            past = _rounds_past_tie(x, scaled, scale)
-            magnitude = exp.Case(ifs=[exp.If(this=past, true=toward)], default=away)
-            rounded = exp.Mul(this=magnitude, expression=sign)
-            value: exp.Expr = exp.Div(this=paren(rounded), expression=double_literal(scale))
-            # For a finite x the result is not finite exactly when x * 10^n overflows; a NaN
-            # or infinite x gives itself either way.
-            overflow = exp.EQ(this=exp.Abs(this=scaled), expression=double_literal(math.inf))
-        else:
-            scaled = exp.Div(this=paren(x.copy()), expression=double_literal(scale))
-            rounded = exp.Mul(this=exp.Round(this=exp.Abs(this=scaled)), expression=sign)
-            value = exp.Mul(this=paren(rounded), expression=double_literal(scale))
-            overflow = exp.EQ(this=exp.Abs(this=value.copy()), expression=double_literal(math.inf))
-        return exp.Case(ifs=[exp.If(this=overflow, true=x)], default=value)
-
-    def math(self, name: str, x: exp.Expr) -> exp.Expr:
-        # Spark's logarithms are NULL at and below zero (C: -inf at zero, NaN below).
-        if name not in ("LN", "LOG10", "LOG2"):
-            return super().math(name, x)
-        return _when(
-            (exp.EQ(this=paren(x.copy()), expression=number(0)), double_literal(-math.inf)),
-            (exp.LT(this=paren(x.copy()), expression=number(0)), double_literal(math.nan)),
-            default=_fn(name, x),
-        )
-
-    def power(self, x: exp.Expr, y: exp.Expr) -> exp.Expr:
-        # Java's pow gives NaN for 1 to the power NaN or +-inf and for -1 to +-inf; C gives 1.
-        one = double_literal(1.0)
-        return _when(
-            (
-                exp.and_(
-                    exp.EQ(this=paren(x.copy()), expression=one.copy()),
-                    exp.Not(this=exp.Is(this=paren(y.copy()), expression=exp.Null())),
-                ),
-                one.copy(),
-            ),
-            (
-                exp.and_(
-                    exp.EQ(this=paren(x.copy()), expression=double_literal(-1.0)),
-                    exp.EQ(this=exp.Abs(this=y.copy()), expression=double_literal(math.inf)),
-                ),
-                one.copy(),
-            ),
-            default=_fn("POWER", x, y),
-        )
-
-    def sign(self, x: exp.Expr, dtype: DataType) -> exp.Expr:
-        # Spark's SIGN is a DOUBLE, NaN for NaN.
-        return _sign_emulated(x, dtype)
-
-    def case_map(self, name: str, s: exp.Expr) -> exp.Expr:
-        raise UnsupportedError(
-            f"{name} is not supported on Spark",
-            hint="Spark maps the case of some characters differently from DuckDB (full "
-            "mappings: 'ß' to 'SS'; a newer Unicode); run this operator on DuckDB",
-        )
-
-    def substring(self, s: exp.Expr, start: exp.Expr, length: exp.Expr | None) -> exp.Expr:
-        # Spark reads a start of 0 as 1 and a negative length as 0.
-        return _substring_emulated(s, start, length)
-
-    def trim(self, name: str, s: exp.Expr, chars: exp.Expr | None) -> exp.Expr:
-        if chars is None:
-            return super().trim(name, s, chars)
-        # Spark's two-argument LTRIM / RTRIM take the characters first: the standard form.
-        position = {"TRIM": "BOTH", "LTRIM": "LEADING", "RTRIM": "TRAILING"}[name]
-        return exp.Trim(this=s, expression=chars, position=position)
-
-    def string_call(self, name: str, args: list[exp.Expr]) -> exp.Expr:
-        spelled = {"STARTS_WITH": "STARTSWITH", "ENDS_WITH": "ENDSWITH"}.get(name, name)
-        return _fn(spelled, *args)
-
-    def concat(self, parts: list[exp.Expr]) -> exp.Expr:
-        # Spark's CONCAT is NULL when a part is.
-        return _fn(
-            "CONCAT", *(exp.Coalesce(this=p, expressions=[exp.Literal.string("")]) for p in parts)
-        )
-
-    def double_to_integer(self, x: exp.Expr, dtype: DataType) -> exp.Expr:
-        # Spark's cast truncates; BROUND rounds half to even first, as DuckDB's cast does.
-        return cast(_fn("BROUND", x), dtype)
-
-    def check_cast(self, src: DataType, dst: DataType) -> None:
-        if src is DataType.VARCHAR and dst is not DataType.VARCHAR:
-            raise UnsupportedError(
-                f"CAST from VARCHAR to {dst} is not supported on Spark",
-                hint="Spark parses numbers and booleans from text differently from DuckDB "
-                "(invalid text is NULL, not an error); run this operator on DuckDB",
-            )
-        if src is DataType.DOUBLE and dst is DataType.VARCHAR:
-            raise UnsupportedError(
-                "CAST from DOUBLE to VARCHAR is not supported on Spark",
-                hint="Spark formats doubles differently from DuckDB (1.0E20 vs 1e+20); "
-                "run this operator on DuckDB",
-            )
-
-
-class _DataFusionGenerator(Generator):
-    """sqlglot's generic (ANSI) generator, spelling VARCHAR as ``VARCHAR`` (not ``TEXT``)."""
-
-    TYPE_MAPPING: ClassVar[dict[exp.DType, str]] = {
-        **Generator.TYPE_MAPPING,
-        exp.DType.TEXT: "VARCHAR",
-    }
-
-
-class DataFusion(Dialect):
-    """The sqlglot dialect ``datafusion`` (sqlglot has none): sqlglot's generic dialect,
-    which renders standard SQL without any engine's rewrites, as DataFusion's own parser
-    reads by default (sqlparser's generic dialect): ``'it''s'`` with backslashes as they
-    are, ``DOUBLE``, ``MEDIAN(x)``, ``ROUND(x, n)``. (PostgreSQL's generator, the nearest
-    named one, rewrites ``ROUND(double, n)`` into a DECIMAL ROUND, which PostgreSQL needs and
-    which changes the result: it is not used.)"""
-
-    Generator = _DataFusionGenerator
-
-
 #: Magnitude up to which ``CAST(x AS DECIMAL(38, 0))`` holds any product of two BIGINTs.
 _DECIMAL = exp.DataType.build("DECIMAL(38, 0)")
-
-
-class DataFusionDialect(SqlDialect):
-    """Apache DataFusion (the ``datafusion`` Python package, 55.x).
-
-    What DataFusion evaluates as DuckDB does, and is emitted as it is: IEEE division and
-    fmod (``x / 0.0`` is +-inf, ``x % 0.0`` NaN), FLOOR / CEIL on DOUBLE, LEAST / GREATEST
-    ignoring NULLs, -0.0 equal to 0.0 in comparisons and GROUP BY, NEG / ABS overflow
-    errors, ``CAST`` errors for out-of-range values and NaN. What differs is rewritten here:
-
-    * MEDIAN of an even count: DataFusion's is ``(lo + hi) / 2`` (infinite for two large
-      values), so MEDIAN runs the ``hycq_median`` UDF (DuckDB's bits, :meth:`median`);
-    * ``-0.0`` and ``0.0`` are distinct values in MIN / MAX, COUNT(DISTINCT), LEAST /
-      GREATEST (totalOrder) and in long IN lists (hashed by their bits):
-      :meth:`SqlDialect.canonical` makes every zero ``+0.0`` there, as on every engine;
-
-    * NaN: DataFusion compares doubles by IEEE totalOrder, so a NaN with the sign bit set
-      (x86 computes one for ``0 * inf``) sorts below every number and is distinct from a
-      positive NaN; every DOUBLE that is compared, ordered (LEAST, GREATEST, MIN, MAX,
-      MEDIAN), grouped on or counted distinct goes through ``NANVL(x, 'NaN')`` (:meth:`orderable`),
-      after which NaN equals NaN and is larger than every number, as in DuckDB;
-
-    * integer ``+ - *`` wrap around silently in DataFusion (even with its ANSI mode): they
-      are computed in ``DECIMAL(38, 0)``, which holds any sum or product of two BIGINTs
-      exactly, and cast back to the integer type, which raises on overflow as DuckDB does;
-    * ``SUM`` of integers wraps too: it sums ``DECIMAL(38, 0)`` values (DuckDB sums in
-      HUGEINT), and the generated cast to BIGINT raises when the total does not fit;
-    * ``CAST(DOUBLE AS integer)`` truncates: it is rounded half to even first, as DuckDB's
-      cast does;
-    * ROUND(x, n) is spelled out as DuckDB computes it (scale, round, unscale; x itself when
-      that overflows): DataFusion scales differently in the last digit.
-
-    Declared unsupported (``engines/datafusion``: the optimizer never places such an
-    operator on DataFusion, and generating it raises UnsupportedError): CAST from VARCHAR to
-    any other type (DataFusion trims and parses text differently) and from DOUBLE to VARCHAR
-    (DataFusion writes ``1e20`` and ``NaN`` where DuckDB writes ``1e+20`` and ``nan``).
-    """
-
-    name = "datafusion"
-
-    def orderable(self, x: exp.Expr, dtype: DataType) -> exp.Expr:
-        # DataFusion orders doubles by IEEE totalOrder, where a NaN with its sign bit set (what
-        # x86 computes for 0 * inf, inf - inf, 0 / 0) is *smaller* than every number and
-        # differs from a positive NaN: NANVL makes every NaN the positive one.
-        if dtype is not DataType.DOUBLE:
-            return x
-        return _fn("NANVL", x, special_double("NaN"))
-
-    def arithmetic(
-        self, node: type[exp.Binary], a: exp.Expr, b: exp.Expr, dtype: DataType
-    ) -> exp.Expr:
-        if not dtype.is_integer:
-            return super().arithmetic(node, a, b, dtype)
-        wide = node(
-            this=paren(exp.Cast(this=a, to=_DECIMAL.copy())),
-            expression=paren(exp.Cast(this=b, to=_DECIMAL.copy())),
-        )
-        return cast(wide, dtype)
-
-    def sum(self, x: exp.Expr, dtype: DataType) -> exp.Expr:
-        if dtype.is_integer:
-            return exp.Sum(this=exp.Cast(this=x, to=_DECIMAL.copy()))
-        return super().sum(x, dtype)
-
-    def median(self, x: exp.Expr) -> exp.Expr:
-        # DataFusion's MEDIAN of an even count is (lo + hi) / 2: infinite for two values
-        # near the largest double, and rounded differently from DuckDB's in the last bit.
-        return _list_median(x)
-
-    def double_to_integer(self, x: exp.Expr, dtype: DataType) -> exp.Expr:
-        # Half to even: a tie (fraction exactly .5) rounds to the even neighbour 2*ROUND(x/2);
-        # anything else rounds to the nearest (ROUND, half away from zero, is exact there).
-        tie = exp.EQ(
-            this=exp.Abs(this=exp.Sub(this=paren(x.copy()), expression=_fn("TRUNC", x.copy()))),
-            expression=double_literal(0.5),
-        )
-        even = exp.Mul(
-            this=double_literal(2.0),
-            expression=exp.Round(
-                this=exp.Div(this=paren(x.copy()), expression=double_literal(2.0))
-            ),
-        )
-        rounded = exp.Case(ifs=[exp.If(this=tie, true=even)], default=exp.Round(this=x))
-        return cast(rounded, dtype)
-
-    def round(self, x: exp.Expr, digits: int) -> exp.Expr:
-        # DuckDB: r = round(x * 10^n) / 10^n (n > 0; a product that is a tie only in doubles
-        # rounds by the exact product, _rounds_past_tie) or round(x / 10^-n) * 10^-n (n < 0),
-        # and x itself when r is not finite; DataFusion's ROUND(x, n) scales differently
-        # (ROUND(1.7976931348623157e308, -2) loses the last digit), so it is spelled out.
-        if digits == 0:
-            return exp.Round(this=x)
-        scale = double_literal(10.0 ** abs(digits))
-        value: exp.Expr
-        scaled: exp.Expr
-        if digits > 0:
-            scaled = exp.Mul(this=paren(x.copy()), expression=scale.copy())
-            # a double tie whose exact product is below it rounds towards zero (DuckDB):
-            # (|ROUND(p)| - 1) * SIGNUM(p) keeps the sign of a zero result
-            toward = exp.Mul(
-                this=paren(
-                    exp.Sub(
-                        this=exp.Abs(this=exp.Round(this=scaled.copy())),
-                        expression=double_literal(1.0),
-                    )
-                ),
-                expression=_fn("SIGNUM", paren(scaled.copy())),
-            )
-            past = _rounds_past_tie(x, scaled, 10.0 ** abs(digits))
-            rounded = exp.Case(ifs=[exp.If(this=past, true=toward)], default=exp.Round(this=scaled))
-            value = exp.Div(this=rounded, expression=scale)
-        else:
-            scaled = exp.Div(this=paren(x.copy()), expression=scale.copy())
-            value = exp.Mul(this=exp.Round(this=scaled), expression=scale)
-        overflow = exp.EQ(this=exp.Abs(this=value.copy()), expression=double_literal(math.inf))
-        return exp.Case(ifs=[exp.If(this=overflow, true=x)], default=value)
-
-    def math(self, name: str, x: exp.Expr) -> exp.Expr:
-        # DataFusion's SQRT raises below zero (C: NaN).
-        if name != "SQRT":
-            return super().math(name, x)
-        below = exp.LT(this=paren(x.copy()), expression=number(0))
-        return _when((below, double_literal(math.nan)), default=_fn("SQRT", x))
-
-    def power(self, x: exp.Expr, y: exp.Expr) -> exp.Expr:
-        # DataFusion raises for zero to a negative power; C gives +-inf (-inf for -0.0 to a
-        # negative odd integer: 1 / -0.0 is -inf).
-        odd_negative_zero = exp.and_(
-            exp.EQ(
-                this=exp.Mod(this=paren(y.copy()), expression=double_literal(2.0)),
-                expression=double_literal(-1.0),
-            ),
-            exp.LT(
-                this=exp.Div(this=double_literal(1.0), expression=paren(x.copy())),
-                expression=number(0),
-            ),
-        )
-        infinity = _when(
-            (odd_negative_zero, double_literal(-math.inf)), default=double_literal(math.inf)
-        )
-        zero_negative = exp.and_(
-            exp.EQ(this=paren(x.copy()), expression=number(0)),
-            # NANVL: a NaN with its sign bit set is below 0 in DataFusion's order
-            exp.LT(this=self.orderable(y.copy(), DataType.DOUBLE), expression=number(0)),
-        )
-        return _when((zero_negative, infinity), default=_fn("POWER", x, y))
-
-    def sign(self, x: exp.Expr, dtype: DataType) -> exp.Expr:
-        # DataFusion has SIGNUM (a DOUBLE, NaN for NaN), no SIGN.
-        return _sign_emulated(x, dtype)
-
-    def case_map(self, name: str, s: exp.Expr) -> exp.Expr:
-        raise UnsupportedError(
-            f"{name} is not supported on DataFusion",
-            hint="DataFusion maps the case of some characters differently from DuckDB (full "
-            "mappings: 'ß' to 'SS'; a newer Unicode); run this operator on DuckDB",
-        )
-
-    def substring(self, s: exp.Expr, start: exp.Expr, length: exp.Expr | None) -> exp.Expr:
-        # DataFusion counts a negative start as before the string and raises for a negative
-        # length.
-        return _substring_emulated(s, start, length)
-
-    def trim(self, name: str, s: exp.Expr, chars: exp.Expr | None) -> exp.Expr:
-        if chars is None:
-            return super().trim(name, s, chars)
-        return _fn({"TRIM": "BTRIM"}.get(name, name), s, chars)
-
-    def concat(self, parts: list[exp.Expr]) -> exp.Expr:
-        # DataFusion's simplifier drops empty-string arguments of CONCAT and then refuses a
-        # CONCAT of none: COALESCE(a, '') || COALESCE(b, '') || ... means the same.
-        out: exp.Expr = exp.Coalesce(this=parts[0], expressions=[exp.Literal.string("")])
-        for p in parts[1:]:
-            out = exp.DPipe(
-                this=out, expression=exp.Coalesce(this=p, expressions=[exp.Literal.string("")])
-            )
-        return out
-
-    def pad(self, name: str, s: exp.Expr, count: exp.Expr, fill: exp.Expr) -> exp.Expr:
-        # DataFusion panics on a negative count (DuckDB: '').
-        return _fn(name, s, _nonnegative(count), fill)
-
-    def check_cast(self, src: DataType, dst: DataType) -> None:
-        reason = DATAFUSION_UNSUPPORTED_CASTS.get((src, dst))
-        if reason is not None:
-            raise UnsupportedError(
-                f"CAST from {src} to {dst} is not supported on DataFusion",
-                hint=f"{reason}; run this operator on DuckDB",
-            )
-
-
-#: Casts DataFusion cannot give DuckDB's result for, and why.
-DATAFUSION_UNSUPPORTED_CASTS: dict[tuple[DataType, DataType], str] = {
-    **{
-        (DataType.VARCHAR, t): "DataFusion parses numbers and booleans from text differently "
-        "from DuckDB"
-        for t in (DataType.BOOLEAN, DataType.INTEGER, DataType.BIGINT, DataType.DOUBLE)
-    },
-    (DataType.DOUBLE, DataType.VARCHAR): "DataFusion formats doubles differently from DuckDB "
-    "(1e20 vs 1e+20, NaN vs nan)",
-}
-
-
-DIALECTS: dict[str, SqlDialect] = {
-    "duckdb": DuckDBDialect(),
-    "spark": SparkDialect(),
-    "datafusion": DataFusionDialect(),
-}
-
-
-def get_dialect(name: str) -> SqlDialect:
-    """The dialect called ``name`` (``duckdb`` or ``spark``, case-insensitive)."""
-    dialect = DIALECTS.get(name.lower()) if isinstance(name, str) else None
-    if dialect is None:
-        raise PlanError(
-            f"unknown SQL dialect {name!r}", hint=f"use one of: {', '.join(sorted(DIALECTS))}"
-        )
-    return dialect

@@ -19,7 +19,7 @@ Example:
     >>> from optimizer.ir.expr import Binary, ColumnRef, Literal
     >>> from optimizer.ir.types import DataType
     >>> from sqlglot import exp
-    >>> from engines.sqlgen.dialects import get_dialect
+    >>> from engines.sqlgen.dialect_table import get_dialect
     >>> t = ExprTranslator(get_dialect("duckdb"), lambda i: exp.column(f"c{i}", table="s"))
     >>> e = Binary(">", ColumnRef(2, "value", DataType.DOUBLE),
     ...            Literal(0.9, DataType.DOUBLE), DataType.BOOLEAN)

@@ -47,7 +47,8 @@ from typing import Any
 
 from sqlglot import exp
 
-from engines.sqlgen.dialects import SqlDialect, cast, get_dialect, sql_type
+from engines.sqlgen.dialect_table import get_dialect
+from engines.sqlgen.dialects import SqlDialect, cast, sql_type
 from engines.sqlgen.expressions import ExprTranslator
 from engines.sqlgen.group import GroupShape, analyse_group
 from engines.sqlgen.incremental import KeptAggregate, incremental_aggregates

@@ -14,7 +14,7 @@ summed in a HUGEINT (128 bits), where adding and subtracting lose nothing. The s
 chosen from the window's largest magnitude ``M`` and its row count ``N`` so that 4N values
 of that size fit: ``S = 126 - h - e`` with ``M < 2^e`` and ``h`` the bits of 4N (at least 8).
 A value that is not an integer multiple of 2^-S (too small for that scale, or not finite)
-cannot be summed exactly; the runtime (``engines.incremental``) checks every new chunk and,
+cannot be summed exactly; the runtime (``engines.mig.kept_aggregates``) checks every new chunk and,
 when one fails, rebuilds the state from the window with a new scale or gives the aggregate
 back to plain re-evaluation. The result is then rounded once: ``CAST(total AS DOUBLE) /
 2^S`` is the correctly rounded exact sum (one rounding) and an AVG divides it by the count
@@ -219,7 +219,7 @@ class PanedAggregate:
 
     DOUBLE sums are exact, as the exact-sum state's are: a partial sums each value scaled by
     2^S into a HUGEINT (``p<j>``) and counts the values that are not a finite multiple of
-    2^-S below the headroom limit (``b<j>``). The state (``engines.incremental.PanedState``)
+    2^-S below the headroom limit (``b<j>``). The state (``engines.mig.kept_aggregates.PanedState``)
     picks ``S`` from the window and recomputes its panes at another scale when a partial
     counts such a value; the final value is the HUGEINT total rounded once to a DOUBLE
     (an AVG divides that by the count), the correctly rounded sum of docs/semantics.md.

@@ -12,7 +12,7 @@ about twice the share of its window the slide replaces, so at 40k tuples/s a rec
 well under 1% of the plugs (experiments/README.md, "Issue 20, seventh stop").
 
 The shape (checked here, on the plan; the SQL side is ``engines.sqlgen.correlated`` and the
-runtime ``engines.correlated``):
+runtime ``engines.mig.correlated_counts``):
 
 * the group's top operator is an aggregate whose calls are COUNT(*) or COUNT(x) without
   DISTINCT, at least one COUNT(*) (so a key's row exists exactly when the count is positive);
@@ -178,7 +178,7 @@ def _left_path(plan: LogicalPlan, inside: set[str], cur: str) -> tuple[tuple[str
 
 @dataclass(frozen=True)
 class ScanCount:
-    """A correlated count the MIG can recount in Arrow at every slide (``engines.correlated_scan``).
+    """A correlated count the MIG can recount in Arrow at every slide (``engines.mig.count_scan``).
 
     The kept path (module docstring) pays off when few keys change; when an AVG moves for
     every plug touched at a slide, about half the keys change and every slide re-runs the

@@ -1,7 +1,7 @@
 """Which aggregates of a columnar group can be kept incrementally, and when it pays (issue 20).
 
 One rule shared by the SQL generator (``engines.sqlgen.incremental``, which writes the state
-upkeep), the MIG (``engines.mig``, which decides per slide) and the cost model
+upkeep), the MIG (``engines.mig.operator``, which decides per slide) and the cost model
 (``cost_models.analytical``, which prices it): an aggregate of the group whose calls are all
 COUNT(*), COUNT(x), SUM(x) or AVG(x) without DISTINCT (SUM/AVG of numbers), reading one of the
 group's window-derived inputs through selects inside the group only. Keeping it costs a few

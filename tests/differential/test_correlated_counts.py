@@ -1,4 +1,4 @@
-"""Correlated counts kept per key (engines/correlated.py) give the oracle's stream.
+"""Correlated counts kept per key (engines/mig/correlated_counts.py) give the oracle's stream.
 
 Q1's shape: a window joined with its own per-key aggregate, the matches counted per key. A
 DuckDB MIG keeps the counts from the rows that entered and left the window and recounts only
@@ -18,10 +18,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import engines.correlated
-import engines.incremental
+import engines.mig.correlated_counts
+import engines.mig.kept_aggregates
 import optimizer.ir.incremental
-from engines import registry
+from engines import engine_registry as registry
 from engines.sqlgen.correlated import CorrelatedSQL
 from hycq.api import EngineSettings, execute
 from optimizer.ir.correlated import (
@@ -48,10 +48,12 @@ def every_window(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(optimizer.ir.incremental, "CHANGE_RATIO", 0)
     monkeypatch.setattr(optimizer.ir.incremental, "PANE_RATIO", 0)
     monkeypatch.setattr(optimizer.ir.incremental, "PANE_MIN_ROWS", 0)
-    monkeypatch.setattr(engines.incremental.IncrementalState, "_cheaper", lambda *_a: True)
+    monkeypatch.setattr(engines.mig.kept_aggregates.IncrementalState, "_cheaper", lambda *_a: True)
     # and take the kept path whenever it may, even where another path is faster
     monkeypatch.setattr(
-        engines.correlated.CorrelatedState, "_choose", lambda _self, paths: _first(paths, "kept")
+        engines.mig.correlated_counts.CorrelatedState,
+        "_choose",
+        lambda _self, paths: _first(paths, "kept"),
     )
 
 
@@ -64,7 +66,9 @@ def scan_first(every_window: None, monkeypatch: pytest.MonkeyPatch) -> None:
     """As ``every_window``, but the scan path at every slide it may take (the plain
     statement runs first: the scan casts its results to that statement's types)."""
     monkeypatch.setattr(
-        engines.correlated.CorrelatedState, "_choose", lambda _self, paths: _first(paths, "scan")
+        engines.mig.correlated_counts.CorrelatedState,
+        "_choose",
+        lambda _self, paths: _first(paths, "scan"),
     )
 
 
@@ -175,7 +179,7 @@ def test_most_slides_are_kept_and_few_keys_recounted(
     """A steady stream of 6 plugs over a 30-second window: the counts are kept at most
     slides and the stream is the oracle's. Every shape keeps some slides (with the recount
     bar lifted for the AVG, whose value moves for every touched plug)."""
-    monkeypatch.setattr(engines.correlated, "RECOUNT_SHARE", 1.0)
+    monkeypatch.setattr(engines.mig.correlated_counts, "RECOUNT_SHARE", 1.0)
     rows = [
         (1000 + i // 4, float((i * 37) % 23) - 3.0, i % 3, 1, (i // 3) % 2) for i in range(4 * 150)
     ]
@@ -217,22 +221,22 @@ def test_shipped_q1_q2_keep_their_counts(name: str) -> None:
 
 
 def test_the_fastest_path_is_taken_and_the_others_probed_in_turn() -> None:
-    """The runtime's choice (engines.correlated): each path first, WARM slides each (its
+    """The runtime's choice (engines.mig.correlated_counts): each path first, WARM slides each (its
     least time counts); then the fastest on average, and every PROBE_EVERY slides one of
     the others, in turn."""
     spec = CorrelatedSQL(
         CorrelatedShape("top", "join", "inner", "window", (0,), 1, 1, ()), "w", "st"
     )
-    state = engines.correlated.CorrelatedState(spec)
+    state = engines.mig.correlated_counts.CorrelatedState(spec)
     state._paths = paths = ["plain", "kept", "scan"]
-    warm = engines.correlated.WARM
+    warm = engines.mig.correlated_counts.WARM
     seconds = {"plain": 0.010, "kept": 0.004, "scan": 0.002}
     for path in paths:
         for k in range(warm):
             assert state.adapting and state._choose(paths) == path
             state._time(path, seconds[path] * (3 if k == 0 else 1))  # a slow first slide
     assert not state.adapting and state.stats.seconds == seconds
-    every = engines.correlated.PROBE_EVERY
+    every = engines.mig.correlated_counts.PROBE_EVERY
     choices = [state._choose(paths) for _ in range(2 * every)]
     assert choices.count("scan") == 2 * every - 2
     assert {choices[every - 1], choices[2 * every - 1]} == {"plain", "kept"}

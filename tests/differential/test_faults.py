@@ -111,7 +111,7 @@ def test_group_moves_to_fallback_engine_when_restarts_do_not_help(
 ) -> None:
     """A MIG whose engine keeps failing moves its group to the fallback engine."""
     from engines.columnar import EngineFault
-    from engines.mig import MigOp
+    from engines.mig.operator import MigOp
 
     data = small_smartplug(20, seed=6, rate=20.0)
     broken = {"on": True}

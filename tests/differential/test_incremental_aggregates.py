@@ -1,8 +1,8 @@
 """DuckDB MIGs that keep SUM/COUNT/AVG incrementally give the oracle's stream, with exact sums.
 
-engines/sqlgen/incremental.py and engines/incremental.py: a qualifying aggregate's totals are
-kept per key in a state table, merged with each slide's new and expired chunks, in 128-bit
-integers at a scale 2^S. The checks here are independent of that rule: the oracle (DuckDB
+engines/sqlgen/incremental.py and engines/mig/kept_aggregates.py: a qualifying aggregate's
+totals are kept per key in a state table, merged with each slide's new and expired chunks, in
+128-bit integers at a scale 2^S. The checks here are independent of that rule: the oracle (DuckDB
 re-running the query over each window) and the exact-sum bound of docs/semantics.md computed
 with fractions (tests/differential/test_window_sums.py). The MIG only keeps state over windows
 worth it (``optimizer.ir.incremental.worth_it``); these tests lower the bar to every window.
@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import engines.incremental
+import engines.mig.kept_aggregates
 import optimizer.ir.incremental
 from engines.columnar import QueryDataError
 from hycq.api import EngineSettings, execute
@@ -60,7 +60,7 @@ def every_window(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(optimizer.ir.incremental, "PANE_RATIO", 0)
     monkeypatch.setattr(optimizer.ir.incremental, "PANE_MIN_ROWS", 0)
     # and merge at every slide, even where re-aggregating a small window would be cheaper
-    monkeypatch.setattr(engines.incremental.IncrementalState, "_cheaper", lambda *_a: True)
+    monkeypatch.setattr(engines.mig.kept_aggregates.IncrementalState, "_cheaper", lambda *_a: True)
 
 
 def _run(
@@ -217,7 +217,7 @@ def test_no_incremental_re_evaluates_every_window() -> None:
     assert_same_stream(plain.table, _run(query, data).table)
 
 
-#: Aggregates with a MIN or MAX, kept from pane partials (engines.incremental.PanedState).
+#: Aggregates with a MIN or MAX, kept from pane partials (engines.mig.kept_aggregates.PanedState).
 PANED = (
     "SELECT plug_id, MAX(value) AS hi, MIN(value) AS lo, COUNT(*) AS c, SUM(value) AS s, "
     "AVG(value) AS a, MAX(id) AS last, MAX((value - 1.0) / (value * value - 1.0)) AS n_hi, "
@@ -269,7 +269,7 @@ def test_pane_partials_are_merged_into_blocks_and_expire_with_them(
     """A 40-second window of 1-second slides: blocks of 6 panes form, expire, and the
     result is the oracle's; the final merges read fewer partials than there are panes.
     ``bulk`` 0: every pane's partial comes from the one-query path of a rebuild."""
-    monkeypatch.setattr(engines.incremental, "BULK_PANES", bulk)
+    monkeypatch.setattr(engines.mig.kept_aggregates, "BULK_PANES", bulk)
     q = PANED.format(w="[RANGE 40 SECONDS SLIDE 1 SECOND]")
     rows = [(1000 + i // 3, float((i * 37) % 101), i % 3) for i in range(3 * 120)]
     data = make_readings(rows)
@@ -301,7 +301,7 @@ def test_pane_partials_that_do_not_pay_give_way_to_re_evaluation(
     monkeypatch.setattr(optimizer.ir.incremental, "CHANGE_RATIO", 0)
     monkeypatch.setattr(optimizer.ir.incremental, "PANE_MIN_ROWS", 0)
     # and merge at every slide, even where re-aggregating a small window would be cheaper
-    monkeypatch.setattr(engines.incremental.IncrementalState, "_cheaper", lambda *_a: True)
+    monkeypatch.setattr(engines.mig.kept_aggregates.IncrementalState, "_cheaper", lambda *_a: True)
     q = PANED.format(w="[RANGE 30 SECONDS SLIDE 1 SECOND]")
     rows = [(1000 + i, 1.0 * i, i) for i in range(120)]  # a new plug every second
     data = make_readings(rows)
@@ -368,7 +368,7 @@ def test_states_that_rest_and_resume_give_the_oracles_stream(
         calls["n"] += 1
         return calls["n"] % 5 < 3
 
-    monkeypatch.setattr(engines.incremental.IncrementalState, "_cheaper", alternate)
+    monkeypatch.setattr(engines.mig.kept_aggregates.IncrementalState, "_cheaper", alternate)
     for name in ("smartplug/q4.sql", "smartplug/q6.sql"):
         query = (ROOT / "queries" / name).read_text()
         data = small_smartplug(200, seed=11, rate=6.0)
@@ -383,8 +383,8 @@ def test_a_merge_over_many_groups_of_a_small_window_rests() -> None:
     """The comparison itself, at DuckDB's default constants: a state of 50,000 groups over a
     600k-row window (Q6's 1-minute AVG on 50,000 plugs at 10k) costs more to merge than to
     re-aggregate; 1,677 groups over 6 M rows (Q2's AVG at 40k) do not."""
-    from engines import registry
-    from engines.incremental import IncrementalState
+    from engines import engine_registry as registry
+    from engines.mig.kept_aggregates import IncrementalState
     from optimizer.ir.incremental import ExactStatePrices
 
     prices = ExactStatePrices.of(registry.cost_defaults()["duckdb"])

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from engines.row.base import Delta
 from engines.row.executor import RowExecutor
-from engines.row.join import HashJoinOp
+from engines.row.joins.tree import HashJoinOp
 from engines.row.migration import HybridMigration
 from optimizer.ir.errors import PlanError
 from tests.differential.test_row_migration import (

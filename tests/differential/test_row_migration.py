@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engines.row.executor import RowExecutor
-from engines.row.join import HashJoinOp
+from engines.row.joins.tree import HashJoinOp
 from engines.row.migration import ParallelTrack, jisc_progress, jisc_transfer, move_states
 from optimizer.ir.errors import PlanError
 from tests.migration.harness import (

@@ -802,7 +802,7 @@ def test_a_run_whose_windows_outgrow_memory_stops_with_an_error(
 ) -> None:
     """At 1e10 tuples per event-second one second of the window is 1e10 tuples: the run
     stops at its memory limit with exit 2, not by the OOM killer or a MemoryError."""
-    from engines.runtime.monitor import rss_mb
+    from engines.runtime.resources import rss_mb
 
     limit = rss_mb() + 400
     start = time.monotonic()

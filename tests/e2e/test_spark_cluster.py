@@ -172,7 +172,8 @@ def test_the_master_killed_mid_run_costs_no_result(
     """The last test of the module: it leaves the cluster without its master. A running
     application keeps its executors when the standalone master dies (only new executors
     need it), so the run finishes on Spark; should the engine fail, the group would restart
-    or move to DuckDB (engines/mig.py), and the result stream is the oracle's either way."""
+    or move to DuckDB (engines/mig/operator.py), and the result stream is the oracle's either
+    way."""
     path, table = readings
     code, err, out = _run_and_kill(cluster, path, tmp_path, "master")
     assert code == 0, err

@@ -1,4 +1,4 @@
-"""Key ids of the correlated scan (``engines.correlated_scan``): packing and lookup."""
+"""Key ids of the correlated scan (``engines.mig.count_scan``): packing and lookup."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from engines.correlated_scan import KeyIds, ScanUnavailable, pack
+from engines.mig.count_scan import KeyIds, ScanUnavailable, pack
 
 
 def test_packing_keeps_keys_apart_and_marks_nulls() -> None:
@@ -72,7 +72,7 @@ def test_blocks_of_encoded_chunks_count_what_the_chunks_do() -> None:
     the slide reads far fewer arrays than chunks."""
     import duckdb
 
-    from engines.correlated_scan import BLOCK, ScanCounter
+    from engines.mig.count_scan import BLOCK, ScanCounter
 
     rng = np.random.default_rng(7)
     spec = _q2_scan()

@@ -16,11 +16,11 @@ from collections import Counter
 
 import pytest
 
-import engines.row.jit as jit_mod
+import engines.row.joins.jit as jit_mod
 from engines.row.base import Delta, Row
 from engines.row.compile import compile_key
-from engines.row.jit import JitJoinOp, link
-from engines.row.join import HashJoinOp
+from engines.row.joins.jit import JitJoinOp, link
+from engines.row.joins.tree import HashJoinOp
 
 W = 3  # columns per input
 

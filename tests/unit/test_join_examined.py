@@ -12,7 +12,7 @@ import pytest
 from cost_models.analytical import AnalyticalCostModel
 from engines.row.base import Delta
 from engines.row.compile import compile_key
-from engines.row.join import HashJoinOp
+from engines.row.joins.tree import HashJoinOp
 from hycq.observations import failed_tests
 from optimizer.estimate import estimate
 from optimizer.ir.catalog import Catalog

@@ -10,7 +10,7 @@ import math
 import duckdb
 import pytest
 
-from engines.row.compile import _greatest, _least
+from engines.row.scalars import _greatest, _least
 
 NAN = float("nan")
 VALUES = [NAN, 0.0, -1.5, 2.0, None]

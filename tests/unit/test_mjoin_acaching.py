@@ -20,10 +20,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engines.row.acaching import ACachingJoinOp, all_subsets, candidates, compatible
 from engines.row.base import Delta, Row
 from engines.row.compile import compile_predicate
-from engines.row.mjoin import MJoinOp, NarySpec
+from engines.row.joins.acaching.candidates import candidates, compatible
+from engines.row.joins.acaching.join_op import ACachingJoinOp
+from engines.row.joins.acaching.selection import all_subsets
+from engines.row.joins.mjoin import MJoinOp, NarySpec
 from optimizer.ir.expr import Binary, ColumnRef, Expr, Literal, conjoin
 from optimizer.ir.types import DataType
 
@@ -332,7 +334,7 @@ def test_replacing_input_recomputes(replace_at: int) -> None:
 def test_cache_storage_is_direct_mapped() -> None:
     """A key lives in slot ``hash(u) % buckets``: creating a key evicts the slot's previous
     key (and only it); at most ``buckets`` entries; updates touch present keys only."""
-    from engines.row.acaching import SubresultCache
+    from engines.row.joins.acaching.cache import SubresultCache
 
     cache = SubresultCache(8, (0,))
     cache.create(1, [(10,)])
@@ -382,7 +384,8 @@ def test_thm_4_3_greedy_is_compatible_and_close_to_exhaustive(seed: int) -> None
     either, and never above the exhaustive optimum. (Thm. 4.3's log-factor bound on the total
     cost is for the plain cover; our compatibility rule constrains it further, and it is not
     asserted.)"""
-    from engines.row.acaching import Estimate, _exhaustive, _gain, _greedy, _greedy_cover
+    from engines.row.joins.acaching.estimator import Estimate
+    from engines.row.joins.acaching.selection import _exhaustive, _gain, _greedy, _greedy_cover
 
     rng = random.Random(seed)
     n = rng.choice([4, 5])

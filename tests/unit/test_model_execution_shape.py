@@ -1,6 +1,6 @@
 """The cost model follows how plans run (issue 20, fifth stop).
 
-* A MIG waits for its engine's query on the row thread (``engines.mig``): with a shared row
+* A MIG waits for its engine's query on the row thread (``engines.mig.operator``): with a shared row
   core, a group's u adds to the row core's load instead of being a unit of its own, so a
   mixed plan's C_b is the sum of its row work and its queries.
 * A row select over a window whose only consumer is a columnar group runs as an Arrow
@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from cost_models.analytical import AnalyticalCostModel, transfer_rows
-from engines import registry
+from engines import engine_registry as registry
 from engines.row.base import Delta, RowOperator
 from engines.row.lowering import lower_plan
 from optimizer.costmodel import PlanCoster, group_utilization, operator_utilization

@@ -207,7 +207,7 @@ def test_refit_from_a_real_run(tmp_path: Path, capsys: pytest.CaptureFixture[str
     """End to end: a short hybrid run of Q2 writes metrics; refitting uses its row operators
     and its DuckDB group's slides; the new profile loads as the calibrated model."""
     from cost_models.calibrated import calibrated_model
-    from engines import registry
+    from engines import engine_registry as registry
 
     metrics = tmp_path / "m.json"
     root = Path(__file__).resolve().parents[2]
@@ -246,14 +246,14 @@ def test_a_group_kept_incrementally_gives_no_sql_observations(
 ) -> None:
     """Slides that read incrementally kept aggregates are no re-evaluations of the window, so
     the refit takes none of them as SQL observations, and says why."""
-    import engines.incremental
+    import engines.mig.kept_aggregates
     import optimizer.ir.incremental
     from hycq.observations import extract
 
     monkeypatch.setattr(optimizer.ir.incremental, "MIN_ROWS", 0)
     monkeypatch.setattr(optimizer.ir.incremental, "CHANGE_RATIO", 0)
     # merge even where re-aggregating these small windows would be cheaper
-    monkeypatch.setattr(engines.incremental.IncrementalState, "_cheaper", lambda *_a: True)
+    monkeypatch.setattr(engines.mig.kept_aggregates.IncrementalState, "_cheaper", lambda *_a: True)
     metrics = tmp_path / "m.json"
     root = Path(__file__).resolve().parents[2]
     argv = ["run", str(root / "queries/smartplug/q5.sql"), "--duration", "20", "--rate", "3000",

@@ -65,7 +65,7 @@ from typing import Any
 
 from engines.row.base import NO_CHANGE, Delta, Row, RowOperator, Rows
 from engines.row.executor import RowExecutor, charge_step
-from engines.row.join import HashJoinOp, _Store
+from engines.row.joins.tree import HashJoinOp, _Store
 from engines.row.migration.forwarding import ForwardsToNew
 from engines.row.migration.jisc import JiscJoinOp, join_rows
 from engines.row.migration.signature import key_descriptor, permutation, permute, require

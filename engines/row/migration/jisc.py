@@ -46,7 +46,7 @@ from collections.abc import Callable
 from typing import Any
 
 from engines.row.base import NO_CHANGE, Delta, Rows
-from engines.row.join import HashJoinOp, _Store
+from engines.row.joins.tree import HashJoinOp, _Store
 
 
 class LazyStore:

@@ -33,7 +33,7 @@ from typing import Any
 
 from engines.row.base import NO_CHANGE, Delta, Row, Rows
 from engines.row.executor import RowExecutor, charge_step
-from engines.row.join import HashJoinOp
+from engines.row.joins.tree import HashJoinOp
 from engines.row.migration.forwarding import ForwardsToNew
 from engines.row.migration.jisc import JiscJoinOp, join_rows
 from engines.row.migration.signature import permutation, permute, require

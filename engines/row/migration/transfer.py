@@ -40,7 +40,7 @@ from engines.row.aggregate import AggregateOp
 from engines.row.arrow_window import ArrowWindow
 from engines.row.base import RowOperator, Rows
 from engines.row.executor import RowExecutor
-from engines.row.join import HashJoinOp, _Store
+from engines.row.joins.tree import HashJoinOp, _Store
 from engines.row.migration.jisc import JiscJoinOp, LazyStore, join_rows, key_rows
 from engines.row.migration.signature import (
     RelSig,

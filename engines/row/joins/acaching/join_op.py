@@ -1,54 +1,4 @@
-"""A-Caching (Babu, Munagala, Widom, Motwani; ICDE'05; seed 002): adaptive caching of
-subresults inside an MJoin (``engines.row.mjoin``), per research/acaching-and-jit.md section 1.
-
-A *candidate* caches segment ``first..last`` (step indexes) of pipeline ``i``: the inputs ``S``
-it joins, keyed by the segment columns that the prefix (the pipeline's inputs before the
-segment) is equal to. It is valid only when
-
-* every predicate between prefix and segment is a hashable equality (so an entry's key is a
-  function of the segment tuple: the Update operators can find the entry of a segment change;
-  theta predicates inside the prefix or the segment are fine), and
-* the *prefix invariant* (Def. 3.2) holds: for every ``l`` in ``S``, pipeline ``l``'s first
-  ``|S| - 1`` steps join exactly ``S - {l}``, so that after them pipeline ``l`` carries
-  ``d(segment)``; an Update operator placed there inserts (or deletes) each such tuple into
-  the cache entry of its key, if that entry exists.
-
-Candidates of different pipelines with the same inputs and key are one *shared* cache
-(Def. 4.1): one storage, one set of Updates, several Lookups.
-
-Storage (section 3.3): direct-mapped, a fixed number of buckets; creating a key's entry
-evicts whatever key held its bucket, which is always safe (a miss recomputes). The entries
-themselves live in a dict (``SubresultCache``), so Lookups and Updates are one ``get``.
-Entries are exact (Def. 3.1): ``v = sigma_{K=u}(segment)``, empty ones included. Each
-Lookup runs before the segment: a hit emits ``q + s`` for every ``s`` of the
-entry and jumps past the segment; misses of one batch are grouped by key, the segment runs
-once per distinct key from one representative partial, and the result creates the entry.
-
-Profiler (section 1.4): a fraction ``sample`` of each input's delta tuples bypasses the caches
-and runs through the pipeline step by step (single-step compiled runners, the call's fixed
-cost subtracted): per step, the partials that entered (delta) and the time spent (tau);
-``W`` observations kept. A pipeline with no observation yet is profiled whole. A candidate
-not in use estimates its miss probability from a bitmap at its Lookup position (``alpha *
-W_d`` bits, one hash, reset every ``W_d`` lookups) with the linear-counting correction ``-m
-ln(1 - b/m)`` for the distinct keys seen; a cache in use observes its miss rate directly.
-
-Costs (section 1.3), per interval: ``d_l`` = partials reaching step ``l``, ``c_l`` its time per
-partial, ``d_out`` what leaves the segment::
-
-    benefit = sum d_l c_l - d_first * probe - miss * (sum d_l c_l + d_out * update)
-    cost    = update * (d(segment) tuples reaching the Updates of every pipeline of S)
-
-``probe`` and ``update`` are per-lookup and per-update costs (``PROBE_S + PER_TUPLE_S *
-entry size``, ``UPDATE_S``): constants of this implementation, measured on this machine
-(``UPDATE_S`` by ``python experiments/join_impls.py units``; docs/joins.md).
-
-Selection (section 1.5): the set of candidates, pairwise compatible (no two overlap in a
-pipeline; no cache's Update point falls strictly inside another used segment of that
-pipeline, whose hits would skip it), that maximizes ``sum benefit - sum cost`` (a shared
-cache's cost counted once): exhaustive search up to ``EXHAUSTIVE_SITES`` candidates (the
-paper's "negligible for n <= 6"), the greedy of Thm. 4.3 beyond (``_greedy``). Memory
-(section 5): chosen caches get buckets greedily by ``(benefit - cost) / expected bytes``
-under ``memory_bytes``.
+"""``ACachingJoinOp``: the MJoin with adaptive subresult caches, and its adaptive loop.
 
 Adaptive loop (section 1.6): every ``interval`` input tuples, once every pipeline has ``W``
 observations, the estimates are recomputed; selection re-runs only when one moved by more
@@ -66,44 +16,42 @@ reverted and the added groups are banned from selection for ``BAN_INTERVALS`` in
 doubling per refutation. The model's constants are one machine's and its profile a sample;
 the trial makes a wrong prediction cost two intervals, not the rest of the run.
 
-Not built: globally-consistent caches (section 1.8); re-profiling a used cache that hides an
-unused subset.
+The package docstring (``engines.row.joins.acaching``) lists the other parts.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
-import operator
 import random
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from engines.row.base import Row, Rows
-from engines.row.mjoin import (
+from engines.row.joins.acaching.cache import ENTRY_BYTES, TUPLE_BYTES, SubresultCache, buckets_for
+from engines.row.joins.acaching.candidates import Candidate, candidates, compatible
+from engines.row.joins.acaching.codegen import _getter, _lookup_code, _perm, _Site, _Update
+from engines.row.joins.acaching.estimator import (
+    NONEMPTY_S,
+    PER_TUPLE_S,
+    PROBE_S,
+    UPDATE_S,
+    Estimate,
+    MissEstimator,
+    _call_overhead,
+    _Obs,
+)
+from engines.row.joins.acaching.selection import select
+from engines.row.joins.mjoin import (
     MJoinOp,
     NarySpec,
-    Pipeline,
     greedy_order,
     index_cols,
     run_pipeline,
     run_steps,
 )
 
-#: Costs (s) of the Lookup and Update operators, measured on this machine: a probe 0.12 us;
-#: emitting a non-empty entry 0.30 us more plus 0.06 us per tuple (timeit over 100,000
-#: lookups of 1,000 keys); an Update point 0.5 us per partial reaching it: the compiled
-#: pipeline splits there (the partial is built as a tuple), then key, lookup and append
-#: (``python experiments/join_impls.py units``: 0.3-0.55 us per Q3 r or s tuple, about 0.6
-#: update partials each). A lookup costs ``PROBE_S + NONEMPTY_S * min(1, e) + PER_TUPLE_S *
-#: e`` for entries of ``e`` tuples.
-PROBE_S = 0.12e-6
-NONEMPTY_S = 0.30e-6
-PER_TUPLE_S = 0.06e-6
-UPDATE_S = 0.5e-6
 #: A trial (a selection that added caches) is reverted when the pipelines' measured time
 #: per tuple grew by more than this; the groups it added are then left out of selection for
 #: ``BAN_INTERVALS`` intervals, doubling at each refutation.
@@ -116,364 +64,10 @@ BAN_INTERVALS = 8
 REORDER_GAIN = 0.9
 #: While no estimate moves, the sampling stride doubles per interval, up to 2**CALM_LEVELS.
 CALM_LEVELS = 3
-#: Exhaustive selection up to this many candidates (2^n subsets, pruned by conflicts).
-EXHAUSTIVE_SITES = 18
-#: Bytes per cached tuple reference and per entry (CPython list slot, entry list and key).
-TUPLE_BYTES = 8
-ENTRY_BYTES = 120
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """A cacheable segment ``first..last`` (step indexes) of pipeline ``pipeline``."""
-
-    pipeline: int
-    first: int
-    last: int
-    inputs: frozenset[int]
-    key_cols: tuple[int, ...]  # global segment columns of the key, one per equality, sorted
-    prefix_cols: tuple[int, ...]  # flat columns of the partial before ``first``, aligned
-
-    @property
-    def group(self) -> tuple[frozenset[int], tuple[int, ...]]:
-        """Sharing identity: candidates with equal groups are one cache (Def. 4.1)."""
-        return self.inputs, self.key_cols
-
-    def label(self) -> str:
-        ins = ",".join(str(p) for p in sorted(self.inputs))
-        return f"p{self.pipeline}[{self.first}..{self.last}]{{{ins}}}"
-
-
-def candidates(spec: NarySpec, pipelines: Sequence[Pipeline]) -> list[Candidate]:
-    """Every valid candidate (module docstring) for the current probe orders."""
-    out = []
-    starts = spec.starts
-    for i, pipe in enumerate(pipelines):
-        nsteps = len(pipe.steps)
-        for first in range(nsteps):
-            for last in range(first + 1, nsteps):
-                prefix = set(pipe.order[: first + 1])
-                seg = frozenset(pipe.order[first + 1 : last + 2])
-                pairs: list[tuple[int, int]] = []  # (segment column, prefix column)
-                ok = True
-                for c in spec.conjuncts:
-                    ins = spec.inputs_of(c)
-                    if not (ins & prefix and ins & seg) or not ins <= prefix | seg:
-                        continue  # inside one side, or applied after the segment
-                    eq = spec.hashable(c)
-                    if eq is None:
-                        ok = False
-                        break
-                    a, b = eq
-                    if spec.owner(a) in seg:
-                        a, b = b, a
-                    pairs.append((b, a))
-                if not ok or not pairs:
-                    continue
-                if not all(frozenset(pipelines[p].order[1 : len(seg)]) == seg - {p} for p in seg):
-                    continue
-                pairs.sort()
-                key = tuple(b for b, _ in pairs)
-                prefix_flat = tuple(
-                    pipe.flat_starts[spec.owner(a)] + a - starts[spec.owner(a)] for _, a in pairs
-                )
-                out.append(Candidate(i, first, last, seg, key, prefix_flat))
-    return out
-
-
-def compatible(chosen: Sequence[Candidate], spec: NarySpec, pipelines: Sequence[Pipeline]) -> bool:
-    """No two chosen segments overlap in a pipeline, and no Update point of a chosen cache
-    lies strictly inside a chosen segment of its pipeline."""
-    by_pipe: dict[int, list[tuple[int, int]]] = {}
-    for c in chosen:
-        for a, b in by_pipe.get(c.pipeline, ()):
-            if not (c.last < a or b < c.first):
-                return False
-        by_pipe.setdefault(c.pipeline, []).append((c.first, c.last))
-    for c in chosen:
-        t = len(c.inputs) - 2  # Update after this step index, in each pipeline of S
-        for p in c.inputs:
-            for a, b in by_pipe.get(p, ()):
-                if a <= t < b:
-                    return False
-    return True
-
-
-#: An empty slot of ``SubresultCache.slots``.
-_EMPTY: Any = object()
-
-
-class SubresultCache:
-    """Direct-mapped storage of one (possibly shared) cache: ``buckets`` slots; a key ``u``
-    lives in slot ``hash(u) % buckets`` and creating it evicts the slot's previous key. Tuples
-    are the segment's, in the layout of ``layout`` (global columns).
-
-    The slots hold only keys; the entries live in a dict ``u -> tuples``, so a Lookup or an
-    Update is one ``dict.get`` (the hot loops) while which keys are present is exactly the
-    direct-mapped table's (``slots`` is kept in step by ``create`` and ``drop``)."""
-
-    __slots__ = ("buckets", "entries", "hits", "inconsistent", "layout", "misses", "slots")
-
-    def __init__(self, buckets: int, layout: tuple[int, ...]) -> None:
-        self.buckets = max(1, buckets)
-        self.slots: list[Any] = [_EMPTY] * self.buckets
-        self.entries: dict[Any, Rows] = {}
-        self.hits = 0
-        self.misses = 0
-        self.inconsistent = 0
-        self.layout = layout
-
-    def probe(self, u: Any) -> Rows | None:
-        return self.entries.get(u)
-
-    def create(self, u: Any, v: Rows) -> None:
-        h = hash(u) % self.buckets
-        old = self.slots[h]
-        if old is not _EMPTY and old is not u and old != u:
-            del self.entries[old]  # the direct-mapped eviction
-        self.slots[h] = u
-        self.entries[u] = v
-
-    def drop(self, u: Any) -> None:
-        if self.entries.pop(u, None) is not None:
-            self.slots[hash(u) % self.buckets] = _EMPTY
-
-    def insert(self, u: Any, s: Row) -> None:
-        e = self.entries.get(u)
-        if e is not None:
-            e.append(s)
-
-    def delete(self, u: Any, s: Row) -> None:
-        e = self.entries.get(u)
-        if e is not None:
-            try:
-                e.remove(s)
-            except ValueError:  # cannot happen while Def. 3.1 holds: drop the entry (safe)
-                self.drop(u)
-                self.inconsistent += 1
-
-    def tuples(self) -> int:
-        return sum(len(v) for v in self.entries.values())
-
-    def __len__(self) -> int:
-        return len(self.entries)
-
-
-class MissEstimator:
-    """Miss-probability estimate at a Lookup position of a cache not in use (section 1.4,
-    changed: see below).
-
-    Sampled keys are hashed into a bitmap of ``m`` bits (one hash function); the number of
-    distinct keys seen is estimated by linear counting, ``d = -m ln(1 - b/m)`` with ``b``
-    bits set, and the key *domain* ``D`` from ``d`` distinct among ``n`` sampled lookups by
-    solving ``d = D (1 - exp(-n/D))`` (uniform draws).
-
-    The paper resets its bitmap every ``W_d`` lookups and takes ``distinct / W_d`` as the miss
-    probability: right when an entry lives about ``W_d`` lookups. Our entries stay exact as
-    long as they are not evicted (the Update operators maintain them), so a key misses when it
-    is looked up for the first time since the cache started, or after a colliding key evicted
-    it: ``miss = D / (N * horizon) + (1 - exp(-D / B))`` for ``N`` lookups per interval, the
-    first misses amortized over ``horizon`` intervals, and ``B`` direct-mapped buckets.
-    """
-
-    __slots__ = ("bits", "m", "seen", "set")
-
-    def __init__(self, m: int = 1 << 16) -> None:
-        self.m = m
-        self.bits = bytearray(m)
-        self.set = 0
-        self.seen = 0
-
-    def add(self, u: Any) -> None:
-        h = hash(u) % self.m
-        if not self.bits[h]:
-            self.bits[h] = 1
-            self.set += 1
-        self.seen += 1
-
-    def distinct(self) -> float:
-        frac = min(self.set / self.m, 1 - 1 / self.m)
-        return -self.m * math.log(1 - frac)
-
-    def domain(self) -> float | None:
-        """Estimated number of distinct keys (None before 8 sampled lookups)."""
-        n = self.seen
-        if n < 8:
-            return None
-        d = min(self.distinct(), float(n))
-        if d >= 0.95 * n:  # nearly every key new: the domain is far larger than the sample
-            return 20.0 * n
-        lo, hi = d, 1e12
-        for _ in range(100):  # d = D (1 - exp(-n / D)) grows with D
-            mid = math.sqrt(lo * hi)
-            if mid * (1 - math.exp(-n / mid)) < d:
-                lo = mid
-            else:
-                hi = mid
-        return hi
-
-    def estimate(self, lookups: float, horizon: float, buckets: float) -> float | None:
-        dom = self.domain()
-        if dom is None:
-            return None
-        cold = dom / max(lookups * horizon, 1e-9)
-        return min(1.0, cold + (1 - math.exp(-dom / max(buckets, 1.0))))
-
-
-def buckets_for(keys: float) -> int:
-    """Direct-mapped buckets for ``keys`` expected keys: a power of two >= 8 x keys (about 12%
-    of the keys then share a bucket with another), at least 64."""
-    return max(64, 1 << max(0, math.ceil(math.log2(8 * keys + 1))))
-
-
-@dataclass
-class _Obs:
-    """Profiled work of one pipeline: per step, partials in and seconds; per window."""
-
-    n: int = 0
-    delta: list[int] = field(default_factory=list)  # entering step l; last = outputs
-    tau: list[float] = field(default_factory=list)
-
-
-@dataclass
-class Estimate:
-    """A candidate's figures at one selection (section 1.3), per interval."""
-
-    candidate: Candidate
-    benefit: float
-    cost: float  # of its group (counted once per group)
-    miss: float
-    entry_size: float
-    entries: float
-    work: float
-    #: ``d_l c_l`` of each step of the segment (``work`` is their sum).
-    step_work: tuple[float, ...] = ()
-
-
-@dataclass
-class _Site:
-    """A cache in use at one pipeline: its Lookup (before step ``first``)."""
-
-    cand: Candidate
-    cache: SubresultCache
-    key: Callable[[Row], Any]
-    width: int  # flat columns of the prefix (the segment starts there)
-    to_cache: Callable[[Row], Row] | None  # segment tuple (site layout) -> cache layout
-    #: Generated by ``_lookup_code``: the Lookup loop and one prefix's emission.
-    look: Callable[..., Any] | None = None
-    emit: Callable[..., Any] | None = None
-
-
-@dataclass
-class _Update:
-    """An Update operator: after step ``after`` of a pipeline, ``d(segment)`` into a cache."""
-
-    after: int
-    cache: SubresultCache
-    key: Callable[[Row], Any]
-    to_cache: Callable[[Row], Row] | None
-
-
-def _call_overhead(pipe: Pipeline, stores: Sequence[Any]) -> float:
-    """Seconds of one timed single-step runner call on one partial that finds nothing (the
-    stores are empty when an operator is built): what the profiler subtracts per call."""
-    probe = [(None,) * pipe.widths[0]]
-    best = math.inf
-    for _ in range(5):
-        t0 = time.perf_counter()
-        for _ in range(100):
-            t1 = time.perf_counter()
-            run_pipeline(pipe, stores, probe, [0], 0, 0, final=False)
-            _ = time.perf_counter() - t1
-        best = min(best, (time.perf_counter() - t0) / 100)
-    return best
-
-
-def _getter(positions: Sequence[int]) -> Callable[[Row], Any]:
-    return operator.itemgetter(*positions)  # one position: the value itself, not a 1-tuple
-
-
-def _perm(src: Sequence[int], dst: Sequence[int]) -> Callable[[Row], Row] | None:
-    """Rows laid out as global columns ``src`` -> laid out as ``dst`` (None if equal)."""
-    if list(src) == list(dst):
-        return None
-    where = {g: k for k, g in enumerate(src)}
-    idx = [where[g] for g in dst]
-    if len(idx) == 1:
-        k = idx[0]
-        return lambda r: (r[k],)
-    g = operator.itemgetter(*idx)
-    return g
-
-
-def _lookup_code(
-    spec: NarySpec,
-    pipe: Pipeline,
-    c: Candidate,
-    site_layout: Sequence[int],
-    layout: tuple[int, ...],
-) -> tuple[Callable[..., Any], Callable[..., Any]]:
-    """The Lookup at ``c`` as generated code: ``look(partials, get, extend)`` emits every
-    hit's results and returns the misses grouped by key (or None); ``emit(q, v, extend)``
-    emits one prefix's results with an entry ``v``. Keys and results are built inline from
-    the prefix ``q`` and the cached tuple ``s`` (in ``layout``): when the segment ends the
-    pipeline the results are in the join's output layout (often just ``s + q`` or ``q + s``),
-    else in the pipeline's flat layout."""
-    where = {g: k for k, g in enumerate(layout)}
-    cols = c.prefix_cols
-    key = f"q[{cols[0]}]" if len(cols) == 1 else "(" + ", ".join(f"q[{k}]" for k in cols) + ",)"
-    if c.last < len(pipe.steps) - 1:  # flat partials continue down the pipeline
-        if list(site_layout) == list(layout):
-            expr = "q + s"
-        else:
-            expr = "q + (" + ", ".join(f"s[{where[g]}]" for g in site_layout) + ",)"
-    else:
-        prefix = [
-            spec.starts[p] + k for p in pipe.order[: c.first + 1] for k in range(spec.widths[p])
-        ]
-        total = list(range(sum(spec.widths)))
-        if prefix + list(layout) == total:
-            expr = "q + s"
-        elif list(layout) + prefix == total:
-            expr = "s + q"
-        else:
-            parts = []
-            for g in total:
-                owner = spec.owner(g)
-                if owner in c.inputs:
-                    parts.append(f"s[{where[g]}]")
-                else:
-                    parts.append(f"q[{pipe.flat_starts[owner] + g - spec.starts[owner]}]")
-            expr = "(" + ", ".join(parts) + ",)"
-    src = (
-        "def _look(partials, get, extend):\n"
-        "    missed = None\n"
-        "    for q in partials:\n"
-        f"        u = {key}\n"
-        "        v = get(u)\n"
-        "        if v is None:\n"
-        "            if missed is None:\n"
-        "                missed = {u: [q]}\n"
-        "            else:\n"
-        "                m = missed.get(u)\n"
-        "                if m is None:\n"
-        "                    missed[u] = [q]\n"
-        "                else:\n"
-        "                    m.append(q)\n"
-        "        elif v:\n"
-        f"            extend([{expr} for s in v])\n"
-        "    return missed\n"
-        "\n"
-        "def _emit(q, v, extend):\n"
-        f"    extend([{expr} for s in v])\n"
-    )
-    namespace: dict[str, Any] = {}
-    exec(compile(src, f"<hycq:acaching-lookup {c.label()}>", "exec"), namespace)
-    return namespace["_look"], namespace["_emit"]
 
 
 class ACachingJoinOp(MJoinOp):
-    """MJoin with adaptive subresult caches (module docstring).
+    """MJoin with adaptive subresult caches (the package docstring).
 
     ``memory_bytes`` bounds the caches (None: unlimited); ``interval`` input tuples between
     selections; ``sample`` the profiled fraction; ``seed`` the sampler's seed. ``force``
@@ -1065,145 +659,3 @@ class ACachingJoinOp(MJoinOp):
             }
         )
         return m
-
-
-def select(
-    est: dict[Candidate, Estimate], spec: NarySpec, pipelines: Sequence[Pipeline]
-) -> list[Candidate]:
-    """The compatible candidate set of largest total net gain (module docstring)."""
-    cands = [c for c in est if est[c].benefit > 0]
-    if len(cands) <= EXHAUSTIVE_SITES:
-        return _exhaustive(cands, est, spec, pipelines)
-    return _greedy(cands, est, spec, pipelines)
-
-
-def _gain(chosen: Sequence[Candidate], est: dict[Candidate, Estimate]) -> float:
-    groups = {c.group: est[c].cost for c in chosen}
-    return sum(est[c].benefit for c in chosen) - sum(groups.values())
-
-
-def _exhaustive(
-    cands: list[Candidate],
-    est: dict[Candidate, Estimate],
-    spec: NarySpec,
-    pipelines: Sequence[Pipeline],
-) -> list[Candidate]:
-    best: tuple[float, list[Candidate]] = (0.0, [])
-
-    def go(k: int, chosen: list[Candidate]) -> None:
-        nonlocal best
-        if k == len(cands):
-            g = _gain(chosen, est)
-            if g > best[0] + 1e-15:
-                best = (g, list(chosen))
-            return
-        c = cands[k]
-        chosen.append(c)
-        if compatible(chosen, spec, pipelines):
-            go(k + 1, chosen)
-        chosen.pop()
-        go(k + 1, chosen)
-
-    go(0, [])
-    return best[1]
-
-
-def _greedy(
-    cands: list[Candidate],
-    est: dict[Candidate, Estimate],
-    spec: NarySpec,
-    pipelines: Sequence[Pipeline],
-) -> list[Candidate]:
-    """Selection beyond ``EXHAUSTIVE_SITES`` candidates: the better (by net gain) of Thm.
-    4.3's greedy, whose guarantee is on the total cost (a log factor), not on the gain, and
-    a greedy adding candidates by net gain."""
-    a = _greedy_cover(cands, est, spec, pipelines)
-    b = _greedy_gain(cands, est, spec, pipelines)
-    return a if _gain(a, est) >= _gain(b, est) else b
-
-
-def _greedy_gain(
-    cands: list[Candidate],
-    est: dict[Candidate, Estimate],
-    spec: NarySpec,
-    pipelines: Sequence[Pipeline],
-) -> list[Candidate]:
-    chosen: list[Candidate] = []
-    for c in sorted(cands, key=lambda c: -est[c].benefit):
-        trial = [*chosen, c]
-        if compatible(trial, spec, pipelines) and _gain(trial, est) > _gain(chosen, est):
-            chosen = trial
-    return chosen
-
-
-def _greedy_cover(
-    cands: list[Candidate],
-    est: dict[Candidate, Estimate],
-    spec: NarySpec,
-    pipelines: Sequence[Pipeline],
-) -> list[Candidate]:
-    """Thm. 4.3's greedy (research section 1.5): selection as covering every operator (a
-    pipeline step) once at least cost. A step left uncached costs its own work ``d_l c_l``;
-    a cache costs its Lookup's ``proc = work - benefit``, and its sharing group pays its
-    Update cost ``L_r`` once. Repeatedly take the cheapest cover per operator: a single
-    step, or a group's best prefix ``S`` (members sorted by proc per operator) at
-    ``D_r = (L_r + sum_S proc) / operators covered``; members overlap nothing taken and
-    stay compatible, so no overlap remains to resolve."""
-
-    def ops(c: Candidate) -> set[tuple[int, int]]:
-        return {(c.pipeline, pos) for pos in range(c.first, c.last + 1)}
-
-    def proc(c: Candidate) -> float:
-        return max(0.0, est[c].work - est[c].benefit)
-
-    own: dict[tuple[int, int], float] = {}
-    for c in cands:
-        for k, op in enumerate(sorted(ops(c))):
-            w = est[c].step_work
-            own[op] = w[k] if k < len(w) else est[c].work / len(ops(c))
-    groups: dict[Any, list[Candidate]] = {}
-    for c in cands:
-        groups.setdefault(c.group, []).append(c)
-    covered: set[tuple[int, int]] = set()
-    chosen: list[Candidate] = []
-    paid: set[Any] = set()
-    while len(covered) < len(own):
-        best: tuple[float, list[Candidate]] | None = None
-        for g, members in groups.items():
-            ranked = sorted(
-                (c for c in members if not ops(c) & covered),
-                key=lambda c: proc(c) / len(ops(c)),
-            )
-            total = 0.0 if g in paid else est[members[0]].cost
-            taken: list[Candidate] = []
-            taken_ops: set[tuple[int, int]] = set()
-            for c in ranked:
-                if ops(c) & taken_ops or not compatible([*chosen, *taken, c], spec, pipelines):
-                    continue
-                taken.append(c)
-                taken_ops |= ops(c)
-                total += proc(c)
-                d = total / len(taken_ops)
-                if best is None or d < best[0]:
-                    best = (d, list(taken))
-        single = min((w, op) for op, w in own.items() if op not in covered)
-        if best is None or single[0] <= best[0]:
-            covered.add(single[1])  # this step stays uncached
-            continue
-        for c in best[1]:
-            chosen.append(c)
-            covered |= ops(c)
-            paid.add(c.group)
-    return chosen if _gain(chosen, est) > 0 else []
-
-
-def all_subsets(
-    cands: Sequence[Candidate], spec: NarySpec, pipelines: Sequence[Pipeline]
-) -> list[list[Candidate]]:
-    """Every compatible cache set (tests force each)."""
-    return [
-        list(combo)
-        for r in range(len(cands) + 1)
-        for combo in itertools.combinations(cands, r)
-        if compatible(list(combo), spec, pipelines)
-    ]

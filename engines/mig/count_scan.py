@@ -1,10 +1,11 @@
 """A correlated count recounted in Arrow at every slide, without a join (issue 20).
 
-The third path of ``engines.correlated`` (the shape: ``optimizer.ir.correlated.ScanCount``).
-When a per-plug AVG moves for about half the plugs at every slide, keeping the counts per
-key gains nothing, and the plain statement joins the whole window (millions of rows) with
-every key's aggregate through a hash table of three-column keys. Here the key of every row
-is turned into a dense integer id once, when its chunk enters the window, so a slide
+The third path of ``engines.mig.correlated_counts`` (the shape:
+``optimizer.ir.correlated.ScanCount``). When a per-plug AVG moves for about half the plugs
+at every slide, keeping the counts per key gains nothing, and the plain statement joins the
+whole window (millions of rows) with every key's aggregate through a hash table of
+three-column keys. Here the key of every row is turned into a dense integer id once, when
+its chunk enters the window, so a slide
 
 1. maps the state's keys to ids and scatters its columns into arrays indexed by id;
 2. gathers each window row's right-hand values from those arrays (``take`` by id);

@@ -47,7 +47,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from engines.row.base import Delta, Row, Rows
-from engines.row.join import HashJoinOp, _Store
+from engines.row.joins.tree import HashJoinOp, _Store
 
 Key = Callable[[Row], Any]
 

@@ -1,9 +1,9 @@
 """MJoin: one n-ary window join with one store per input and one probe pipeline per input.
 
-Where the binary tree (``engines.row.join.HashJoinOp`` chained) keeps every intermediate
+Where the binary tree (``engines.row.joins.tree.HashJoinOp`` chained) keeps every intermediate
 result, MJoin (Viglas et al.; seed 002 section 2) keeps none: a change of input ``i`` is joined
 with the other ``n - 1`` stores in the pipeline's *probe order* and the results leave at once.
-Subresults shared by many tuples are recomputed; A-Caching (``engines.row.acaching``) caches
+Subresults shared by many tuples are recomputed; A-Caching (``engines.row.joins.acaching``) caches
 exactly the ones that pay off.
 
 Semantics (bags, explicit deletes, as every row operator): the inputs' deltas are processed

@@ -35,11 +35,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from engines import interrupts, registry
+from engines import engine_registry, interrupts
 from engines.arrow_types import arrow_schema
 from engines.columnar import ColumnarEngine, EngineFault
-from engines.correlated import CorrelatedState, Slide
-from engines.incremental import IncrementalUnavailable, KeptState, state_for
+from engines.mig.correlated_counts import CorrelatedState, Slide
+from engines.mig.kept_aggregates import IncrementalUnavailable, KeptState, state_for
 from engines.row.arrow_ops import table_of
 from engines.row.base import NO_CHANGE, Delta, RowOperator
 from engines.row.conversion import canonical_rows
@@ -146,7 +146,7 @@ class MigOp(RowOperator):
             _Input(name, _positional(gi.schema), gi.arrow, gi.fifo)
             for gi, name in zip(inputs, input_tables, strict=True)
         ]
-        # Aggregates kept incrementally (engines.incremental): the group's SQL reads them
+        # Aggregates kept incrementally (engines.mig.kept_aggregates): the group's SQL reads them
         # from state tables, maintained before each query from the inputs' changes.
         self.incremental: list[KeptState] = []
         self.incremental_off: str | None = None
@@ -157,10 +157,10 @@ class MigOp(RowOperator):
         self._sql_reading: dict[frozenset[str], str] = {}
         if incremental and incremental_sql is not None and engine.dialect == "duckdb":
             # the engine's default constants decide, per slide, whether a merge pays
-            prices = ExactStatePrices.of(registry.cost_defaults().get(engine.dialect, {}))
+            prices = ExactStatePrices.of(engine_registry.cost_defaults().get(engine.dialect, {}))
             self.incremental = [state_for(spec, prices) for spec in incremental]
         # A top counting join matches per key of a kept aggregate (Q1, Q2): the counts are
-        # kept per key from the window's changes (engines.correlated).
+        # kept per key from the window's changes (engines.mig.correlated_counts).
         self.correlated = (
             CorrelatedState(correlated, correlated_scan)
             if correlated is not None and self.incremental
@@ -318,7 +318,7 @@ class MigOp(RowOperator):
         return worth_it(rows, changed)
 
     def _maintain(self) -> str:
-        """Bring the incremental aggregates' states up to this slide (engines.incremental);
+        """Bring the incremental aggregates' states up to this slide (engines.mig.kept_aggregates);
         the SQL to run: the group's SQL over the states, or the plain one."""
         if not self._worth_it():
             for state in self.incremental:

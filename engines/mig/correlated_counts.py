@@ -18,7 +18,7 @@ the keys changed (an AVG moves for every touched plug), the cheaper of the other
 
 A third path, the *scan*, where the group's shape allows it
 (``optimizer.ir.correlated.ScanCount``), recounts every key at every slide in Arrow without a
-join (``engines.correlated_scan``): the answer when most keys change at every slide, as a
+join (``engines.mig.count_scan``): the answer when most keys change at every slide, as a
 per-plug AVG's do. It needs no chain, and it starts one for the kept path.
 
 Which path is cheapest depends on the window's size against the fixed cost of the extra
@@ -40,7 +40,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engines.columnar import ColumnarEngine
-from engines.correlated_scan import ScanCounter, ScanUnavailable
+from engines.mig.count_scan import ScanCounter, ScanUnavailable
 from engines.sqlgen.correlated import CorrelatedSQL, NotCorrelated
 from optimizer.ir.correlated import RECOUNT_SHARE, ScanCount
 
@@ -221,7 +221,7 @@ class CorrelatedState:
         return result
 
     def _scan(self, engine: ColumnarEngine, sql: str, slide: Slide) -> pa.Table:
-        """The scan path (``engines.correlated_scan``)."""
+        """The scan path (``engines.mig.count_scan``)."""
         assert self.scanner is not None and self.schema is not None
         start = time.perf_counter()
         try:
