@@ -195,7 +195,7 @@ class AnalyticalCostModel:
     group (a group's MAX and AVG are merged, unmerged and finalised one after the other).
     Only Q3's aggregates have two calls, so the busy times fit any share from 0.6 to 0.95
     about equally; 0.65 was chosen among those by re-scoring the placement studies
-    (experiments/README.md, issue 20, ninth stop)."""
+    (docs/placement-study.md, issue 20, ninth stop)."""
     join_input: float = 0.75 * US
     join_output: float = 0.1 * US
     join_examine: float = 1.65 * US

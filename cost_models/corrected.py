@@ -3,7 +3,7 @@
 A cost model is fitted offline (``hycq calibrate``) on plans, rates and window sizes that
 need not be the ones a long-running query meets: Q2's all-row plan over a 5-minute window
 at 20k tuples/s measures about three times the row-engine busy time the calibrated model
-predicts (experiments/README.md, the ramp). ``hycq run --adapt`` measures the running plan's
+predicts (docs/performance.md, the ramp). ``hycq run --adapt`` measures the running plan's
 busy time per operator (the run-time monitor) and can compare it with the model's prediction
 for the same plan on the same measured statistics; :class:`CorrectedModel` scales the
 model's costs on each engine by that measured-over-predicted ratio, so that every candidate

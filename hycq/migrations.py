@@ -34,7 +34,7 @@ from optimizer.phase_one import chain_aliases, join_chains
 
 if TYPE_CHECKING:  # pragma: no cover
     from hycq.planning import Optimized, OptimizerOptions
-    from hycq.query import LoadedQuery
+    from hycq.query import LoadedQuery, PlacementRequest
 
 TARGET_KEYS = ("join_order", "placement")
 
@@ -185,7 +185,7 @@ def resolve_target(
         raise type(err)(f"{where}: {err.message}", hint=err.hint) from None
     placement = obj["placement"]
     if isinstance(placement, str) and placement in ("auto", "row", "column"):
-        chosen: str | dict[str, str] = opt.placement if placement == "auto" else placement
+        chosen: PlacementRequest = opt.placement if placement == "auto" else placement
     elif isinstance(placement, dict) and all(
         isinstance(k, str) and isinstance(v, str) for k, v in placement.items()
     ):

@@ -50,7 +50,7 @@ from optimizer.ir.plan import Join, LogicalPlan
 #: Unit costs (seconds) of the row engine's join work, per unit of ``work`` below. Fitted by
 #: non-negative least squares (relative error) to the joins' measured busy time on
 #: calibration workloads that are not the choice experiment's points: ``python
-#: experiments/join_impls.py fit`` (experiments/README.md, "Join implementations").
+#: experiments/join_impls.py fit`` (docs/performance.md, "Join implementations").
 UNIT_S: dict[str, float] = {
     # a tuple arriving at a join operator: dispatch, its first probe and, for MJoin, its
     # store inserts (one count per input tuple: the fit cannot tell them apart)

@@ -58,7 +58,7 @@ ENGINE = EngineSpec(
     # 0.71-1.72x), 1.38x on windows over 1.5 M rows, and at least 3.8 ms against DuckDB's
     # 3.2 ms. The joint NNLS fit was too noisy to use (R^2 0.13), so the defaults are
     # DuckDB's analytical constants x 1.25 per row and 3.6 ms per query; `hycq calibrate`
-    # replaces them on a quiet machine (experiments/README.md).
+    # replaces them on a quiet machine (docs/performance.md).
     costs={
         "select": 1.25 * 8 * NS,
         "project": 1.25 * 4 * NS,

@@ -4,7 +4,7 @@ Window upkeep: a MIG input is a ring of Arrow chunks (one per slide). Each chang
 the ring as one zero-copy ``pyarrow.Table`` view (``con.register``), so appending a slide and
 expiring the oldest costs no data copy at all; DuckDB scans the Arrow buffers directly. The
 alternative, a native table maintained with INSERT and DELETE, copies every tuple into
-DuckDB and pays for deletes; experiments/bench_mig.py measures both (see experiments/README).
+DuckDB and pays for deletes; experiments/bench_mig.py measures both (see docs/performance.md).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class DuckDBEngine(ColumnarEngine):
         self.threads = threads
         self._tables: dict[str, pa.Table] = {}
         # A relation object re-executed sees re-registered inputs and skips parsing and
-        # binding: about 2 ms instead of 3.4 ms for a small MIG query (experiments/README).
+        # binding: about 2 ms instead of 3.4 ms for a small MIG query (docs/performance.md).
         self._relations: dict[str, duckdb.DuckDBPyRelation] = {}
         self._sums = exact_sums.ScaledSums()
         self.con = self._connect()

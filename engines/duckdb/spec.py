@@ -41,7 +41,7 @@ ENGINE = EngineSpec(
     ),
     # Per-row SQL costs: the medians of six `hycq calibrate --engines duckdb` runs on the
     # 2-core reference machine (windows of 20k to 1.8M rows, 1,677 and 50,000 plugs;
-    # experiments/README.md, "DuckDB's constants at scale"), split at issue 20's fifth stop
+    # docs/placement-study.md, "DuckDB's constants at scale"), split at issue 20's fifth stop
     # into 1.1 ms per re-evaluated SQL operator and 0.75x the per-row costs. Q1-Q6's group
     # SQL over windows of 0.6 M to 12 M rows on 800 and 50,000 plugs
     # (experiments/duckdb_sql_at_scale.py) costs 1.1 ms per operator plus 0.75x the
@@ -66,7 +66,7 @@ ENGINE = EngineSpec(
         "op_fixed": 1.1e-3,
         "fixed": 2.6e-3,
         # Incremental aggregates (engines/mig/kept_aggregates.py): per merge, fitted (NNLS) to Q5's
-        # 5-minute SUM on five data shapes, 800 to 50,000 plugs (experiments/README.md,
+        # 5-minute SUM on five data shapes, 800 to 50,000 plugs (docs/performance.md,
         # "Incremental aggregates", refitted at issue 20's fifth stop: the merges measured
         # 0.55-0.65x of the first fit's 6 ms + 130 ns/row + 250 ns/group). Inside running
         # MIGs at steady state (issue 20, tenth stop) 11 kept AVGs measured 1.36-1.82x these
@@ -78,7 +78,7 @@ ENGINE = EngineSpec(
         "inc_group": 160 * NS,
         # Pane partials (engines/mig/kept_aggregates.py, PanedState): per slide. First measured on
         # Q3's two MAX+AVG aggregates wholly on DuckDB at 40k tuples/s (7.5 ms + 28 ns per
-        # partial row; experiments/README.md, "MIN/MAX from pane partials"). Refitted at
+        # partial row; docs/placement-study.md, "MIN/MAX from pane partials"). Refitted at
         # issue 20's eleventh stop on the kept seconds of 20 running MIGs (Q1 and Q3 wholly
         # on DuckDB, 800 to 20,000 plugs, 10k and 40k): one paned MAX costs 4.3-7.1 ms per
         # slide whatever the plugs, which the old constants priced at 8.5-17 ms

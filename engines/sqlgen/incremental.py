@@ -5,7 +5,7 @@ DuckDB loop does. A SUM / COUNT / AVG over a window only changes by the slide's 
 and the expired ones, so a MIG can keep, per group key, the running totals and apply each
 slide's difference: two small scans (the new chunk, the expired chunk) and a merge with the
 state table instead of a scan of the whole window. On 50,000 plugs the 5-minute AVG drops
-from about 120 ms to about 18 ms per slide (experiments/README.md).
+from about 120 ms to about 18 ms per slide (docs/performance.md).
 
 Subtracting floating-point values would break docs/semantics.md ("Floating-point sums": a
 sum is accurate relative to what is *in* the window; after 1e15 has left, three 0.001s sum

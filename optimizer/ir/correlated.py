@@ -9,7 +9,7 @@ window. So its count moves by the matches among those rows, and only the keys wh
 aggregate changed need a recount over the window (a scan with a small hash table instead of
 one with every key). For a per-plug MAX, a key's MAX changes at a slide with a probability of
 about twice the share of its window the slide replaces, so at 40k tuples/s a recount touches
-well under 1% of the plugs (experiments/README.md, "Issue 20, seventh stop").
+well under 1% of the plugs (docs/placement-study.md, "Issue 20, seventh stop").
 
 The shape (checked here, on the plan; the SQL side is ``engines.sqlgen.correlated`` and the
 runtime ``engines.mig.correlated_counts``):
