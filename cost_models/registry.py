@@ -106,7 +106,7 @@ def load_cost_model(
     """The cost model named by ``spec`` (see the module docstring).
 
     ``engine_costs`` are the columnar engines' default analytical constants (hycq passes the
-    engine registry's, ``engines.engine_registry.cost_defaults()``): an analytical-structured model
+    engine registry's, ``engines.registry.cost_defaults()``): an analytical-structured model
     gets them for every engine it has no constants for, before a TOML file's or a
     calibration profile's parameters apply.
     """

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from engines import engine_registry as registry
+from engines import registry
 from engines.mig.operator import MigOp
 from engines.migration.driver import MigratingExecutor
 from engines.row.executor import RowExecutor
@@ -30,7 +30,7 @@ from optimizer.ir.plan import Category, LogicalPlan
 @dataclass
 class EngineSettings:
     """How columnar engines are set up for a run: per engine name, the values of its
-    registered settings (``engines.engine_registry.Setting.key`` -> value), e.g.
+    registered settings (``engines.registry.Setting.key`` -> value), e.g.
     ``{"duckdb": {"threads": 2}, "spark": {"conf": {"spark.master": "local[2]"}}}``.
     Engines and keys not given take the engine's defaults."""
 

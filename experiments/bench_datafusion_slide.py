@@ -25,7 +25,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from engines import engine_registry as registry
+from engines import registry
 from engines.sources.smartplug import SmartPlugGenerator
 from engines.sqlgen import group_sql
 from hycq.api import QUERIES, load_query

@@ -51,7 +51,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from cost_models.analytical import AnalyticalCostModel, transfer_rows
-from engines import engine_registry as registry
+from engines import registry
 from hycq.api import load_query
 from hycq.planning import Optimized, OptimizerOptions, optimize
 from optimizer.ir.placement import external_inputs, groups

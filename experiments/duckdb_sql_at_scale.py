@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 from scipy.optimize import nnls
 
 from cost_models.analytical import SQL_TERMS, AnalyticalCostModel, sql_terms
-from engines import engine_registry as registry
+from engines import registry
 from engines.sqlgen import group_sql
 from hycq.api import QUERIES, load_query
 from optimizer.estimate import estimate

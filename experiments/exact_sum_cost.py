@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from engines import engine_registry as registry
+from engines import registry
 
 PLAIN = "SELECT c0, SUM(c1) AS s FROM t GROUP BY c0"
 #: What every engine can run: the values gathered and summed by hycq's kernel.

@@ -20,7 +20,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from cost_models.analytical import AnalyticalCostModel, _kept_incrementally
-from engines import engine_registry as registry
+from engines import registry
 from hycq.api import QUERIES, execute, load_query
 from optimizer.estimate import estimate
 from optimizer.ir.placement import Group, groups, uniform_placement

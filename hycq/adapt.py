@@ -368,7 +368,7 @@ class AdaptiveController:
         time (module docstring); the figures compared go into ``record``."""
         if self._base_model is None:
             from cost_models.registry import load_cost_model
-            from engines import engine_registry as registry
+            from engines import registry
             from optimizer.costmodel import with_buffering
 
             loaded = load_cost_model(self.options.cost_model, registry.cost_defaults())

@@ -20,7 +20,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from engines import engine_registry as registry
+from engines import registry
 from engines.assembly import Assembly, EngineSettings, MigratingAssembly
 from engines.migration import strategies
 from engines.row.lowering import JOIN_IMPLS, JoinSettings

@@ -64,7 +64,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from engines import engine_registry as registry
+from engines import registry
 from engines.assembly import Assembly, EngineSettings
 from engines.sources.mqtt import MqttUrl
 from hycq import bench_stats

@@ -44,9 +44,9 @@ from cost_models.analytical import (
     sql_terms,
 )
 from cost_models.calibrated import LinearFit, default_profile_path, fit_linear, profile_text
-from engines import engine_registry as registry
-from engines.engine_registry import Calibration
+from engines import registry
 from engines.output_files import check_writable, write_bytes
+from engines.registry import Calibration
 from hycq.observations import failed_tests
 from optimizer.estimate import estimate
 from optimizer.ir.catalog import Catalog

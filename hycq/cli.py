@@ -416,7 +416,7 @@ def _load_placement(spec: str) -> str | dict[str, str]:
             f"names ({', '.join(engine_names().split(','))})",
             hint='e.g. {"aggregate1": "duckdb"}',
         )
-    from engines import engine_registry as registry
+    from engines import registry
 
     for op_id, engine in obj.items():
         registry.get(engine, f"placement file {path} (operator '{op_id}')")
@@ -471,7 +471,7 @@ def _run(args: argparse.Namespace) -> int:
         join_memory_mb=args.join_memory,
         checkpoint=_checkpoint_options(args),
     )
-    from engines import engine_registry as registry
+    from engines import registry
 
     registry.get_columnar(args.column_engine, "--column-engine")
     settings = settings_of(args)
@@ -657,7 +657,7 @@ def _run_shared(args: argparse.Namespace) -> int:
         memory_limit_mb=args.memory_limit,
         names=CLI_OPTION_NAMES,
     )
-    from engines import engine_registry as registry
+    from engines import registry
 
     registry.get_columnar(args.column_engine, "--column-engine")
     settings = settings_of(args)
@@ -773,7 +773,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from engines import engine_registry as registry
+    from engines import registry
     from engines.output_files import check_writable, write_bytes
     from engines.runtime import json_text
     from hycq import api

@@ -138,12 +138,12 @@ def package_version() -> str:
 
 def engine_names(columnar: bool = False) -> str:
     """The registered engine names for help texts (built-ins and installed plugins)."""
-    from engines import engine_registry as registry
+    from engines import registry
 
     try:
         names = registry.columnar_names() if columnar else registry.names()
     except HycqError:  # a broken plugin: reported when an engine is looked up
-        from engines.engine_registry import BUILTIN_MODULES
+        from engines.registry import BUILTIN_MODULES
 
         names = tuple(m.split(".")[1] for m in BUILTIN_MODULES)
     return ",".join(names)
@@ -151,7 +151,7 @@ def engine_names(columnar: bool = False) -> str:
 
 def _engine_settings(p: argparse.ArgumentParser) -> None:
     """Every registered engine's settings (engines/registry.py), e.g. --spark-conf."""
-    from engines import engine_registry as registry
+    from engines import registry
 
     p.add_argument(
         "--no-incremental",
@@ -190,7 +190,7 @@ def _engine_settings(p: argparse.ArgumentParser) -> None:
 
 def settings_of(args: argparse.Namespace) -> Any:
     """The api.EngineSettings of the parsed engine settings (KEY=VALUE pairs checked)."""
-    from engines import engine_registry as registry
+    from engines import registry
     from hycq import api
 
     values: dict[str, dict[str, Any]] = {}

@@ -117,7 +117,7 @@ class Optimized:
     @property
     def capabilities(self) -> dict[str, EngineCapabilities]:
         """What each enabled engine can run (the engine registry's declarations)."""
-        from engines import engine_registry as registry
+        from engines import registry
 
         return registry.capabilities(self.options.engines)
 
@@ -278,7 +278,7 @@ def optimize(
     from cost_models.analytical import without_incremental
     from cost_models.corrected import CorrectedModel
     from cost_models.registry import load_cost_model
-    from engines import engine_registry as registry
+    from engines import registry
 
     opts = options or OptimizerOptions()
     capabilities = registry.capabilities(opts.engines)  # an unknown name: OptionError

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from engines import engine_registry as registry
+from engines import registry
 from optimizer.ir.catalog import Catalog
 from optimizer.ir.errors import OptionError, UserError
 from optimizer.ir.placement import ROW, Group, complete_placement, groups, uniform_placement

@@ -1,11 +1,11 @@
-"""Apache DataFusion's registration (engines/engine_registry.py): an embedded Arrow-native engine,
+"""Apache DataFusion's registration (engines/registry.py): an embedded Arrow-native engine,
 the optional extra ``hycq[datafusion]``."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from engines.engine_registry import Calibration, EngineSpec, Setting
+from engines.registry import Calibration, EngineSpec, Setting
 from engines.sqlgen import get_dialect
 from optimizer.ir.limits import MAX_THREADS
 from optimizer.ir.placement import SQL_CAPABILITIES

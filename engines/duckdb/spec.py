@@ -1,10 +1,10 @@
-"""DuckDB's registration (engines/engine_registry.py): the embedded default columnar engine."""
+"""DuckDB's registration (engines/registry.py): the embedded default columnar engine."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from engines.engine_registry import Calibration, EngineSpec, Setting
+from engines.registry import Calibration, EngineSpec, Setting
 from optimizer.ir.limits import MAX_THREADS
 from optimizer.ir.placement import SQL_CAPABILITIES
 

@@ -35,7 +35,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from engines import engine_registry, interrupts
+from engines import interrupts, registry
 from engines.arrow_types import arrow_schema
 from engines.columnar import ColumnarEngine, EngineFault
 from engines.mig.correlated_counts import CorrelatedState, Slide
@@ -157,7 +157,7 @@ class MigOp(RowOperator):
         self._sql_reading: dict[frozenset[str], str] = {}
         if incremental and incremental_sql is not None and engine.dialect == "duckdb":
             # the engine's default constants decide, per slide, whether a merge pays
-            prices = ExactStatePrices.of(engine_registry.cost_defaults().get(engine.dialect, {}))
+            prices = ExactStatePrices.of(registry.cost_defaults().get(engine.dialect, {}))
             self.incremental = [state_for(spec, prices) for spec in incremental]
         # A top counting join matches per key of a kept aggregate (Q1, Q2): the counts are
         # kept per key from the window's changes (engines.mig.correlated_counts).

@@ -1,9 +1,9 @@
-"""The row engine's registration (engines/engine_registry.py): the gateway that hosts the streams,
+"""The row engine's registration (engines/registry.py): the gateway that hosts the streams,
 windows, R2S operators and the sink, and runs any operator."""
 
 from __future__ import annotations
 
-from engines.engine_registry import EngineSpec
+from engines.registry import EngineSpec
 from optimizer.ir.placement import ROW, ROW_CAPABILITIES
 
 ENGINE = EngineSpec(

@@ -1,10 +1,10 @@
-"""Spark SQL's registration (engines/engine_registry.py): a local or cluster Spark session."""
+"""Spark SQL's registration (engines/registry.py): a local or cluster Spark session."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from engines.engine_registry import Calibration, EngineSpec, Setting
+from engines.registry import Calibration, EngineSpec, Setting
 from engines.sqlgen import get_dialect
 from optimizer.ir.placement import SQL_CAPABILITIES
 

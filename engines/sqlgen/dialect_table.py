@@ -1,6 +1,6 @@
 """Every SQL dialect by name: :data:`DIALECTS` and :func:`get_dialect`.
 
-An engine's registration names its dialect (``EngineSpec.dialect``, engines/engine_registry.py);
+An engine's registration names its dialect (``EngineSpec.dialect``, engines/registry.py);
 the SQL generator looks it up here. The dialects are ``engines.sqlgen.dialects`` (the
 interface and DuckDB's), ``engines.sqlgen.spark_dialect`` and
 ``engines.sqlgen.datafusion_dialect``.

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engines import engine_registry as registry
+from engines import registry
 from hycq.planning import Optimized
 from hycq.reporting.alternatives import Alternatives, Sweep, alternatives, off_row, rate_sweep
 from hycq.reporting.measured import BenchData, UnitRow, load_bench, run_units

@@ -35,7 +35,7 @@ def html_escape(text: object) -> str:
 
 def engine_palette() -> dict[str, tuple[str, str]]:
     """(fill, stroke) per registered engine, as each engine's registration declares them."""
-    from engines import engine_registry as registry
+    from engines import registry
 
     return registry.colours()
 

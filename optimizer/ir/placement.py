@@ -7,7 +7,7 @@ connected set of R2R operators on the same columnar engine is a *migration candi
 (group), executed as one SQL query wrapped by a MIG operator.
 
 What an engine can run is data (:class:`EngineCapabilities`), declared by each engine's
-registration (``engines/engine_registry.py``) and passed in by the API layer, so the optimizer and
+registration (``engines/registry.py``) and passed in by the API layer, so the optimizer and
 the plan builder reject an operator an engine cannot run before anything executes, without
 knowing any engine but the row engine (the gateway, :data:`ROW_CAPABILITIES`).
 

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 import engines.mig.correlated_counts
 import engines.mig.kept_aggregates
 import optimizer.ir.incremental
-from engines import engine_registry as registry
+from engines import registry
 from engines.sqlgen.correlated import CorrelatedSQL
 from hycq.api import EngineSettings, execute
 from optimizer.ir.correlated import (

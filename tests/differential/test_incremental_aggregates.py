@@ -383,7 +383,7 @@ def test_a_merge_over_many_groups_of_a_small_window_rests() -> None:
     """The comparison itself, at DuckDB's default constants: a state of 50,000 groups over a
     600k-row window (Q6's 1-minute AVG on 50,000 plugs at 10k) costs more to merge than to
     re-aggregate; 1,677 groups over 6 M rows (Q2's AVG at 40k) do not."""
-    from engines import engine_registry as registry
+    from engines import registry
     from engines.mig.kept_aggregates import IncrementalState
     from optimizer.ir.incremental import ExactStatePrices
 

@@ -15,7 +15,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from engines import engine_registry as registry
+from engines import registry
 from engines.row.casemap import lower, upper
 from engines.row.casemap_tables import LOWER_FROM, LOWER_TO, UPPER_FROM, UPPER_TO
 from engines.row.compile import compile_scalar

@@ -19,7 +19,7 @@ from cost_models.calibrated import (
     write_profile,
 )
 from cost_models.registry import available, default_spec, load_cost_model
-from engines import engine_registry as registry
+from engines import registry
 from optimizer.ir.errors import ConfigError
 
 PLUGIN = textwrap.dedent(

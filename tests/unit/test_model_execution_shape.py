@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from cost_models.analytical import AnalyticalCostModel, transfer_rows
-from engines import engine_registry as registry
+from engines import registry
 from engines.row.base import Delta, RowOperator
 from engines.row.lowering import lower_plan
 from optimizer.costmodel import PlanCoster, group_utilization, operator_utilization

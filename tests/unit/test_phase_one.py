@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from cost_models.analytical import AnalyticalCostModel
-from engines import engine_registry as registry
+from engines import registry
 from optimizer.costmodel import PlanCoster
 from optimizer.estimate import estimate
 from optimizer.ir.catalog import Catalog

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cost_models.analytical import AnalyticalCostModel
-from engines import engine_registry as registry
+from engines import registry
 from optimizer.costmodel import PlanCoster
 from optimizer.estimate import estimate
 from optimizer.ir.cost import primary_key

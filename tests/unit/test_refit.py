@@ -207,7 +207,7 @@ def test_refit_from_a_real_run(tmp_path: Path, capsys: pytest.CaptureFixture[str
     """End to end: a short hybrid run of Q2 writes metrics; refitting uses its row operators
     and its DuckDB group's slides; the new profile loads as the calibrated model."""
     from cost_models.calibrated import calibrated_model
-    from engines import engine_registry as registry
+    from engines import registry
 
     metrics = tmp_path / "m.json"
     root = Path(__file__).resolve().parents[2]

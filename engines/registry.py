@@ -193,7 +193,7 @@ def _plugins(known: Mapping[str, EngineSpec]) -> dict[str, EngineSpec]:
 def check_spec(spec: object, where: str) -> None:
     """Raise ConfigError unless ``spec`` is a usable EngineSpec."""
     if not isinstance(spec, EngineSpec):
-        raise ConfigError(f"{where} is not an engines.engine_registry.EngineSpec: {spec!r}"[:300])
+        raise ConfigError(f"{where} is not an engines.registry.EngineSpec: {spec!r}"[:300])
     if spec.columnar and (spec.factory is None or spec.dialect is None):
         raise ConfigError(f"{where}: a columnar engine needs a factory and a SQL dialect")
     if spec.dialect is not None:
