@@ -102,7 +102,7 @@ class KSlackBuffer:
         #: Chunks of (released timestamp where the released progress moved up, the stream's
         #: largest arrived timestamp then): what :meth:`arrived_when_past` looks up.
         self._progress: deque[tuple[np.ndarray, np.ndarray]] = deque()
-        #: A quality-driven policy's buffer-side feedback hook (engines/disorder/quality_driven.py):
+        #: A quality-driven policy's buffer-side feedback hook (engines/disorder/quality.py):
         #: ``arrived(stream, batch, timestamps, bound before the batch, bound after each
         #: tuple)``, or None. Called after K is asked for: the bounds are those of the K the
         #: batch is released with (a tuple with ``ts <=`` its own bound is released at once).

@@ -10,7 +10,7 @@ quality target; the fixed policies take none). Another module adds a policy with
 
 and ``--disorder quality`` then builds it; until one is registered, ``quality`` is an
 OptionError (exit 2) that says so. A module ``engines.disorder.<name>`` (e.g.
-``engines/disorder/quality_driven.py``) is imported the first time ``--disorder <name>`` is asked
+``engines/disorder/quality.py``) is imported the first time ``--disorder <name>`` is asked
 for, so a policy module that registers itself on import needs no other wiring.
 """
 

@@ -22,7 +22,7 @@ then
 * ``pd``: alpha moves by the PD law (Eq. 3.7, U_p = 0.2, U_d = 4) on ``Cvrg_thr - measured
   coverage`` and K = alpha * MaxD. The measured coverage is the latest ``coverage`` fed, or
   else the policy's own Alg. 4.3 monitor over the ``timestamps`` fed. Without either, PD
-  leaves K where it is. (``hycq run`` refuses PD for aggregates, engines/disorder/quality_driven.py:
+  leaves K where it is. (``hycq run`` refuses PD for aggregates, engines/disorder/quality.py:
   held at the threshold, the mean coverage leaves about half the windows below it.)
 
 Joins (:class:`JoinQualityPolicy`, one K for all streams by Same-K). Every ``L_adt`` of the

@@ -128,7 +128,7 @@ class RowExecutor:
         UNBOUNDED window takes one just behind the instant fired; NOW, ROWS and tumbling
         windows, whose next window starts after it, do not); ``drop`` otherwise (an Arrow
         window feeding a MIG keeps timestamp order, and ``--late drop`` drops them all).
-        What a quality-driven policy prices (engines/disorder/quality_driven.py)."""
+        What a quality-driven policy prices (engines/disorder/quality.py)."""
         streams = set(self.windows_by_stream) | set(self.arrow_windows_by_stream)
 
         def takes(w: _WindowBase) -> bool:

@@ -83,7 +83,7 @@ def test_bad_disorder_exits_2(tmp_path: Path, spec: str) -> None:
 def test_quality_without_a_policy_exits_2(tmp_path: Path) -> None:
     from importlib.util import find_spec
 
-    if find_spec("engines.disorder.quality_driven") is not None:
+    if find_spec("engines.disorder.quality") is not None:
         pytest.skip("a quality policy module is installed")
     q, d, _ = _files(tmp_path)
     run = hycq("run", q, "--catalog", CATALOG, "--data", f"r={d / 'r.csv'}",

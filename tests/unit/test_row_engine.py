@@ -217,7 +217,7 @@ def test_panes_match_tuple_at_a_time_windows(cat: Catalog, query: str) -> None:
 def test_late_policy_says_what_becomes_of_late_tuples(
     cat: Catalog, window: str, late_insert: bool, expect: str
 ) -> None:
-    """What a quality-driven policy prices (engines/disorder/quality_driven.py)."""
+    """What a quality-driven policy prices (engines/disorder/quality.py)."""
     plan = plan_query(f"SELECT k, SUM(v) AS s FROM s [{window}] GROUP BY k", cat)
     ex = RowExecutor(plan, lambda t, r: None, late_insert=late_insert)
     assert ex.late_policy() == {"s": expect}
