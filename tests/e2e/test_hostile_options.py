@@ -125,12 +125,12 @@ def test_debug_is_accepted_anywhere(
 def test_debug_after_the_subcommand_shows_the_traceback(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from hycq import cli
+    from hycq.cli import cmd_explain
 
     def broken(args: object) -> int:
         raise RuntimeError("a deliberate bug")
 
-    monkeypatch.setattr(cli, "_explain", broken)
+    monkeypatch.setattr(cmd_explain, "run", broken)
     code, err = run_main(capsys, "explain", Q5, "--debug")
     assert code == 1 and "Traceback" in err and "a deliberate bug" in err
     code, err = run_main(capsys, "explain", Q5)
@@ -393,7 +393,7 @@ def _numeric_options() -> list[tuple[tuple[str, ...], str]]:
     found by walking the parsers (a new numeric option is checked without editing this)."""
     import argparse
 
-    from hycq import cli_args
+    from hycq import cli
 
     numeric = {float, int}
 
@@ -427,7 +427,7 @@ def _numeric_options() -> list[tuple[tuple[str, ...], str]]:
             elif action.option_strings and callable(action.type) and is_numeric(action):
                 found.append((path, action.option_strings[-1]))
 
-    walk(cli_args.build_parser(), ())
+    walk(cli.build_parser(), ())
     return found
 
 

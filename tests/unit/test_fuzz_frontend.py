@@ -37,6 +37,8 @@ from hypothesis import strategies as st
 
 from cost_models.registry import load_cost_model
 from hycq import api, cli
+from hycq.cli.common import parse_data
+from hycq.cli.run_options import load_placement
 from optimizer.ir.catalog import Catalog
 from optimizer.ir.errors import CatalogError, ConfigError, QueryError, UserError
 from optimizer.ir.plan import LogicalPlan
@@ -671,7 +673,7 @@ def test_random_placement_files_raise_only_user_errors(placement: Any, engine: s
     path = CONFIG_DIR / "placement.json"
     path.write_text(json.dumps(placement), encoding="utf-8")
     try:
-        loaded = cli._load_placement(str(path))
+        loaded = load_placement(str(path))
         engines = api.resolve_placement(Q1_PLAN, loaded, engine)
     except UserError as err:
         assert err.render().startswith("error: ")
@@ -709,7 +711,7 @@ def test_random_run_options_parse_or_exit_2(options: list[tuple[str, str]]) -> N
         assert err.getvalue().startswith("error: ") and "hint:" in err.getvalue()
         return
     try:  # the checks the command makes before reading anything
-        cli._parse_data(args.data)
-        cli._load_placement(args.placement)
+        parse_data(args.data)
+        load_placement(args.placement)
     except UserError as user:
         assert user.render().startswith("error: ")

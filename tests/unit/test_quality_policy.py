@@ -214,7 +214,8 @@ def test_options_are_validated() -> None:
 
 
 def test_run_flags_build_quality_options() -> None:
-    from hycq.cli_args import build_parser, quality_options
+    from hycq.cli import build_parser
+    from hycq.cli.flag_groups import quality_options
 
     def opts(*flags: str) -> QualityOptions | None:
         return quality_options(build_parser().parse_args(["run", "q.sql", *flags]))

@@ -1,0 +1,5 @@
+"""``python -m hycq.cli``: the ``hycq`` command."""
+
+from hycq.cli.app import main
+
+raise SystemExit(main())
