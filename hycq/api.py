@@ -23,7 +23,7 @@ import pyarrow as pa
 from engines import registry
 from engines.assembly import Assembly, EngineSettings, MigratingAssembly
 from engines.migration import strategies
-from engines.row.lowering import JOIN_IMPLS, JoinSettings
+from engines.row.lowering import JoinSettings
 from engines.runtime import RunOptions, StreamInput, run_plan
 from engines.runtime.inputs import plan_time_unit
 from hycq import migrations
@@ -45,6 +45,7 @@ from optimizer.costmodel import PlanCoster
 from optimizer.estimate import estimate
 from optimizer.ir.catalog import TIME_UNITS_MS, Catalog
 from optimizer.ir.errors import OptionError, QueryError, UserError
+from optimizer.ir.join_chains import JOIN_IMPLS
 from optimizer.ir.plan import LogicalPlan
 from optimizer.ir.plan import Source as SourceOp
 from optimizer.join_impl import choose_all

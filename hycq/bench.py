@@ -72,7 +72,8 @@ from hycq.planning import Optimized, OptimizerOptions, optimize
 from hycq.query import LoadedQuery, resolve_placement
 from optimizer.ir.catalog import TIME_UNITS_MS
 from optimizer.ir.cost import sort_key
-from optimizer.ir.errors import OptionError
+from optimizer.ir.errors import OptionError, did_you_mean
+from optimizer.ir.limits import MAX_RATE
 from optimizer.ir.plan import LogicalPlan, Window, WindowKind
 from optimizer.phase_two import allowed_engines
 
@@ -118,6 +119,46 @@ class BenchOptions:
     """With placements in several groups: measure the anchor and the fastest others (those
     within ``RUNOFF_WITHIN`` of the best, up to ``interleave - 1``) once more in one group
     of their own, unless one group already held exactly them (``_runoff``)."""
+
+    def __post_init__(self) -> None:
+        """The checks ``hycq bench`` makes of its flags, for every caller (API, experiments):
+        a bad value is an OptionError naming the option, before anything is measured."""
+        if not self.rates:
+            raise OptionError("bench needs at least one rate", hint="e.g. --rates 1000,5000")
+        for rate in self.rates:
+            if not (math.isfinite(rate) and 0 < rate <= MAX_RATE):
+                raise OptionError(
+                    f"--rates: must be a positive number up to {MAX_RATE:g}, got '{rate:g}'",
+                    hint="e.g. --rates 1000,5000,40000",
+                )
+        if not self.plans:
+            raise OptionError("--plans names no plan", hint=f"plans: {', '.join(PLANS)}")
+        for name in self.plans:
+            check_plan_name(name)
+        for option, value, low in (
+            ("--measure", self.measure_seconds, 1),
+            ("--repeat", self.repeat, 1),
+            ("--max-repeat", self.max_repeat, 1),
+            ("--interleave", self.interleave, 1),
+            ("--preroll", self.preroll, 0),
+        ):
+            if value < low:
+                raise OptionError(f"{option} must be at least {low}, got {value}")
+        for option, number in (
+            ("--precision", self.precision),
+            ("--warm-limit", self.max_warm_wall),
+        ):
+            if not (math.isfinite(number) and number > 0):
+                raise OptionError(f"{option} must be a positive number, got {number:g}")
+
+
+def check_plan_name(name: str) -> None:
+    """An OptionError unless ``name`` is one of :data:`PLANS` (with a did-you-mean hint)."""
+    if name not in PLANS:
+        raise OptionError(
+            f"unknown plan '{name}' in --plans",
+            hint=did_you_mean(name, PLANS) or f"plans: {', '.join(PLANS)}",
+        )
 
 
 #: Event-seconds after the warm start that run but are not timed (see ``measure_point``).
@@ -178,7 +219,7 @@ def candidates(
         elif name == "all":
             out.extend(_all_placements(opt, column_engine, limit))
         else:
-            raise OptionError(f"unknown plan '{name}' in --plans", hint=f"use {', '.join(PLANS)}")
+            check_plan_name(name)
     return out
 
 

@@ -44,7 +44,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from optimizer.ir.join_chains import JoinChain, join_chains
+from optimizer.ir.join_chains import JOIN_IMPLS, JoinChain, join_chains
 from optimizer.ir.plan import Join, LogicalPlan
 
 #: Unit costs (seconds) of the row engine's join work, per unit of ``work`` below. Fitted by
@@ -79,7 +79,7 @@ UNITS = tuple(UNIT_S)
 #: An alternative replaces the tree only when predicted this much cheaper.
 MARGIN = 0.10
 
-IMPLS = ("tree", "mjoin", "acaching", "jit")
+IMPLS = JOIN_IMPLS
 
 
 @dataclass(frozen=True)

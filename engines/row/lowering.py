@@ -55,7 +55,7 @@ from optimizer.ir.arrow_filter import arrow_filter, arrow_select_candidate
 from optimizer.ir.dispatch import KindTable
 from optimizer.ir.errors import PlanError
 from optimizer.ir.expr import Binary, ColumnRef, Expr, Unary, conjoin, conjuncts
-from optimizer.ir.join_chains import JoinChain, join_chains
+from optimizer.ir.join_chains import JOIN_IMPLS, JoinChain, join_chains
 from optimizer.ir.placement import Group, external_inputs
 from optimizer.ir.plan import (
     R2S,
@@ -128,10 +128,6 @@ class Node:
 #: ``lower(op, inputs, lowering) -> Lowered`` per logical operator kind.
 LowerFn = Callable[[Any, list[Port], "Lowering"], Lowered]
 LOWERINGS: KindTable[LowerFn] = KindTable("row-engine lowering")
-
-
-#: Join implementations of a chain of joins on the row engine (``--join-impl``).
-JOIN_IMPLS = ("tree", "mjoin", "acaching", "jit")
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from hycq.cli.flag_groups import (
     optimizer_flags,
     settings_of,
 )
-from optimizer.ir.errors import OptionError, did_you_mean
+from optimizer.ir.errors import OptionError
 
 
 def register(sub: Any) -> None:
@@ -144,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
     from engines.output_files import check_writable, write_bytes
     from engines.runtime import json_text
     from hycq import api
-    from hycq.bench import PLANS, BenchOptions, bench, plot
+    from hycq.bench import PLANS, BenchOptions, bench, check_plan_name, plot
 
     registry.get_columnar(args.column_engine, "--column-engine")
     rates = []
@@ -158,12 +158,8 @@ def run(args: argparse.Namespace) -> int:
         raise OptionError(
             f"--plans names no plan: '{args.plans}'", hint=f"plans: {', '.join(PLANS)}"
         )
-    for p in plans:
-        if p not in PLANS:
-            raise OptionError(
-                f"unknown plan '{p}' in --plans",
-                hint=did_you_mean(p, PLANS) or f"plans: {', '.join(PLANS)}",
-            )
+    for p in plans:  # before the queries load (BenchOptions checks them again)
+        check_plan_name(p)
     if args.plot is not None and args.plot.suffix.lower() != ".png":
         raise OptionError(f"--plot must end in .png, got '{args.plot}'")
     queries = [load_query(q, args.catalog) for q in args.queries]

@@ -19,6 +19,7 @@ from hycq.cli.flag_groups import (
     plan_flags,
 )
 from optimizer.ir.errors import OptionError
+from optimizer.ir.join_chains import JOIN_IMPLS
 
 
 def register(sub: Any) -> None:
@@ -42,7 +43,7 @@ def register(sub: Any) -> None:
     )
     ex.add_argument(
         "--join-impl",
-        choices=("tree", "mjoin", "acaching", "jit", "auto"),
+        choices=(*JOIN_IMPLS, "auto"),
         help="also show, per chain of joins, the row engine's join implementation for this "
         "setting and every alternative's predicted cost (docs/joins.md; JSON: join_impls)",
     )

@@ -42,6 +42,7 @@ from hycq.cli.run_options import (
     reachable_engines,
 )
 from optimizer.ir.errors import OptionError
+from optimizer.ir.join_chains import JOIN_IMPLS
 
 
 def register(sub: Any) -> None:
@@ -185,7 +186,7 @@ def register(sub: Any) -> None:
     optimizer_flags(rn, placement=True, join_order=True)
     rn.add_argument(
         "--join-impl",
-        choices=("tree", "mjoin", "acaching", "jit", "auto"),
+        choices=(*JOIN_IMPLS, "auto"),
         default="tree",
         help="how the row engine runs each chain of joins: tree (binary symmetric hash "
         "joins, Phase One's order), mjoin (one n-ary join, no intermediate state), acaching "

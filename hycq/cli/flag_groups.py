@@ -124,7 +124,7 @@ def optimizer_flags(
         choices=("per-operator", "shared"),
         default="shared",
         help="how row operators are charged: shared (they share the row engine's one "
-        "Python thread; predicts measured throughput better, experiments/README.md) or "
+        "Python thread; predicts measured throughput better, docs/performance.md) or "
         "per-operator (each its own unit, the dissertation's model) (default: shared)",
     )
     if join_order:

@@ -9,6 +9,11 @@ from dataclasses import dataclass
 from optimizer.ir.expr import Expr, conjuncts, remap_columns
 from optimizer.ir.plan import Join, LogicalPlan
 
+#: How the row engine may run a chain of joins (``--join-impl``; ``auto`` chooses among
+#: them by cost, optimizer/join_impl.py): the binary hash-join tree, one n-ary MJoin, MJoin
+#: with adaptive subresult caches (A-Caching), the tree with just-in-time suspension (JIT).
+JOIN_IMPLS = ("tree", "mjoin", "acaching", "jit")
+
 
 @dataclass(frozen=True)
 class JoinChain:
