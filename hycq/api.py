@@ -379,7 +379,6 @@ def _migration_setup(
     migration: MigrationOptions,
     column_engine: str,
 ) -> _MigrationSetup:
-    migrations.check_options(migration)
     samples = None
     if migration.migrate and base.sample:
         try:

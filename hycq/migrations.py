@@ -48,6 +48,18 @@ class MigrationOptions:
     adapt: bool = False
     reoptimize_every: float | None = None
 
+    def __post_init__(self) -> None:
+        """Flag combinations that cannot mean anything (exit 2), for every caller."""
+        if self.reoptimize_every is not None and not self.adapt:
+            raise OptionError(
+                "--reoptimize-every is only for --adapt", hint="add --adapt or drop it"
+            )
+        if self.strategy != "auto" and not self.requested:
+            raise OptionError(
+                f"--migration {self.strategy} without a migration",
+                hint="add --migrate AT=TARGET.json or --adapt",
+            )
+
     @property
     def requested(self) -> bool:
         return bool(self.migrate) or self.adapt
@@ -286,17 +298,6 @@ def make_adaptive(
     )
     monitor = RuntimeMonitor(opt.plan, ticks_per_second)
     return controller, monitor, every_ticks
-
-
-def check_options(options: MigrationOptions) -> None:
-    """Flag combinations (exit 2)."""
-    if options.reoptimize_every is not None and not options.adapt:
-        raise OptionError("--reoptimize-every is only for --adapt", hint="add --adapt or drop it")
-    if options.strategy != "auto" and not options.requested:
-        raise OptionError(
-            f"--migration {options.strategy} without a migration",
-            hint="add --migrate AT=TARGET.json or --adapt",
-        )
 
 
 def plan_with_order(

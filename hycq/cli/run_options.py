@@ -69,16 +69,14 @@ def load_placement(spec: str) -> str | dict[str, str]:
 
 
 def migration_options(args: argparse.Namespace) -> Any:
-    from hycq.migrations import MigrationOptions, check_options, parse_migrate
+    from hycq.migrations import MigrationOptions, parse_migrate
 
-    options = MigrationOptions(
+    return MigrationOptions(  # checks its flag combinations itself
         migrate=tuple(parse_migrate(m) for m in args.migrate),
         strategy=args.migration,
         adapt=args.adapt,
         reoptimize_every=args.reoptimize_every,
     )
-    check_options(options)
-    return options
 
 
 def checkpoint_options(args: argparse.Namespace) -> Any:

@@ -1,5 +1,5 @@
-"""BenchOptions checks itself: the API and the experiments get the refusals ``hycq bench``
-gives for its flags, before anything is measured."""
+"""Options dataclasses check themselves (``__post_init__``): the API and the experiments get
+the refusals the CLI gives for its flags, before anything runs or is measured."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from hycq.bench import BenchOptions
+from hycq.migrations import MigrationOptions
 from optimizer.ir.errors import OptionError
 
 
@@ -41,3 +42,22 @@ def test_a_bad_value_is_an_option_error_naming_it(fields: dict[str, Any], messag
 def test_good_values_are_kept() -> None:
     o = BenchOptions(rates=[500.0, 2000.0], plans=["all"], preroll=0, precision=10)
     assert o.rates == [500.0, 2000.0] and o.plans == ["all"] and o.preroll == 0
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"reoptimize_every": 5.0}, "--reoptimize-every is only for --adapt"),
+        ({"strategy": "gms"}, "--migration gms without a migration"),
+    ],
+)
+def test_migration_flags_that_mean_nothing_are_refused(
+    fields: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(OptionError, match=message):
+        MigrationOptions(**fields)
+
+
+def test_migration_options_that_mean_something_are_kept() -> None:
+    assert MigrationOptions(strategy="gms", adapt=True, reoptimize_every=5.0).requested
+    assert not MigrationOptions().requested
