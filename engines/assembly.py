@@ -13,7 +13,7 @@ runs all build plans through here, so they execute the same thing.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +23,7 @@ from engines.migration.driver import MigratingExecutor
 from engines.row.executor import RowExecutor
 from engines.runtime.engine import OnLate, PlanExecutor
 from engines.sqlgen import group_sql
-from optimizer.ir.placement import groups
+from optimizer.ir.placement import Group, ResolvedPlan, groups
 from optimizer.ir.plan import Category, LogicalPlan
 
 
@@ -87,16 +87,25 @@ class Assembly:
         pool: EnginePool | None = None,
         late_insert: bool = False,
         join: Any = None,
+        plan_groups: Sequence[Group] | None = None,
     ) -> None:
         self.late_insert = late_insert
         self.join = join  # engines.row.lowering.JoinSettings, None: binary trees
         self.plan = plan
         self.placement = placement
-        self.groups = groups(plan, placement)
+        self.groups = list(plan_groups) if plan_groups is not None else groups(plan, placement)
         self.owns_pool = pool is None
         self.pool = pool if pool is not None else EnginePool(settings or EngineSettings())
         self.migs: list[MigOp] = []
         self.executor: Any = None
+
+    @classmethod
+    def of(
+        cls, resolved: ResolvedPlan, settings: EngineSettings | None = None, **kw: Any
+    ) -> Assembly:
+        """The assembly of a plan whose placement and groups were resolved once, at the
+        boundary (``hycq.query.resolve_plan``): the groups are not derived again."""
+        return cls(resolved.plan, resolved.engines, settings, plan_groups=resolved.groups, **kw)
 
     def make_group(self, group: Any, group_inputs: list[Any]) -> Any:
         plan, pool = self.plan, self.pool

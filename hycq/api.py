@@ -441,7 +441,7 @@ def _run(
             same_order=same_order,
         )
     else:
-        asm = Assembly(plan, engines, settings, late_insert=options.late_insert, join=join)
+        asm = Assembly.of(resolved, settings, late_insert=options.late_insert, join=join)
     try:
         result = run_plan(plan, catalog, options, asm, inputs=inputs, extra=extra)
         result.extras["migs"] = asm.migs

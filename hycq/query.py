@@ -19,7 +19,12 @@ from pathlib import Path
 from engines import registry
 from optimizer.ir.catalog import Catalog
 from optimizer.ir.errors import OptionError, UserError
-from optimizer.ir.placement import ROW, Group, complete_placement, groups, uniform_placement
+from optimizer.ir.placement import (
+    ROW,
+    ResolvedPlan,
+    complete_placement,
+    uniform_placement,
+)
 from optimizer.ir.plan import LogicalPlan
 from optimizer.sql import bind_query
 from optimizer.sql.catalog import load_catalog
@@ -87,21 +92,6 @@ def load_query(query: str | Path, catalog: Path | None = None) -> LoadedQuery:
     start = time.perf_counter()
     plan, notes = bind_query(text, cat, name)
     return LoadedQuery(text, name, cat, plan, (time.perf_counter() - start) * 1e3, notes)
-
-
-@dataclass(frozen=True)
-class ResolvedPlan:
-    """A plan with its placement resolved: the engine of every operator, and the groups of
-    consecutive columnar operators that become one MIG each (``optimizer.ir.placement``)."""
-
-    plan: LogicalPlan
-    engines: dict[str, str]
-    groups: tuple[Group, ...]
-
-    @classmethod
-    def of(cls, plan: LogicalPlan, engines: Mapping[str, str]) -> ResolvedPlan:
-        """The resolved form of a complete engine-per-operator mapping."""
-        return cls(plan, dict(engines), tuple(groups(plan, dict(engines))))
 
 
 def resolve_plan(

@@ -234,3 +234,18 @@ def groups(plan: LogicalPlan, placement: Mapping[str, str]) -> list[Group]:
         out.append(Group(placement[ops[0]], ops, tops[0]))
     out.sort(key=lambda grp: order[grp.top])
     return out
+
+
+@dataclass(frozen=True)
+class ResolvedPlan:
+    """A plan with its placement resolved: the engine of every operator, and the groups of
+    consecutive columnar operators that become one MIG each (``optimizer.ir.placement``)."""
+
+    plan: LogicalPlan
+    engines: dict[str, str]
+    groups: tuple[Group, ...]
+
+    @classmethod
+    def of(cls, plan: LogicalPlan, engines: Mapping[str, str]) -> ResolvedPlan:
+        """The resolved form of a complete engine-per-operator mapping."""
+        return cls(plan, dict(engines), tuple(groups(plan, dict(engines))))

@@ -250,3 +250,21 @@ def test_the_run_loop_is_handed_its_engines() -> None:
         assert not _within(name, "hycq", "cost_models"), f"engines/assembly.py imports {name}"
     text = (ROOT / "engines" / "runtime" / "loop.py").read_text()
     assert "assembly: Assembled" in text
+
+
+def test_an_assembly_is_built_from_the_plan_resolved_once() -> None:
+    """``Assembly.of`` takes the resolved plan's groups as they are: the placement is
+    resolved once, at the boundary, and nothing below derives it again."""
+    from engines.assembly import Assembly
+    from hycq.query import load_query, resolve_plan
+
+    q = load_query(ROOT / "queries" / "smartplug" / "q1.sql")
+    resolved = resolve_plan(q.plan, "column")
+    assert resolved.groups, "a column placement has MIG groups"
+    asm = Assembly.of(resolved)
+    try:
+        assert asm.groups == list(resolved.groups)
+        assert all(a is b for a, b in zip(asm.groups, resolved.groups, strict=True))
+        assert asm.placement == resolved.engines and asm.plan is resolved.plan
+    finally:
+        asm.close()
