@@ -6,7 +6,7 @@ are a positioned user error, never a RecursionError or SyntaxError (exit 1).
 Long expressions are not deep: CASEs of any number of WHENs (a lookup table written as
 CASE), COALESCEs of any number of arguments, AND / OR chains and IN lists of thousands of
 terms run on every engine, in selects, aggregates' arguments, GROUP BY, HAVING and WHERE
-(the row engine's generated Python stays flat: tests/unit/test_flat_codegen.py)."""
+(the row engine's generated Python stays flat: tests/unit/engines/row/test_flat_codegen.py)."""
 
 from __future__ import annotations
 

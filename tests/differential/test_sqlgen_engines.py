@@ -801,7 +801,7 @@ def test_expressions_datafusion_vs_duckdb_vs_row(datafusion: Any, exprs: list[Ex
 
 
 # ---------------------------------------------------------------------------------------------
-# Hostile string literals on Spark (DuckDB: tests/unit/test_sqlgen.py)
+# Hostile string literals on Spark (DuckDB: tests/unit/engines/sqlgen/test_sqlgen.py)
 # ---------------------------------------------------------------------------------------------
 
 HOSTILE = [

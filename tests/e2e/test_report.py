@@ -8,7 +8,7 @@ test's tmp_path). Chromium is a system package: ``.ci/run`` installs it; elsewhe
 skips and says how to install it.
 
 Content (ids, SQL, alternatives, escaping, bench section) is unit-tested without a browser
-in tests/unit/test_report_content.py.
+in tests/unit/hycq/reporting/test_report_content.py.
 """
 
 from __future__ import annotations
