@@ -17,20 +17,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from hycq.cli import main
+from tests.cli import run_main
 
 ROOT = Path(__file__).resolve().parents[2]
 Q5 = ROOT / "queries" / "smartplug" / "q5.sql"
 CATALOG = ROOT / "queries" / "smartplug" / "catalog.toml"
 GOOD_ROW = "1,1377986401,2.5,1,0,0,0\n"
-
-
-def run_main(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str]:
-    try:
-        code = main([str(a) for a in args])
-    except SystemExit as exc:  # argparse errors
-        code = int(exc.code or 0)
-    return code, capsys.readouterr().err
 
 
 def assert_user_error(code: int, err: str, *parts: str) -> None:

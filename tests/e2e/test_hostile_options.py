@@ -22,19 +22,12 @@ from typing import Any
 import pytest
 
 from hycq.cli import main
+from tests.cli import run_main
 from tests.mqtt import Broker
 
 ROOT = Path(__file__).resolve().parents[2]
 Q1 = ROOT / "queries" / "smartplug" / "q1.sql"
 Q5 = ROOT / "queries" / "smartplug" / "q5.sql"
-
-
-def run_main(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str]:
-    try:
-        code = main([str(a) for a in args])
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    return code, capsys.readouterr().err
 
 
 def assert_one_error(code: int, err: str, *parts: str) -> None:

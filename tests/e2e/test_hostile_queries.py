@@ -20,25 +20,17 @@ import pyarrow as pa
 import pytest
 
 from hycq.api import execute
-from hycq.cli import main
 from optimizer.ir.errors import DataError
 from optimizer.ir.expr import InList, Unary
 from optimizer.sql import plan_query
 from optimizer.sql.catalog import load_catalog
+from tests.cli import run_main
 from tests.datagen import make_readings, small_smartplug
 from tests.oracle import assert_same_stream, oracle
 
 ROOT = Path(__file__).resolve().parents[2]
 CATALOG_PATH = ROOT / "queries" / "smartplug" / "catalog.toml"
 CATALOG = load_catalog(CATALOG_PATH)
-
-
-def run_main(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str]:
-    try:
-        code = main([str(a) for a in args])
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    return code, capsys.readouterr().err
 
 
 def assert_one_error(code: int, err: str, *parts: str) -> None:

@@ -35,20 +35,12 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
-from hycq.cli import main
+from tests.cli import run_main
 
 ROOT = Path(__file__).resolve().parents[2]
 Q1 = ROOT / "queries" / "smartplug" / "q1.sql"
 CATALOG = ROOT / "queries" / "smartplug" / "catalog.toml"
 ROWS = "".join(f"{i},{1377986401 + i // 4},{i * 1.5},1,{i % 3},0,0\n" for i in range(40))
-
-
-def run_main(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str]:
-    try:
-        code = main([str(a) for a in args])
-    except SystemExit as exc:  # argparse errors
-        code = int(exc.code or 0)
-    return code, capsys.readouterr().err
 
 
 def assert_user_error(code: int, err: str, *parts: str, after_work: bool = False) -> None:

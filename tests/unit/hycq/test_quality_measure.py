@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -20,18 +19,13 @@ from hypothesis import strategies as st
 
 from hycq.quality import QualitySpec, measure_quality, read_result_file
 from optimizer.ir.errors import DataError, OptionError
+from tests.cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def _hycq(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hycq.cli", *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-    )
+    return run_cli(*args)
 
 
 TRUTH = pa.table(

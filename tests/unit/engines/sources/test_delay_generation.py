@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +16,7 @@ from engines.sources.delays import DelaySpec, parse_delay
 from engines.sources.keyed import KeyedGenerator, KeyedStream, parse_stream_spec
 from engines.sources.smartplug import SmartPlugGenerator, generate_to_file
 from optimizer.ir.errors import OptionError
+from tests.cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[4]
 
@@ -117,13 +117,7 @@ def test_a_delay_below_the_time_unit_is_refused() -> None:
 
 
 def _hycq(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hycq.cli", *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-    )
+    return run_cli(*args)
 
 
 def test_cli_writes_per_stream_delays_and_records_them(tmp_path: Path) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow.compute as pc
@@ -13,6 +12,7 @@ from engines.sources.multiway import MultiwayStream, query_text, stream_table, w
 from optimizer.ir.errors import OptionError
 from optimizer.sql import plan_query
 from optimizer.sql.catalog import load_catalog
+from tests.cli import run_cli
 
 
 def test_rates_domains_and_determinism() -> None:
@@ -55,12 +55,7 @@ def test_bad_settings() -> None:
 
 
 def _hycq(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hycq.cli", *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=Path(__file__).resolve().parents[4],
-    )
+    return run_cli(*args)
 
 
 def test_cli_writes_a_runnable_workload(tmp_path: Path) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from optimizer.ir.placement import groups, uniform_placement
 from optimizer.phase_two import allowed_engines
 from optimizer.sql import plan_query
 from optimizer.sql.catalog import parse_catalog_text
+from tests.cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[4]
 Q1 = ROOT / "queries" / "smartplug" / "q1.sql"
@@ -104,14 +104,8 @@ def test_uniform_placement_keeps_gateway_on_row() -> None:
     }
 
 
-def _hycq(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hycq.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-    )
+def _hycq(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return run_cli(*args)
 
 
 def test_cli_placement_file(tmp_path: Path) -> None:
